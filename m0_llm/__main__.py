@@ -1,0 +1,42 @@
+"""python -m m0_llm "prompt": send one message to the model and print its reply."""
+import argparse
+import os
+import sys
+
+from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
+
+
+def printable(text):
+    """Model text can hold a NUL, a lone surrogate or other control bytes; never let printing crash."""
+    text = "" if text is None else str(text)
+    text = text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates become '?'
+    return "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m m0_llm", description="Send one prompt to the model and print the reply.")
+    parser.add_argument("prompt", help="what to ask the model")
+    parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
+                        help="model name (env TINYHARNESS_MODEL, default %(default)s)")
+    parser.add_argument("--base-url", default=os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL),
+                        help="OpenAI-compatible endpoint (env TINYHARNESS_BASE_URL, default %(default)s)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
+    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"))
+    try:
+        message, usage = client.chat([{"role": "user", "content": args.prompt}])
+    except LLMError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(printable(message.get("content")))
+    print(f"[stats] prompt_tokens={usage.get('prompt_tokens', 0)} "
+          f"completion_tokens={usage.get('completion_tokens', 0)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""`tinyharness course`: list, diff, quiz and check, on fake stage folders."""
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tinyharness import course
+
+
+@pytest.fixture(autouse=True)
+def progress(tmp_path, monkeypatch):
+    path = tmp_path / "progress.json"
+    monkeypatch.setenv("TINYHARNESS_PROGRESS", str(path))
+    return path
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def root(tmp_path):
+    """Two fake stages: m1_b changes one line of llm.py and adds loop.py."""
+    root = tmp_path / "repo"
+    write(root / "m0_a" / "llm.py", "import json\n\ndef chat():\n    return 'old'\n")
+    write(root / "m0_a" / "README.md", "# m0_a: One door to the model\n")
+    write(root / "m1_b" / "llm.py", "import json\n\ndef chat():\n    return 'new'\n")
+    write(root / "m1_b" / "loop.py", "def run():\n    pass\n")
+    write(root / "m1_b" / "__pycache__" / "junk.py", "ignored = True\n")
+    write(root / "m1_b" / "README.md", "Intro\n# m1_b - The loop\n")
+    return root
+
+
+def diff(root, *stages, **options):
+    out = io.StringIO()
+    assert course.course_diff(*stages, output=out, root=root, **options) == 0
+    return out.getvalue()
+
+
+def test_diff_shows_the_lesson_and_a_summary(root):
+    lines = diff(root, "m0", "m1_b", color=False).splitlines()
+    assert lines[:3] == ["--- m0_a/llm.py", "+++ m1_b/llm.py", "@@ -1,4 +1,4 @@"]
+    assert "-    return 'old'" in lines and "+    return 'new'" in lines
+    assert "--- m0_a/loop.py" in lines and "+def run():" in lines
+    assert not any("junk" in line or "README" in line for line in lines)
+    assert lines[-1] == "2 files changed, +3 -1 lines"
+    assert "\033" not in "\n".join(lines)
+
+
+def test_diff_colours_on_request_and_not_into_a_pipe(root, monkeypatch):
+    coloured = diff(root, "m0", "m1", color=True)
+    assert "\033[31m-    return 'old'\033[0m" in coloured
+    assert "\033[32m+    return 'new'\033[0m" in coloured
+    assert "\033[36m@@" in coloured and "\033[1m--- m0_a/llm.py" in coloured
+    assert "\033" not in diff(root, "m0", "m1")  # StringIO is not a terminal
+
+
+def test_diff_includes_docs_on_request(root):
+    text = diff(root, "m0", "m1", color=False, include_docs=True)
+    assert "+# m1_b - The loop" in text
+    assert text.splitlines()[-1] == "3 files changed, +5 -2 lines"
+
+
+def test_diff_of_a_stage_with_itself(root):
+    assert diff(root, "m1", "m1_b") == "0 files changed, +0 -0 lines\n"
+
+
+def test_unknown_stage_and_missing_checkout_exit_2(root, tmp_path, capsys):
+    assert course.course_diff("m0", "m7", output=io.StringIO(), root=root) == 2
+    assert "unknown stage 'm7'; valid stages: m0_a, m1_b" in capsys.readouterr().err
+    assert course.course_check("m7", root=root) == 2
+    assert course.course_quiz("m7", root=root) == 2
+    empty = tmp_path / "site-packages"
+    empty.mkdir()
+    assert course.course_list(root=empty) == 2
+    assert "run from a checkout of the repository" in capsys.readouterr().err
+
+
+def test_list_shows_titles_progress_and_what_is_next(root, progress):
+    write(root / "m2_c" / "loop.py", "")
+    progress.write_text(json.dumps({"m0_a": {"best": 3, "total": 3}, "m1_b": {"best": 2, "total": 3}}))
+    printed = []
+    assert course.course_list(output=printed.append, root=root) == 0
+    assert printed[:3] == [
+        "m0_a  One door to the model  quiz 3/3",
+        "m1_b  The loop               quiz 2/3",
+        "m2_c  (no README yet)        quiz not taken",
+    ]
+    assert printed[-1].strip() == "Next: tinyharness course quiz m1"
+
+
+def test_list_congratulates_when_every_quiz_is_full_marks(root, progress):
+    progress.write_text(json.dumps({"m0_a": {"best": 3, "total": 3}, "m1_b": {"best": 3, "total": 3}}))
+    printed = []
+    course.course_list(output=printed.append, root=root)
+    assert "Well done" in printed[-1]
+
+
+def test_quiz_runs_and_records(root, progress, monkeypatch):
+    quiz_text = "# Quiz: m1_b\n" + "".join(
+        f"\n## {n}. Q{n}?\n\n- A) a\n- B) b\n- C) c\n\nAnswer: {a}\n\nExplanation: `loop.py:run`.\n"
+        for n, a in [(1, "A"), (2, "B"), (3, "C")])
+    write(root / "m1_b" / "QUIZ.md", quiz_text)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a\nb\nb\n"))
+    assert course.course_quiz("m1", root=root) == 0
+    assert json.loads(progress.read_text())["m1_b"]["best"] == 2
+
+
+def test_check_runs_the_stage_tests_from_the_root(root, monkeypatch, capsys):
+    calls = []
+
+    def fake_run(argv, **kwargs):
+        calls.append((argv, kwargs))
+        return subprocess.CompletedProcess(argv, 5)
+    monkeypatch.setattr(course.subprocess, "run", fake_run)
+    assert course.course_check("m1", root=root) == 5
+    assert calls == [([sys.executable, "-m", "pytest", "tests", "-q", "-k", "m1_b"], {"cwd": root})]
+    assert "Running:" in capsys.readouterr().out

@@ -1,0 +1,97 @@
+"""m0: one door to the model. Errors a newcomer meets must read as advice, never as a traceback.
+
+The error cases run on every stage (they all share llm.py) and on `tinyharness run`.
+"""
+import json
+
+import pytest
+
+from tests.ladder import run_stage, stages_from
+from tinyharness.testing import ScriptedServer
+
+ALL = stages_from("m0")
+
+
+def assert_clean_failure(result, *needles):
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+
+
+def test_m0_prints_the_reply_and_sends_the_model(workspace):
+    with ScriptedServer(script=["Hello from the model."]) as server:
+        result = run_stage("m0_llm", workspace, "--base-url", server.base_url, "--model", "tiny:1b", "Say hello")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Hello from the model."
+    body = server.requests[0]
+    assert body["model"] == "tiny:1b"
+    assert body["messages"] == [{"role": "user", "content": "Say hello"}]
+    assert "tools" not in body
+
+
+@pytest.mark.parametrize("stage", ALL)
+def test_server_down_gives_advice(stage, workspace):
+    result = run_stage(stage, workspace, "--base-url", "http://127.0.0.1:9/v1", "x")
+    assert_clean_failure(result, "http://127.0.0.1:9/v1/chat/completions", "ollama serve")
+
+
+@pytest.mark.parametrize("stage", ALL)
+def test_env_selects_model_endpoint_and_key(stage, workspace):
+    with ScriptedServer(script=["ok"]) as server:
+        result = run_stage(stage, workspace, "x", env={"TINYHARNESS_BASE_URL": server.base_url,
+                                                        "TINYHARNESS_MODEL": "env-model:3b",
+                                                        "TINYHARNESS_API_KEY": "sekret"})
+        assert result.returncode == 0, result.stderr
+        assert server.requests[0]["model"] == "env-model:3b"
+        assert server.headers[0].get("Authorization") == "Bearer sekret"
+
+
+@pytest.mark.parametrize("stage", ALL)
+def test_default_model_is_qwen3_8b(stage, workspace):
+    with ScriptedServer(script=["ok"]) as server:
+        run_stage(stage, workspace, "--base-url", server.base_url, "x")
+    assert server.requests[0]["model"] == "qwen3:8b"
+
+
+NOT_FOUND = {"status": 404, "body": {"error": {"message": 'model "qwen9:1b" not found, try pulling it first',
+                                               "type": "api_error", "param": None, "code": None}}}
+
+
+@pytest.mark.parametrize("stage", ALL)
+@pytest.mark.parametrize("reply, needles", [
+    (NOT_FOUND, ["ollama pull qwen9:1b", "HTTP 404"]),
+    ({"status": 500, "body": "llama runner process has terminated"}, ["HTTP 500", "llama runner process has terminated"]),
+    ({"status": 400, "body": {"error": {"message": "registry.ollama.ai/library/gemma3 does not support tools"}}},
+     ["HTTP 400", "does not support tools"]),
+    ({"raw": "<html>502 Bad Gateway</html>"}, ["not a chat completion", "<html>502 Bad Gateway"]),
+    ({"raw": '{"object": "list", "data": []}'}, ["choices[0].message"]),
+    ({"raw": '{"choices": [{"index": 0}]}'}, ["choices[0].message"]),
+    ({"drop": "mid-body"}, ["broke while the answer was being sent"]),
+    ({"drop": "before"}, ["closed the connection"]),
+], ids=["model-not-pulled", "http-500", "http-400", "not-json", "no-choices", "no-message", "drop-mid-body", "drop-before"])
+def test_bad_answers_exit_1_with_a_clear_message(stage, reply, needles, workspace):
+    with ScriptedServer(script=[reply]) as server:
+        result = run_stage(stage, workspace, "--base-url", server.base_url, "--model", "qwen9:1b", "x")
+    assert_clean_failure(result, server.base_url, *needles)
+
+
+@pytest.mark.parametrize("stage", ALL)
+def test_odd_characters_in_model_text_print_safely(stage, workspace):
+    raw = json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": "nul:\u0000 lone:\ud800 bell:\u0007 ok:\u0161\u0107 end"}}]})
+    with ScriptedServer(script=[{"raw": raw}]) as server:
+        result = run_stage(stage, workspace, "--base-url", server.base_url, "x")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "nul:" in result.stdout and "ok:\u0161\u0107 end" in result.stdout
+    assert "\x00" not in result.stdout and "\x07" not in result.stdout
+
+
+@pytest.mark.parametrize("stage", ALL)
+def test_invalid_utf8_in_the_answer_prints_safely(stage, workspace):
+    raw = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "caf\xe9 \xff done"}}]}'
+    with ScriptedServer(script=[{"raw": raw}]) as server:
+        result = run_stage(stage, workspace, "--base-url", server.base_url, "x")
+    assert result.returncode == 0, result.stderr
+    assert "caf" in result.stdout and "done" in result.stdout

@@ -1,0 +1,107 @@
+"""The `tinyharness` command: run the agent, replay the demo, serve a scripted model, follow the course."""
+import argparse
+import os
+import sys
+
+from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
+from .loop import Stats, Stopped, run_agent
+
+
+def printable(text):
+    """Model text can hold a NUL, a lone surrogate or other control bytes; never let printing crash."""
+    text = "" if text is None else str(text)
+    text = text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates become '?'
+    return "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
+
+
+def add_run_flags(parser):
+    parser.add_argument("task", help="what the agent should do, in plain words")
+    parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
+                        help="model name (env TINYHARNESS_MODEL, default %(default)s)")
+    parser.add_argument("--base-url", default=os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL),
+                        help="OpenAI-compatible endpoint (env TINYHARNESS_BASE_URL, default %(default)s)")
+    parser.add_argument("--max-turns", type=int, default=8, help="most model calls in one run (default %(default)s)")
+    parser.add_argument("--transcript", metavar="PATH", help="write the whole conversation as JSON to PATH")
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="tinyharness",
+        description="A small agent harness for local models. The current folder is the agent's workspace.",
+        epilog="Start with `tinyharness demo` (no model server needed), then `tinyharness run \"TASK\"` "
+               "against Ollama (`ollama serve`, `ollama pull qwen3:8b`).")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_run_flags(sub.add_parser("run", help="run the agent on a task in the current folder",
+                                 description="Run the agent on TASK, using the current folder as its workspace."))
+    sub.add_parser("demo", help="the notes task end to end, with the model's turns replayed (no server needed)",
+                   description="Copy examples/notes to a temporary folder and run the real loop and tools on it, "
+                               "against a scripted server that replays the model's five turns.")
+    fake = sub.add_parser("fake-server", help="serve scripted model replies on 127.0.0.1 for your own tests",
+                          description="An OpenAI-compatible server that answers from a JSON script of replies.")
+    fake.add_argument("--script", required=True, metavar="FILE", help="JSON file: a list of replies")
+    fake.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
+    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, check",
+                            description="Follow the course: see your progress, diff two stages, take a quiz, run a stage's tests.")
+    course_sub = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
+    course_sub.add_parser("list", help="the stages, one line each, with your quiz progress")
+    diff = course_sub.add_parser("diff", help="a unified diff of two stages' code")
+    diff.add_argument("a", help="a stage, e.g. m0")
+    diff.add_argument("b", help="a later stage, e.g. m1")
+    diff.add_argument("--docs", action="store_true", help="include README.md and QUIZ.md")
+    course_sub.add_parser("quiz", help="take a stage's three-question quiz").add_argument("stage")
+    course_sub.add_parser("check", help="run the tests of one stage").add_argument("stage")
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
+    if args.command == "run":
+        return run_command(args, parser)
+    if args.command == "demo":
+        from .demo import run_demo
+        return run_demo()
+    if args.command == "fake-server":
+        from .testing import main as fake_server_main
+        return fake_server_main(["--script", args.script, "--port", str(args.port)])
+    if args.command == "course":
+        return course_command(args)
+    parser.print_help()
+    return 2
+
+
+def run_command(args, parser):
+    if not args.task.strip():
+        parser.error("the task is empty")
+    if args.max_turns < 1:
+        parser.error("--max-turns must be 1 or more")
+    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"))
+    stats = Stats()
+    echo = lambda text: print(printable(text), flush=True)
+    try:
+        answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript)
+        print(printable(answer))
+        return 0
+    except LLMError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except Stopped as e:
+        print(f"Stopped: {e}. The task is NOT confirmed complete.")
+        return 3
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130
+    finally:
+        print(stats.line(), file=sys.stderr)
+
+
+def course_command(args):
+    from . import course
+    if args.course_command == "list":
+        return course.course_list()
+    if args.course_command == "diff":
+        return course.course_diff(args.a, args.b, include_docs=args.docs)
+    if args.course_command == "quiz":
+        return course.course_quiz(args.stage)
+    return course.course_check(args.stage)

@@ -1,0 +1,138 @@
+"""The learner's companion: `tinyharness course list|diff|quiz|check`.
+
+These commands read the stage folders (m0_llm/, m1_loop/, ...) of a checkout of the repository,
+next to this package. Each function returns an exit code; cli.py wires them to the command line.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TITLE_PREFIX = re.compile(r"m\d\w*\s*[-:\u2013\u2014]\s*")  # "m1_loop: ", "m1 - "
+COLORS = {"header": "\033[1m", "hunk": "\033[36m", "-": "\033[31m", "+": "\033[32m"}
+RESET = "\033[0m"
+NOT_A_CHECKOUT = (
+    "The course commands run from a checkout of the repository: no stage folders "
+    "(m0_llm/, m1_loop/, ...) were found next to the tinyharness package. Clone the repository "
+    "and install it with `pip install -e .` from inside it.")
+
+
+def _checkout(root) -> Path | None:
+    """The repository root, or None after saying why the course commands need a checkout."""
+    root = Path(root or ROOT)
+    if any(p.is_dir() for p in root.glob("m[0-9]_*")):
+        return root
+    print(NOT_A_CHECKOUT, file=sys.stderr)
+    return None
+
+
+def _quiz():
+    """The quiz runner lives in quizzes/ at the root of the checkout."""
+    if str(ROOT) not in sys.path:
+        sys.path.append(str(ROOT))
+    from quizzes import quiz
+    return quiz
+
+
+def stage_title(stage: Path) -> str:
+    """The first '# ' heading of the stage's README.md, without its 'm1_loop:' prefix."""
+    readme = stage / "README.md"
+    if not readme.is_file():
+        return "(no README yet)"
+    for line in readme.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# "):
+            return TITLE_PREFIX.sub("", line[2:].strip(), count=1)
+    return "(no title)"
+
+
+def course_list(output=print, root=None) -> int:
+    root = _checkout(root)
+    if root is None:
+        return 2
+    quiz = _quiz()
+    progress = quiz.load_progress()
+    rows = [(s.name, stage_title(s), progress.get(s.name)) for s in quiz.list_stages(root)]
+    name_width = max(len(name) for name, _, _ in rows)
+    title_width = max(len(title) for _, title, _ in rows)
+    for name, title, entry in rows:
+        output(f"{name:<{name_width}}  {title:<{title_width}}  {quiz.progress_label(entry)}")
+    todo = [name for name, _, entry in rows if not entry or entry["best"] < entry["total"]]
+    if todo:
+        output(f"\nNext: tinyharness course quiz {todo[0].split('_')[0]}")
+    else:
+        output("\nEvery quiz answered in full. Well done: you have built an agent harness.")
+    return 0
+
+
+def _code_files(stage: Path, include_docs: bool) -> set[str]:
+    patterns = ["*.py", "*.md"] if include_docs else ["*.py"]
+    return {p.relative_to(stage).as_posix() for pattern in patterns for p in stage.rglob(pattern)
+            if "__pycache__" not in p.relative_to(stage).parts and p.is_file()}
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
+
+
+def course_diff(a: str, b: str, output=None, color=None, include_docs=False, root=None) -> int:
+    """A unified diff of the code of two stages (README.md and QUIZ.md only with include_docs)."""
+    output = output or sys.stdout
+    root = _checkout(root)
+    if root is None:
+        return 2
+    quiz = _quiz()
+    try:
+        left, right = quiz.find_stage(a, root), quiz.find_stage(b, root)
+    except quiz.UnknownStage as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if color is None:
+        color = getattr(output, "isatty", lambda: False)() and not os.environ.get("NO_COLOR")
+    files = sorted(_code_files(left, include_docs) | _code_files(right, include_docs))
+    changed = added = removed = 0
+    for rel in files:
+        diff = list(difflib.unified_diff(_lines(left / rel), _lines(right / rel),
+                                         f"{left.name}/{rel}", f"{right.name}/{rel}", n=3, lineterm=""))
+        changed += bool(diff)
+        for i, line in enumerate(diff):
+            kind = "header" if i < 2 else "hunk" if line.startswith("@@") else line[:1]
+            added += kind == "+"
+            removed += kind == "-"
+            if color and kind in COLORS:
+                line = f"{COLORS[kind]}{line}{RESET}"
+            output.write(line + "\n")
+    output.write(f"{changed} file{'' if changed == 1 else 's'} changed, +{added} -{removed} lines\n")
+    return 0
+
+
+def course_quiz(stage: str, root=None) -> int:
+    root = _checkout(root)
+    if root is None:
+        return 2
+    return _quiz().take_quiz(stage, root=root)
+
+
+def course_check(stage: str, root=None) -> int:
+    """Run the ladder tests of one stage (their ids carry the stage folder name)."""
+    root = _checkout(root)
+    if root is None:
+        return 2
+    quiz = _quiz()
+    try:
+        folder = quiz.find_stage(stage, root)
+    except quiz.UnknownStage as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if importlib.util.find_spec("pytest") is None:
+        print("error: the checks need pytest: pip install pytest", file=sys.stderr)
+        return 2
+    command = [sys.executable, "-m", "pytest", "tests", "-q", "-k", folder.name]
+    print(f"Running: {shlex.join(command)}", flush=True)
+    return subprocess.run(command, cwd=root).returncode

@@ -1,0 +1,74 @@
+"""`tinyharness demo`: the notes task end to end, with no model server.
+
+Everything is real except the model: the loop, the tools, the files and the HTTP requests. The
+model's five turns are replayed by the scripted server from examples/notes.script.json, so the
+demo shows exactly what a harness does around a model, on any machine.
+"""
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from .llm import Client
+from .loop import Stats, run_agent
+from .testing import ScriptedServer, load_script
+
+ROOT = Path(__file__).resolve().parents[1]
+TASK = "Find the testing budget in my notes and save it to budget.md."
+
+
+class NarratingClient:
+    """Wraps the real client to announce each model turn before the loop acts on it."""
+
+    def __init__(self, client, say):
+        self.client, self.say, self.turn = client, say, 0
+
+    def chat(self, messages, tools=None):
+        self.show_new_results(messages)
+        message, usage = self.client.chat(messages, tools)
+        self.turn += 1
+        calls = message.get("tool_calls") or []
+        action = f"asks for {len(calls)} tool call(s):" if calls else "answers without tool calls, so the loop ends:"
+        self.say(f"\nTurn {self.turn} - the model (replayed) {action}")
+        return message, usage
+
+    def show_new_results(self, messages):
+        """The tool results the loop appended since the model's last turn: what the model reads next."""
+        last_turn = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=len(messages))
+        for result in messages[last_turn + 1:]:
+            first_line = (result.get("content") or "").replace("\n", " | ")
+            self.say(f"    -> {first_line[:90]}{'...' if len(first_line) > 90 else ''}")
+
+
+def run_demo(say=print):
+    notes, script_file = ROOT / "examples" / "notes", ROOT / "examples" / "notes.script.json"
+    if not notes.is_dir() or not script_file.is_file():
+        print("error: the demo needs examples/notes and examples/notes.script.json from a checkout of the "
+              "tinyharness repository; run it from there (pip install -e .).", file=sys.stderr)
+        return 1
+    workspace = Path(tempfile.mkdtemp(prefix="tinyharness-demo-")) / "notes"
+    shutil.copytree(notes, workspace)
+    say("tinyharness demo: the notes task, end to end, with no model server.")
+    say("The model's turns are REPLAYED from examples/notes.script.json by a scripted server on 127.0.0.1;")
+    say("the loop, the tools, the files and the HTTP requests are real.\n")
+    say(f"Workspace: {workspace} (a fresh copy of examples/notes)")
+    say(f"Task: {TASK}")
+    stats = Stats()
+    with ScriptedServer(script=load_script(script_file)) as server:
+        client = NarratingClient(Client(server.base_url, "replayed-model"), say)
+        answer = run_agent(TASK, client, workspace, stats, max_turns=8, echo=say)
+    say(answer)
+    show_written_file(workspace / "budget.md", say)
+    say(stats.line())
+    say(f"\nNow with a real model: start Ollama (`ollama serve`, `ollama pull qwen3:8b`), then\n"
+        f"  cd {workspace} && rm budget.md && tinyharness run \"{TASK}\"")
+    return 0
+
+
+def show_written_file(path, say):
+    if not path.is_file():
+        say(f"\n{path.name} was not written.")
+        return
+    say(f"\n{path.name}, as the write_file tool left it on disk:")
+    for line in path.read_text(encoding="utf-8").splitlines():
+        say(f"  | {line}")

@@ -1,0 +1,479 @@
+"""A scripted OpenAI-compatible model server, for tests and for learning.
+
+`ScriptedServer` is a real HTTP server on 127.0.0.1 that speaks the chat-completions format the way
+Ollama's `/v1` shim does. Instead of a model, a *script* (a list of replies, used in order) or a
+*policy* (a function `policy(request_body, index) -> reply`) decides what the "model" says. Every
+request body (`srv.requests`) and its headers (`srv.headers`) are recorded, so a test can check
+exactly what a harness sent:
+
+    with ScriptedServer(script=["Hello!"]) as srv:
+        run_my_agent(base_url=srv.base_url)          # "http://127.0.0.1:PORT/v1"
+        assert srv.requests[0]["messages"][-1]["role"] == "user"
+        assert srv.headers[0].get("Authorization") is None
+
+A reply is a string (the assistant's text) or a dict:
+
+    content, reasoning, tool_calls=[{"name", "arguments": dict | str, "id"?}],
+    finish_reason, usage, malformed_arguments          - what the "model" says
+    status + body, delay, drop ("before" | "mid-body" | "mid-stream"),
+    raw (str or bytes, sent as a 200 body)              - faults of the serving layer
+    stream_error, index_zero, whole_tool_calls          - faults/quirks of streaming only
+
+Tool-call ids are written by the server (`call_1`, `call_2`, ... over the server's life), not by
+the script: in real deployments the serving layer assigns them, and the model never sees them
+until the harness sends them back.
+
+Token counts. Without a tokenizer we estimate tokens as characters/4, rounded up (a common rule
+of thumb for English and JSON with BPE tokenizers). The *prompt text* of a request is
+`json.dumps(messages) + json.dumps(tools)` (ensure_ascii=False, default separators; a request
+without tools appends "null"). `prompt_tokens` is the estimate of that text.
+
+Simulated prefix cache. llama.cpp and Ollama keep the KV cache of the previous request and only
+recompute the prompt from the first token that changed. We imitate that:
+`usage.prompt_tokens_details.cached_tokens` is the length, in characters, of the longest common
+prefix between this prompt text and the previous request's, divided by 4 (0 for the first
+request). A harness that only appends to its history keeps this high; one that rewrites early
+messages (a timestamp in the system prompt, a summary at the top) drops it to near zero. Tests and
+benchmarks read it to measure how much a context policy breaks the cache.
+
+Run it from the command line to point a harness at canned replies:
+
+    python -m tinyharness.testing --script replies.json --port 8080
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import socketserver
+import sys
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+__all__ = ["ScriptedServer", "estimate_tokens", "load_script", "main"]
+
+REPLY_KEYS = frozenset({
+    "content", "reasoning", "tool_calls", "finish_reason", "usage", "malformed_arguments",
+    "status", "body", "delay", "drop", "raw",
+    "stream_error", "index_zero", "whole_tool_calls",
+})
+DROP_MODES = ("before", "mid-body", "mid-stream")
+
+
+# --- Pure helpers: tokens, prompt text, replies ---------------------------------------------
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count: characters/4, rounded up. Good enough for budgets and tests."""
+    return (len(text) + 3) // 4
+
+
+def prompt_text(body: dict) -> str:
+    """The text whose tokens we count: the messages, then the tool schemas, as JSON."""
+    return (json.dumps(body.get("messages"), ensure_ascii=False)
+            + json.dumps(body.get("tools"), ensure_ascii=False))
+
+
+def common_prefix_length(a: str, b: str) -> int:
+    """How many leading characters two strings share (what a KV cache could reuse)."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def normalise_reply(reply) -> dict:
+    """Turn a reply into a dict and check it, so a typo fails loudly instead of being ignored."""
+    if isinstance(reply, str):
+        return {"content": reply}
+    if not isinstance(reply, dict):
+        raise ValueError(f"a reply must be a string or an object, not {type(reply).__name__}")
+    unknown = sorted(set(reply) - REPLY_KEYS)
+    if unknown:
+        raise ValueError(f"unknown reply key(s) {unknown}; known keys: {sorted(REPLY_KEYS)}")
+    if reply.get("drop") not in (None, *DROP_MODES):
+        raise ValueError(f"drop must be one of {list(DROP_MODES)}, not {reply['drop']!r}")
+    for call in reply.get("tool_calls") or []:
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            raise ValueError(f"each tool call needs a 'name' string: {call!r}")
+    return dict(reply)
+
+
+def load_script(path) -> list:
+    """Read a script file: a JSON list of replies. Raises OSError or ValueError with a reason."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            script = json.load(f)
+        except ValueError as e:
+            raise ValueError(f"{path}: not valid JSON: {e}") from None
+    if not isinstance(script, list):
+        raise ValueError(f"{path}: a script must be a JSON list of replies")
+    for i, reply in enumerate(script):
+        try:
+            normalise_reply(reply)
+        except ValueError as e:
+            raise ValueError(f"{path}: reply {i}: {e}") from None
+    return script
+
+
+def error_body(message: str, kind: str = "api_error") -> dict:
+    """An OpenAI-style error object, the shape clients look for in a failed answer."""
+    return {"error": {"message": message, "type": kind}}
+
+
+def build_tool_calls(reply: dict, new_call_id) -> list:
+    """The OpenAI `tool_calls` list. Arguments always travel as a JSON *string*."""
+    calls = []
+    for i, call in enumerate(reply.get("tool_calls") or []):
+        arguments = call.get("arguments", {})
+        if not isinstance(arguments, str):      # a str is sent as-is: that is how tests send bad JSON
+            arguments = json.dumps(arguments)
+        if reply.get("malformed_arguments"):
+            arguments = arguments[: len(arguments) // 2]   # cut in half: never valid JSON
+        calls.append({"id": call.get("id") or new_call_id(), "index": i, "type": "function",
+                      "function": {"name": call["name"], "arguments": arguments}})
+    return calls
+
+
+def build_usage(reply: dict, calls: list, prompt: str, cached_chars: int) -> dict:
+    """The usage block: estimated counts, unless the reply overrides it."""
+    if reply.get("usage") is not None:
+        return reply["usage"]
+    said = (reply.get("content") or "") + (reply.get("reasoning") or "")
+    said += "".join(c["function"]["name"] + c["function"]["arguments"] for c in calls)
+    p, c = estimate_tokens(prompt), estimate_tokens(said)
+    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c,
+            "prompt_tokens_details": {"cached_tokens": cached_chars // 4}}
+
+
+def finish_reason(reply: dict, calls: list) -> str:
+    return reply.get("finish_reason") or ("tool_calls" if calls else "stop")
+
+
+def build_completion(reply: dict, calls: list, head: dict, usage: dict) -> dict:
+    """A whole (non-streaming) chat.completion answer."""
+    # Ollama sends "" (not null) as content next to tool calls; an explicit None in the
+    # script is passed through so tests can exercise clients on `content: null` too.
+    message = {"role": "assistant", "content": reply.get("content", "")}
+    if reply.get("reasoning"):
+        message["reasoning"] = reply["reasoning"]          # Ollama /v1 spelling
+    if calls:
+        message["tool_calls"] = calls
+    return {**head, "object": "chat.completion",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(reply, calls)}],
+            "usage": usage}
+
+
+def pieces(text: str, size: int) -> list:
+    """Cut text every `size` characters, blind to JSON: clients must cope with any split."""
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def build_stream(reply: dict, calls: list, head: dict, usage: dict, size: int) -> list:
+    """The server-sent events of a streamed answer, as JSON-able objects plus a final "[DONE]"."""
+    def chunk(delta, finish=None):
+        return {**head, "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    role = chunk({"role": "assistant", "content": ""})
+    thinking = [chunk({"reasoning": p}) for p in pieces(reply.get("reasoning") or "", size)]
+    text = [chunk({"content": p}) for p in pieces(reply.get("content") or "", size)]
+    if reply.get("stream_error") is not None:
+        # llama.cpp reports e.g. context overflow as an error event inside a 200 stream.
+        oops = {"error": {"message": reply["stream_error"], "type": "server_error"}}
+        return ([role, text[0]] if text else []) + [oops]
+    events = [role, *thinking, *text]
+    for call in calls:
+        index = 0 if reply.get("index_zero") else call["index"]   # Ollama quirk: all index 0
+        if reply.get("whole_tool_calls"):                           # Ollama: one call, one chunk
+            events.append(chunk({"tool_calls": [{**call, "index": index}]}))
+            continue
+        opening = {"index": index, "id": call["id"], "type": "function",
+                   "function": {"name": call["function"]["name"], "arguments": ""}}
+        events.append(chunk({"tool_calls": [opening]}))
+        for p in pieces(call["function"]["arguments"], size):     # later fragments carry no id
+            events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}))
+    events.append(chunk({}, finish_reason(reply, calls)))
+    events.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+    return events + ["[DONE]"]
+
+
+# --- The HTTP layer ---------------------------------------------------------------------------
+
+class _Handler(BaseHTTPRequestHandler):
+    """One connection. Parses the request, asks the ScriptedServer for a reply, writes it."""
+
+    protocol_version = "HTTP/1.1"   # keep-alive like a real server; we always send Content-Length
+
+    def log_message(self, format, *args):
+        pass                        # tests stay quiet: no "GET /v1/models 200" lines on stderr
+
+    def setup(self):
+        super().setup()
+        self.server.track(self.connection, True)
+
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            self.server.track(self.connection, False)
+
+    def send_json(self, status: int, obj, raw: str | bytes | None = None):
+        data = raw if raw is not None else json.dumps(obj, ensure_ascii=False)
+        data = data if isinstance(data, bytes) else data.encode("utf-8")   # bytes: e.g. bad UTF-8
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        path = self.path.split("?")[0].rstrip("/")
+        if path.endswith("/models"):
+            model = {"id": self.server.owner.model, "object": "model", "owned_by": "tinyharness"}
+            self.send_json(200, {"object": "list", "data": [model]})
+        else:
+            self.send_json(404, error_body(f"no route for GET {path}", "invalid_request_error"))
+
+    def do_POST(self):
+        # Read the body first, whatever the path, so the connection stays in a sane state.
+        data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        path = self.path.split("?")[0].rstrip("/")
+        if not path.endswith("/chat/completions"):
+            return self.send_json(404, error_body(f"no route for POST {path}", "invalid_request_error"))
+        try:
+            body = json.loads(data)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return self.send_json(400, error_body("request body must be a JSON object",
+                                                  "invalid_request_error"))
+        self.answer_chat(body)
+
+    def answer_chat(self, body: dict):
+        owner = self.server.owner
+        reply, prompt, cached_chars = owner._take_reply(body, self.headers)
+        if isinstance(reply, str):                  # _take_reply explains why there is no reply
+            return self.send_json(500, error_body(reply))
+        if reply.get("delay"):
+            time.sleep(reply["delay"])
+        if reply.get("drop") == "before":
+            self.close_connection = True            # close without a single byte of answer
+            return
+        if reply.get("status") is not None:
+            return self.send_fault(reply["status"], reply.get("body"))
+        if reply.get("raw") is not None:
+            return self.send_json(200, None, raw=reply["raw"])
+
+        calls = build_tool_calls(reply, owner._new_call_id)
+        usage = build_usage(reply, calls, prompt, cached_chars)
+        head = {"id": owner._new_completion_id(), "created": int(time.time()),
+                "model": body.get("model") or owner.model, "system_fingerprint": "fp_scripted"}
+        # Either drop mode cuts whichever kind of answer the client asked for.
+        if body.get("stream"):
+            self.send_stream(build_stream(reply, calls, head, usage, owner.fragment_size),
+                             cut=reply.get("drop") is not None)
+        elif reply.get("drop") is not None:
+            self.send_half(build_completion(reply, calls, head, usage))
+        else:
+            self.send_json(200, build_completion(reply, calls, head, usage))
+
+    def send_fault(self, status: int, body):
+        """An HTTP error answer, e.g. Ollama's 404 for a model that was never pulled."""
+        if body is None:
+            body = error_body(f"scripted server: HTTP {status}")
+        if isinstance(body, (str, bytes)):
+            return self.send_json(status, None, raw=body)
+        self.send_json(status, body)
+
+    def send_half(self, answer: dict):
+        """Promise the full Content-Length, send half the body, hang up: a broken answer."""
+        data = json.dumps(answer).encode("utf-8")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self.close_connection = True
+
+    def send_stream(self, events: list, cut: bool = False):
+        """Write server-sent events one by one. No Content-Length: the stream ends when we close."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        if cut:                                     # drop mid-stream: about half, and no [DONE]
+            events = events[: max(1, len(events) // 2)]
+        for event in events:
+            data = event if isinstance(event, str) else json.dumps(event, ensure_ascii=False)
+            self.wfile.write(f"data: {data}\n\n".encode("utf-8"))
+            self.wfile.flush()
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True           # a forgotten server never keeps the test run alive
+
+    def __init__(self, address, owner):
+        self.owner = owner
+        self._connections = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def server_bind(self):
+        # HTTPServer.server_bind calls socket.getfqdn(), a DNS lookup that can take seconds on
+        # some machines. We know our name already, so bind without it.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+    def track(self, connection, is_open: bool):
+        """Remember open connections so stop() can close keep-alive ones too."""
+        with self._connections_lock:
+            (self._connections.add if is_open else self._connections.discard)(connection)
+
+    def close_connections(self):
+        with self._connections_lock:
+            for connection in self._connections:
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], OSError):
+            return                  # the client hung up (or stop() hung up on it): not a bug
+        super().handle_error(request, client_address)
+
+
+# --- The public server object -----------------------------------------------------------------
+
+class ScriptedServer:
+    """A fake model server that replays a script (or asks a policy) and records every request."""
+
+    def __init__(self, script=None, policy=None, *, host="127.0.0.1", port=0, model="qwen3:8b",
+                 fragment_size=7):
+        if script is not None and policy is not None:
+            raise ValueError("give a script or a policy, not both")
+        if fragment_size < 1:
+            raise ValueError("fragment_size must be at least 1")
+        self.script = [normalise_reply(r) for r in (script or [])]   # fail at once on a typo
+        self.policy = policy
+        self.host, self.port, self.model, self.fragment_size = host, port, model, fragment_size
+        self.requests = []          # parsed bodies of every POST to chat/completions, in order
+        self.headers = []           # their HTTP headers, same order (case-insensitive .get())
+        self.replies_sent = 0       # replies taken from the script or the policy (faults included)
+        self._lock = threading.Lock()
+        self._previous_prompt = ""
+        self._call_count = 0
+        self._completion_count = 0
+        self._httpd = None
+        self._thread = None
+
+    @property
+    def base_url(self) -> str:
+        """Where clients point; still readable after stop(), e.g. in a failure message."""
+        if self._thread is None:
+            raise RuntimeError("the server has not been started; call start() or use `with`")
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> "ScriptedServer":
+        self._httpd = _HTTPServer((self.host, self.port), self)
+        self.port = self._httpd.server_address[1]  # the real port when 0 asked for any free one
+        # A short poll interval makes stop() quick: shutdown() waits for the loop to notice.
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name=f"scripted-server-{self.port}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()            # stop accepting
+        httpd.close_connections()   # hang up on idle keep-alive clients
+        httpd.server_close()        # free the port
+        self._thread.join(timeout=5)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # Called from handler threads; the lock keeps counters and the request order consistent.
+    def _take_reply(self, body: dict, headers):
+        """Record the request and pick its reply. Returns (reply, prompt, cached_chars);
+        reply is a str explaining the problem when there is no usable reply."""
+        prompt = prompt_text(body)
+        with self._lock:
+            index = len(self.requests)
+            self.requests.append(body)
+            self.headers.append(headers)
+            cached_chars = common_prefix_length(prompt, self._previous_prompt) if index else 0
+            self._previous_prompt = prompt
+            if self.policy is None:
+                if index >= len(self.script):
+                    return (f"scripted server: the script has no reply left "
+                            f"({self.replies_sent} replies already sent)"), prompt, cached_chars
+                self.replies_sent += 1
+                return self.script[index], prompt, cached_chars
+        return self._ask_policy(body, index), prompt, cached_chars
+
+    def _ask_policy(self, body: dict, index: int):
+        # Outside the lock: a slow policy must not block other requests.
+        try:
+            reply = self.policy(body, index)
+            if reply is None:
+                return (f"scripted server: the policy has no reply for request {index} "
+                        f"({self.replies_sent} replies already sent)")
+            reply = normalise_reply(reply)
+        except Exception as e:
+            traceback.print_exc()
+            return f"scripted server: the policy failed on request {index}: {type(e).__name__}: {e}"
+        with self._lock:
+            self.replies_sent += 1
+        return reply
+
+    def _new_call_id(self) -> str:
+        with self._lock:
+            self._call_count += 1
+            return f"call_{self._call_count}"
+
+    def _new_completion_id(self) -> str:
+        with self._lock:
+            self._completion_count += 1
+            return f"chatcmpl-{self._completion_count}"
+
+
+# --- Command line -----------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tinyharness.testing",
+                                     description="Serve canned model replies over the OpenAI chat API.")
+    parser.add_argument("--script", required=True, help="JSON file: a list of replies")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--model", default="qwen3:8b", help="model name listed by /v1/models")
+    args = parser.parse_args(argv)
+    try:
+        script = load_script(args.script)
+    except (OSError, ValueError) as e:
+        print(f"error: cannot load the script: {e}", file=sys.stderr)
+        return 2
+    with ScriptedServer(script=script, host=args.host, port=args.port, model=args.model) as srv:
+        print(f"Scripted model server on {srv.base_url} replaying {len(script)} replies. "
+              "Press Ctrl+C to stop.", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            print("stopped", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
