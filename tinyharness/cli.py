@@ -14,6 +14,41 @@ def printable(text):
     return "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
 
 
+class StreamPrinter:
+    """Shows a streamed answer as it arrives: text as it is, reasoning dimmed on a terminal and
+    hidden in a pipe (it is the model thinking aloud, never the answer)."""
+
+    def __init__(self, out):
+        self.out, self.dim = out, out.isatty()
+        self.open_line, self.kind, self.since_tool = False, None, ""
+
+    def write(self, text, kind, style=""):
+        if self.open_line and kind != self.kind:
+            self.out.write("\n")                    # reasoning and answer each start a line
+        self.out.write(style + text + ("\x1b[0m" if style else ""))
+        self.out.flush()
+        self.open_line, self.kind = not text.endswith("\n"), kind
+
+    def text(self, piece):
+        self.since_tool += piece
+        self.write(printable(piece), "text")
+
+    def reasoning(self, piece):
+        if self.dim:
+            self.write(printable(piece), "reasoning", style="\x1b[2m")   # ANSI dim
+
+    def end_line(self):
+        if self.open_line:
+            self.out.write("\n")
+            self.out.flush()
+        self.open_line, self.kind = False, None
+
+    def echo(self, line):
+        self.end_line()
+        print(printable(line), flush=True)
+        self.since_tool = ""                         # the answer is what the model says after its last tool
+
+
 def add_run_flags(parser):
     parser.add_argument("task", help="what the agent should do, in plain words")
     parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
@@ -22,6 +57,8 @@ def add_run_flags(parser):
                         help="OpenAI-compatible endpoint (env TINYHARNESS_BASE_URL, default %(default)s)")
     parser.add_argument("--max-turns", type=int, default=8, help="most model calls in one run (default %(default)s)")
     parser.add_argument("--transcript", metavar="PATH", help="write the whole conversation as JSON to PATH")
+    parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
+                        help="print the answer as it arrives (default: on when the output is a terminal)")
 
 
 def build_parser():
@@ -76,20 +113,28 @@ def run_command(args, parser):
         parser.error("the task is empty")
     if args.max_turns < 1:
         parser.error("--max-turns must be 1 or more")
-    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"))
+    stream = sys.stdout.isatty() if args.stream is None else args.stream
+    printer = StreamPrinter(sys.stdout)
+    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
+                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
     stats = Stats()
-    echo = lambda text: print(printable(text), flush=True)
+    echo = printer.echo
     try:
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript)
-        print(printable(answer))
+        printer.end_line()
+        if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
+            print(printable(answer))
         return 0
     except LLMError as e:
+        printer.end_line()
         print(f"error: {e}", file=sys.stderr)
         return 1
     except Stopped as e:
+        printer.end_line()
         print(f"Stopped: {e}. The task is NOT confirmed complete.")
         return 3
     except KeyboardInterrupt:
+        printer.end_line()
         print("Interrupted.", file=sys.stderr)
         return 130
     finally:
