@@ -59,6 +59,8 @@ def add_run_flags(parser):
     parser.add_argument("--transcript", metavar="PATH", help="write the whole conversation as JSON to PATH")
     parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
                         help="print the answer as it arrives (default: on when the output is a terminal)")
+    parser.add_argument("--shell-timeout", type=float, default=60, metavar="SECONDS",
+                        help="kill a shell command (and all it started) after this long (default %(default)s)")
 
 
 def build_parser():
@@ -113,6 +115,8 @@ def run_command(args, parser):
         parser.error("the task is empty")
     if args.max_turns < 1:
         parser.error("--max-turns must be 1 or more")
+    if not args.shell_timeout > 0:
+        parser.error("--shell-timeout must be more than 0")
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
@@ -120,7 +124,8 @@ def run_command(args, parser):
     stats = Stats()
     echo = printer.echo
     try:
-        answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript)
+        answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
+                           args.shell_timeout)
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
             print(printable(answer))

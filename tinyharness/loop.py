@@ -3,7 +3,7 @@ import json
 import time
 from pathlib import Path
 
-from .tools import SCHEMAS, run_tool
+from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, parse_arguments, run_tool
 
 SYSTEM_PROMPT = """You are an agent working in a folder on the user's computer (the workspace).
 Use the tools to look at and change files; do the work yourself instead of telling the user how.
@@ -40,10 +40,10 @@ def system_prompt(workspace):
     return SYSTEM_PROMPT
 
 
-def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcript=None):
+def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcript=None, shell_timeout=SHELL_TIMEOUT):
     """Loop until the model answers without tool calls; return that answer."""
     messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
-    for _ in range(max_turns):
+    for turn in range(max_turns):
         message, usage = client.chat(messages, tools=SCHEMAS)
         stats.count_turn(usage)
         messages.append(message)
@@ -51,19 +51,25 @@ def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcrip
         if not calls:  # no tool calls = the model is done (finish_reason alone is not trusted)
             save_transcript(transcript, messages)
             return message.get("content") or ""
-        for call in calls:
-            run_tool_call(call, workspace, messages, stats, echo)
+        for number, call in enumerate(calls, 1):
+            run_tool_call(call, f"call_{turn + 1}_{number}", workspace, messages, stats, echo, shell_timeout)
         save_transcript(transcript, messages)
     raise Stopped(f"reached --max-turns {max_turns}")
 
 
-def run_tool_call(call, workspace, messages, stats, echo):
+def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout):
     """Run one call and append its result, paired to the call by the id the server gave it."""
-    name, arguments = call["function"]["name"], call["function"].get("arguments")
-    echo(f"  [tool] {name}({arguments})")
+    function = call.setdefault("function", {})
+    name, arguments = function.get("name"), function.get("arguments")
+    # The call stays in the history, so it must stay sendable: Ollama's /v1 answers 400 to every later
+    # request once a past call carries broken JSON. Keep the parsed arguments ({} if they did not parse),
+    # and give a call the server sent without an id one of ours, so its result can still be paired.
+    function["arguments"] = canonical(parse_arguments(arguments)[0])
+    call["id"] = call.get("id") or spare_id
+    echo(f"  [tool] {name}({function['arguments']})")
     stats.tool_calls += 1
-    result = run_tool(workspace, name, arguments)
-    messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": result})
+    result = run_tool(workspace, name, arguments, shell_timeout)
+    messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
 
 
 def save_transcript(path, messages):
