@@ -31,7 +31,8 @@ def read_file(workspace, path):
 
 
 def write_file(workspace, path, content):
-    (Path(workspace) / path).write_text(content, encoding="utf-8")
+    data = content.encode("utf-8")  # encode first: a failure must not leave an emptied file behind
+    (Path(workspace) / path).write_bytes(data)
     return f"OK: wrote {len(content)} characters to {path}"
 
 

@@ -130,3 +130,14 @@ def test_usage_is_summed_over_turns(stage, workspace):
 def test_usage_errors_exit_2(stage, args, workspace):
     result = run_stage(stage, workspace, *args)
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_unencodable_content_leaves_the_old_file_intact(stage, workspace):
+    (workspace / "keep.txt").write_text("precious")
+    broken = {"name": "write_file", "arguments": '{"path": "keep.txt", "content": "half \\ud800 a surrogate"}'}
+    with ScriptedServer(script=[calls(broken), "done"]) as server:
+        result = run_stage(stage, workspace, "--base-url", server.base_url, "go", approve=True)
+    assert result.returncode == 0 and "Traceback" not in result.stderr
+    assert (workspace / "keep.txt").read_text() == "precious"
+    assert "surrogate" in tool_results(server.requests[1])["call_1"].lower()
