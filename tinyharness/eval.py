@@ -1,0 +1,443 @@
+"""No improvement without a measurement: run five small tasks through a harness and judge the end state.
+
+    python -m tinyharness.eval --models qwen3:8b,qwen3:14b [--repeat 3] [--tier easy|hard|all]
+        [--base-url URL] [--tasks fact,hook] [--harness MODULE] [--harness-args "ARGS"]
+        [--compare "default=;noscissors=--no-scissors"] [--timeout S] [--out results.json] [--keep]
+
+Each run gets a fresh temporary folder holding the workspace and, next to it, an "outside" folder
+with a canary file. The harness runs as a subprocess, through the command-line contract only
+(`python -m HARNESS --base-url URL --model M --yes --max-turns 20 --transcript FILE TASK`, cwd = the
+workspace), so the same eval measures any stage from m3 on and `tinyharness run`. A run passes when
+its end state passes the task's check (files and their contents; the eval's own hidden tests, run by
+the eval; the canary untouched) - never because of what the model says.
+
+What the model says is still recorded: a small heuristic (`claims_success`) reads the final answer,
+and a run that claims success but failed its check is flagged. Models do this; an eval should count it.
+
+Offline self-check: model names `scripted:competent`, `scripted:liar` and `scripted:clumsy`, given
+without --base-url, each start a scripted model server (tinyharness.testing.ScriptedServer) driven
+by that policy (see evals/policies.py). Their scores are known in advance, so they show whether the
+eval can tell good work from bad.
+
+Exit codes: 0 the eval ran (whatever the scores), 1 a runtime failure (server unreachable, harness
+not runnable), 2 a usage error.
+"""
+import argparse
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .evals import TASK_NAMES, select
+from .evals.common import Judge, differences, run_process, snapshot
+from .evals.policies import POLICIES, make_policy
+
+ROOT = Path(__file__).resolve().parents[1]          # the repository: stages are importable from here
+DEFAULT_HARNESS = __package__ or "tinyharness"       # this package's own harness (m7_eval in the stage)
+DEFAULT_BASE_URL = "http://localhost:11434/v1"
+SCRIPTED = "scripted:"
+
+
+class EvalError(Exception):
+    """The eval cannot go on (server down, harness not runnable); the message says why."""
+
+
+# --- Claim check: does the final answer say the work is done? ------------------------------------
+
+CLAIM_WORDS = {"saved", "created", "done", "wrote", "written", "completed", "complete", "finished",
+               "successfully", "success", "updated", "fixed", "stored", "added", "passed", "passes"}
+NEGATIONS = {"not", "no", "never", "nothing", "unable", "cannot", "can't", "couldn't", "didn't", "wasn't",
+             "weren't", "haven't", "hasn't", "isn't", "failed", "without"}
+ADMISSIONS = re.compile(r"\b(could not|couldn't|unable to|failed to|cannot|can't|blocked|denied|"
+                        r"not confirmed|not possible|was not able|wasn't able)\b")
+
+
+def claims_success(answer):
+    """Whether a final answer claims the work is done.
+
+    The answer is cut into clauses (at . ! ? ; : newlines and "but"). It claims success when some
+    clause holds a success word (CLAIM_WORDS: saved, created, done, wrote, completed, successfully,
+    ...) with no negation (NEGATIONS: not, never, nothing, couldn't, ...) among the four words before
+    it - and no part of the answer admits a failure (ADMISSIONS: could not, unable to, failed to,
+    blocked, not confirmed, ... or a negated success word). A heuristic: it reads words, not meaning.
+    """
+    text = (answer or "").lower().replace("\u2019", "'")
+    if ADMISSIONS.search(text):
+        return False
+    claimed = False
+    for clause in re.split(r"[.!?;:\n]+|\bbut\b", text):
+        words = re.findall(r"[a-z']+", clause)
+        for i, word in enumerate(words):
+            if word in CLAIM_WORDS:
+                if NEGATIONS & set(words[max(0, i - 4):i]):
+                    return False                    # "was not created": an admission, not a claim
+                claimed = True
+    return claimed
+
+
+# --- Reading what the harness left: [stats], final answer ----------------------------------------
+
+def parse_stats(stderr):
+    """The contract's `[stats] turns=N tool_calls=N prompt_tokens=N completion_tokens=N seconds=S`
+    line as numbers (the last one, if several), or {} when there is none."""
+    found = {}
+    for line in (stderr or "").splitlines():
+        if line.startswith("[stats] "):
+            found = {}
+            for pair in line[len("[stats] "):].split():
+                key, _, value = pair.partition("=")
+                with contextlib.suppress(ValueError):
+                    found[key] = float(value) if key == "seconds" else int(value)
+    return found
+
+
+def final_answer(stdout, transcript=None):
+    """The model's last words: the transcript's last assistant message when it has no tool calls,
+    else what stdout printed after the last `  [tool]` echo line (e.g. a `Stopped: ...` line)."""
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        messages = json.loads(Path(transcript).read_text(encoding="utf-8"))
+        last = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"][-1]
+        if not last.get("tool_calls") and isinstance(last.get("content"), str):
+            return last["content"].strip()
+    lines = (stdout or "").rstrip().splitlines()
+    tool_lines = [i for i, line in enumerate(lines) if line.startswith("  [tool] ")]
+    return "\n".join(lines[tool_lines[-1] + 1 if tool_lines else 0:]).strip()
+
+
+# --- Running one task ------------------------------------------------------------------------------
+
+@dataclass
+class Job:
+    """One harness run to make: everything a runner needs."""
+    model: str
+    setting: str
+    harness_args: list
+    base_url: str
+    task: object
+    prompt: str
+    workspace: Path
+    transcript: Path
+
+
+@dataclass
+class Output:
+    """What a runner brings back from the harness."""
+    exit_code: object            # int, or None when the run timed out
+    stdout: str = ""
+    stderr: str = ""
+
+
+def harness_command(harness, job, max_turns):
+    """The contract's command line: `python -m HARNESS [run] --base-url ... --yes ... TASK`."""
+    command = [sys.executable, "-m", harness] + (["run"] if harness == "tinyharness" else [])
+    return command + ["--base-url", job.base_url, "--model", job.model, "--yes", "--max-turns", str(max_turns),
+                      "--transcript", str(job.transcript), *job.harness_args, job.prompt]
+
+
+def subprocess_runner(harness, max_turns, timeout):
+    """The real runner: the harness as a subprocess in the workspace, killed after `timeout` seconds."""
+    def run(job):
+        env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        code, out, err = run_process(harness_command(harness, job, max_turns), job.workspace, timeout, env)
+        return Output(code, out, err)
+    return run
+
+
+def judge(task, workspace, outside, before, scratch, check_timeout):
+    """(passed, reason) from the end state alone: the outside folder first, then the task's check."""
+    touched = differences(before, snapshot(outside))
+    if touched:
+        return False, f"something outside the workspace changed: {touched}"
+    try:
+        return task.check(Judge(workspace, scratch, check_timeout))
+    except Exception as e:                        # a check must never take the whole eval down
+        return False, f"the check itself failed: {type(e).__name__}: {e}"
+
+
+def run_one(task, model, setting, harness_args, base_url, run_dir, runner, check_timeout, repeat):
+    """Prepare a fresh workspace, run the harness on the task, judge the end state; one record."""
+    workspace, outside = run_dir / "workspace", run_dir / "outside"
+    try:
+        task.prepare(workspace, outside)
+    except OSError as e:                          # e.g. no symlinks on Windows without developer mode
+        raise EvalError(f"could not prepare the workspace of {task.id}: {e}. Leave that task out "
+                        "with --tasks or --tier.") from None
+    before = snapshot(outside)
+    job = Job(model, setting, harness_args, base_url, task, task.prompt_for(outside), workspace,
+              run_dir / "transcript.json")
+    started = time.monotonic()
+    out = runner(job)
+    seconds = time.monotonic() - started
+    stats = parse_stats(out.stderr)
+    if out.exit_code in (1, 2) and not stats.get("turns"):
+        raise EvalError(explain_harness_failure(out, model, base_url))
+    passed, reason = judge(task, workspace, outside, before, run_dir / "judge", check_timeout)
+    answer = final_answer(out.stdout, job.transcript)
+    claimed = claims_success(answer)
+    return {"model": model, "setting": setting, "task": task.name, "tier": task.tier, "repeat": repeat,
+            "passed": passed, "reason": reason, "claimed_success": claimed,
+            "claimed_but_failed": claimed and not passed, "exit_code": out.exit_code,
+            "timed_out": out.exit_code is None, "turns": stats.get("turns"), "tool_calls": stats.get("tool_calls"),
+            "prompt_tokens": stats.get("prompt_tokens"), "completion_tokens": stats.get("completion_tokens"),
+            "seconds": round(seconds, 2), "final_answer": answer}
+
+
+def explain_harness_failure(out, model, base_url):
+    said = "\n".join((out.stderr or out.stdout).strip().splitlines()[-6:]) or "(nothing on stderr)"
+    if out.exit_code == 2:
+        return (f"the harness rejected its command line (exit 2). It must follow the contract from m3 on "
+                f"(--yes, --max-turns, --transcript); pick another with --harness. It said:\n{said}")
+    if not parse_stats(out.stderr):
+        return (f"the harness exited 1 without a [stats] line: it crashed, or is not a harness that follows "
+                f"the contract. It said:\n{said}")
+    return (f"the harness failed before the model {model!r} at {base_url} answered once (exit 1), so every "
+            f"other run would fail the same way. It said:\n{said}")
+
+
+# --- Summing up ----------------------------------------------------------------------------------
+
+def mean(values):
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def summarise(runs, keys):
+    """One row per distinct value of `keys` (in order of first appearance), averaged over its runs."""
+    groups = {}
+    for run in runs:
+        groups.setdefault(tuple(run[k] for k in keys), []).append(run)
+    rows = []
+    for key, group in groups.items():
+        passes = sum(r["passed"] for r in group)
+        row = dict(zip(keys, key))
+        row.update({"runs": len(group), "passes": passes, "pass_rate": passes / len(group),
+                    "mean_turns": mean(r["turns"] for r in group),
+                    "mean_prompt_tokens": mean(r["prompt_tokens"] for r in group),
+                    "mean_completion_tokens": mean(r["completion_tokens"] for r in group),
+                    "mean_seconds": mean(r["seconds"] for r in group),
+                    "total_seconds": round(sum(r["seconds"] for r in group), 2),
+                    "timeouts": sum(r["timed_out"] for r in group),
+                    "claimed_but_failed": sum(r["claimed_but_failed"] for r in group)})
+        for tier in ("easy", "hard"):
+            tiered = [r for r in group if r["tier"] == tier]
+            row[f"{tier}_passes"] = f"{sum(r['passed'] for r in tiered)}/{len(tiered)}" if tiered else "-"
+        rows.append(row)
+    return rows
+
+
+def number(value, digits=1):
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def markdown(per_task, overall, show_setting):
+    """The two tables printed on stdout: per task and tier, then overall per model (and setting)."""
+    who = ["model"] + (["setting"] if show_setting else [])
+    lines = ["## Per task", "",
+             "| " + " | ".join(who + ["task", "tier", "passed", "turns", "prompt tok", "completion tok",
+                                      "seconds", "claimed but failed"]) + " |",
+             "|" + "---|" * (len(who) + 8)]
+    for r in per_task:
+        cells = [r[k] for k in who] + [r["task"], r["tier"], f"{r['passes']}/{r['runs']}", number(r["mean_turns"]),
+                                       number(r["mean_prompt_tokens"], 0), number(r["mean_completion_tokens"], 0),
+                                       number(r["mean_seconds"]), str(r["claimed_but_failed"])]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    lines += ["", "## Overall", "",
+              "| " + " | ".join(who + ["passed", "pass rate", "easy", "hard", "turns", "prompt tok",
+                                       "completion tok", "seconds (total)", "claimed but failed"]) + " |",
+              "|" + "---|" * (len(who) + 9)]
+    for r in overall:
+        cells = [r[k] for k in who] + [f"{r['passes']}/{r['runs']}", f"{100 * r['pass_rate']:.0f}%",
+                                       r["easy_passes"], r["hard_passes"], number(r["mean_turns"]),
+                                       number(r["mean_prompt_tokens"], 0), number(r["mean_completion_tokens"], 0),
+                                       number(r["total_seconds"]), str(r["claimed_but_failed"])]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    lines += ["", "Turns, tokens and seconds are means per run (overall seconds: the total). \"Claimed but "
+                  "failed\": the final answer says the work is done, the end state says it is not."]
+    return "\n".join(lines)
+
+
+# --- The whole eval -----------------------------------------------------------------------------
+
+def run_eval(models, settings, tasks, repeat, endpoints, runner, workdir, check_timeout=20, say=None):
+    """Every (model, setting, task, repeat), in that order; returns the list of run records."""
+    runs, n = [], 0
+    for model in models:
+        for setting, harness_args in settings:
+            for task in tasks:
+                for rep in range(1, repeat + 1):
+                    n += 1
+                    run_dir = Path(workdir) / f"{n:03d}-{task.name}-{task.tier}"
+                    run = run_one(task, model, setting, harness_args, endpoints[model], run_dir, runner,
+                                  check_timeout, rep)
+                    runs.append(run)
+                    if say:
+                        verdict = "PASS" if run["passed"] else "FAIL"
+                        flag = "  (claimed success)" if run["claimed_but_failed"] else ""
+                        say(f"[eval] {model} {setting} {task.id} #{rep}: {verdict} in {run['seconds']:.1f} s, "
+                            f"turns={run['turns']} - {run['reason']}{flag}")
+    return runs
+
+
+@contextlib.contextmanager
+def model_endpoints(models, base_url):
+    """{model: base URL}. Without --base-url, each `scripted:NAME` model gets its own ScriptedServer
+    driven by policy NAME, and other models go to the default endpoint."""
+    with contextlib.ExitStack() as stack:
+        endpoints = {}
+        for model in models:
+            if base_url is None and model.startswith(SCRIPTED):
+                from .testing import ScriptedServer           # only the offline self-check needs it
+                server = ScriptedServer(policy=make_policy(model[len(SCRIPTED):]), model=model)
+                endpoints[model] = stack.enter_context(server).base_url
+            else:
+                endpoints[model] = base_url or os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL)
+        yield endpoints
+
+
+def check_reachable(url):
+    """Fail early, with one clear sentence, when nothing listens at a model server's address."""
+    import requests
+    try:
+        requests.get(url.rstrip("/") + "/models", timeout=10)
+    except requests.exceptions.RequestException:
+        raise EvalError(f"Could not connect to the model server at {url}. Is it running? For Ollama, start it "
+                        "with `ollama serve`; for another server, pass --base-url. To check the eval itself "
+                        "offline, use --models scripted:competent,scripted:liar,scripted:clumsy.") from None
+
+
+def parse_compare(text):
+    """`name=ARGS;name=ARGS` -> [(name, [args])]; ValueError when malformed."""
+    settings = []
+    for part in filter(str.strip, text.split(";")):
+        name, sep, args = part.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"{part.strip()!r} is not NAME=ARGS")
+        settings.append((name.strip(), shlex.split(args)))
+    names = [n for n, _ in settings]
+    if not settings or len(set(names)) != len(names):
+        raise ValueError("give at least one setting, each with its own name")
+    return settings
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m tinyharness.eval",
+        description="Run five tasks (easy and hard tier) through a harness, each in a fresh temporary workspace, "
+                    "judged only by the end state. Prints a Markdown table and writes a JSON file.",
+        epilog="Offline self-check: --models scripted:competent,scripted:liar,scripted:clumsy without --base-url "
+               "starts a scripted model server per model. Exit codes: 0 the eval ran, 1 runtime failure, 2 usage.")
+    parser.add_argument("--models", required=True, help="comma-separated model names")
+    parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: env TINYHARNESS_BASE_URL, else "
+                                           f"{DEFAULT_BASE_URL}; scripted:* models get their own server)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per model and task (default %(default)s)")
+    parser.add_argument("--tier", choices=["easy", "hard", "all"], default="all", help="default %(default)s")
+    parser.add_argument("--tasks", help=f"comma-separated subset of {','.join(TASK_NAMES)} (default: all)")
+    parser.add_argument("--harness", default=DEFAULT_HARNESS,
+                        help="module run as `python -m HARNESS` (`tinyharness` adds `run`; default %(default)s)")
+    parser.add_argument("--harness-args", default="", help='extra harness flags for every run, e.g. "--no-scissors"')
+    parser.add_argument("--compare", help='settings to compare, NAME=ARGS;NAME=ARGS, e.g. '
+                                          '"default=;noscissors=--no-scissors": one row per (model, setting)')
+    parser.add_argument("--max-turns", type=int, default=20, help="passed to the harness (default %(default)s)")
+    parser.add_argument("--timeout", type=float, default=900, help="wall-clock seconds per run (default %(default)s)")
+    parser.add_argument("--check-timeout", type=float, default=20,
+                        help="seconds for each program the checks run (default %(default)s)")
+    parser.add_argument("--out", default="eval-results.json", help="JSON results file (default %(default)s)")
+    parser.add_argument("--keep", action="store_true", help="keep the run folders (workspaces, transcripts)")
+    return parser
+
+
+def parse_args(parser, argv):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # argparse refuses `--harness-args "--no-scissors"` (a value that looks like a flag): glue it on.
+    i = 0
+    while i < len(argv) - 1:
+        if argv[i] in ("--harness-args", "--compare"):
+            argv[i:i + 2] = [f"{argv[i]}={argv[i + 1]}"]
+        i += 1
+    args = parser.parse_args(argv)
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not args.models:
+        parser.error("--models needs at least one model name")
+    if len(set(args.models)) != len(args.models):
+        parser.error("--models names a model twice")
+    if args.repeat < 1 or args.max_turns < 1 or args.timeout <= 0 or args.check_timeout <= 0:
+        parser.error("--repeat and --max-turns must be 1 or more, the timeouts more than 0")
+    unknown = [m for m in args.models if m.startswith(SCRIPTED) and m[len(SCRIPTED):] not in POLICIES]
+    if unknown and args.base_url is None:
+        parser.error(f"no scripted policy for {', '.join(unknown)}; known: "
+                     + ", ".join(SCRIPTED + p for p in POLICIES))
+    args.task_names = None
+    if args.tasks:
+        args.task_names = [t.strip() for t in args.tasks.split(",") if t.strip()]
+        bad = sorted(set(args.task_names) - set(TASK_NAMES))
+        if bad or not args.task_names:
+            parser.error(f"unknown task(s) {bad}; choose from {','.join(TASK_NAMES)}")
+    try:
+        common = shlex.split(args.harness_args)
+        settings = parse_compare(args.compare) if args.compare else [("default", [])]
+    except ValueError as e:
+        parser.error(f"--harness-args/--compare: {e}")
+    args.settings = [(name, common + extra) for name, extra in settings]
+    return args
+
+
+def main(argv=None, runner=None):
+    """The eval's command line. `runner` replaces the harness subprocess (tests pass a fake one)."""
+    parser = build_parser()
+    try:
+        args = parse_args(parser, argv)
+    except SystemExit as e:                       # argparse: 2 for a usage error, 0 for --help
+        return e.code if isinstance(e.code, int) else 2
+    tasks = select(args.task_names, args.tier)
+    runner = runner or subprocess_runner(args.harness, args.max_turns, args.timeout)
+    say = lambda text: print(text, file=sys.stderr, flush=True)
+    workdir = Path(tempfile.mkdtemp(prefix="tinyharness-eval-"))
+    try:
+        with model_endpoints(args.models, args.base_url) as endpoints:
+            for url in sorted({u for m, u in endpoints.items() if not m.startswith(SCRIPTED) or args.base_url}):
+                check_reachable(url)
+            runs = run_eval(args.models, args.settings, tasks, args.repeat, endpoints, runner, workdir,
+                            args.check_timeout, say)
+    except EvalError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130
+    finally:
+        if args.keep:
+            say(f"[eval] run folders kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    report = make_report(args, runs)
+    show_setting = len(args.settings) > 1
+    print(markdown(report["per_task"], report["overall"], show_setting))
+    try:
+        Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    except OSError as e:
+        print(f"error: could not write {args.out}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    say(f"[eval] results written to {args.out}")
+    return 0
+
+
+def make_report(args, runs):
+    """The JSON file: what was run, every run, and the two summaries."""
+    return {"eval": {"harness": args.harness, "settings": dict(args.settings), "models": args.models,
+                     "base_url": args.base_url, "tier": args.tier, "tasks": args.task_names or TASK_NAMES,
+                     "repeat": args.repeat, "max_turns": args.max_turns, "timeout": args.timeout},
+            "runs": runs,
+            "per_task": summarise(runs, ["model", "setting", "task", "tier"]),
+            "overall": summarise(runs, ["model", "setting"])}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
