@@ -1,0 +1,248 @@
+"""Context policies: what the harness sends when the conversation outgrows the model's window.
+
+Every tool result stays in the message list and is sent again on every later turn, so a run of
+thirty turns pays for its first file read thirty times, and a local model with an 8k window soon
+runs out of room (Ollama then silently drops the *start* of the prompt: the system prompt and the
+tool schemas go first). A context policy rewrites the list before each model call.
+
+Everything here is a pure function over an OpenAI-style message list: no I/O, the input is never
+mutated, the same input always gives the same output.
+
+The catch is the server's prompt cache. llama.cpp and Ollama keep the work done for the longest
+unchanged *prefix* of the previous prompt and recompute everything after the first changed
+character. Cutting an old message therefore costs a re-read of everything after it. Three tools:
+
+- `sliding_scissors` (the m5 stage's policy): every turn, stub every result older than the newest
+  two. Small context, but the prefix changes on almost every turn, and each change re-reads the
+  newest results.
+- `batch_scissors`: change nothing until the context passes a high-water mark, then cut old results
+  in one go. The prefix breaks now and then instead of every turn.
+- `cap_on_insert`: shorten a long result (head + tail) *before* the model first sees it. It never
+  breaks the prefix, because nothing is changed after it was sent; but the model never sees the
+  middle of that result.
+
+What they cost, measured by `python -m benchmarks.context` (a scripted 40-turn coding task, 8192-token
+window, simulated prefix cache; "work" = tokens the server computes again, 1.00x = never cutting,
+which overflows the window by the 12th turn):
+
+    sliding scissors  1.48x the work, 29 prefix breaks
+    batch scissors    1.28x, 12 breaks; over 90% of the window in 5 of 8 random variants of the task
+    batch + cap       1.06x, 9 breaks, always under 90%; 13 of 39 results capped, 28% of the
+                      tool output's characters never seen by the model
+
+Why the cap is needed at 8k: by turn 40 the skeleton that no scissors remove (the calls, the
+written files, one stub per old result) fills well over half of the window, so near the end any
+scissors cut almost every turn, and every cut re-reads the two newest results. Only smaller
+results make those re-reads, and the risk of overflowing, small. The price is information:
+a capped file is seen head and tail only. `DEFAULT_POLICY` is batch + cap.
+
+The harness must keep what a policy returns as its history (`messages = policy(messages, window)`),
+so a result cut once stays cut: `batch_scissors` depends on it (re-applied to the uncut history it
+would cut again every turn), and it is what keeps a cut message byte-identical from then on.
+"""
+import json
+
+STUB_PREFIX = "[cut by the harness: "
+
+
+# --- The m5 stage's scissors -------------------------------------------------------------------
+
+def describe_calls(messages):
+    """tool_call_id -> 'name("arg", ...)', from the assistant messages that asked for the calls."""
+    described = {}
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            try:
+                arguments = json.loads(function.get("arguments") or "{}")
+            except ValueError:
+                arguments = {}
+            values = arguments.values() if isinstance(arguments, dict) else []
+            shown = ", ".join(json.dumps(short(v), ensure_ascii=False) for v in values)
+            described[call.get("id")] = f"{function.get('name', 'a tool')}({shown})"
+    return described
+
+
+def short(value, limit=60):
+    """An argument as the stub shows it: long text (a file's content, a long command) abridged."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def stub(message, described):
+    """The same message with its content replaced by a note saying what was cut and how to get it back.
+
+    Deterministic (the same message gives the same stub), so a stub sent once never changes again.
+    """
+    # Short on purpose: a stub is sent again on every later turn. (save_note's own description
+    # tells the model that notes survive the cut.)
+    call = described.get(message.get("tool_call_id"), "a tool call")
+    text = f"{STUB_PREFIX}{call} returned {len(message['content']):,} characters; call it again if you need them]"
+    return {**message, "content": text}
+
+
+def older_results(messages, keep):
+    """Positions of the tool results older than the newest `keep`."""
+    positions = [i for i, m in enumerate(messages) if m.get("role") == "tool"]
+    return positions[:max(0, len(positions) - keep)]
+
+
+def cuttable(message, limit):
+    """A tool result long enough to be worth cutting, and not cut already."""
+    content = message.get("content")
+    return (message.get("role") == "tool" and isinstance(content, str) and len(content) > limit
+            and not content.startswith(STUB_PREFIX))
+
+
+def sliding_scissors(messages, keep=2, limit=200):
+    """Stub every tool result older than the newest `keep` that is longer than `limit` characters.
+
+    Runs before every model call, so the window slides: each turn the third-newest result is cut.
+    Other messages (system, user, assistant) are left exactly as they were. Returns a new list.
+    """
+    old = set(older_results(messages, keep))
+    described = describe_calls(messages)
+    return [stub(m, described) if i in old and cuttable(m, limit) else m for i, m in enumerate(messages)]
+
+
+# --- Measuring ---------------------------------------------------------------------------------
+
+def estimate_tokens(messages):
+    """Characters/4 of the messages as JSON, rounded up: the scripted server's rule, no tokenizer."""
+    return (len(json.dumps(messages, ensure_ascii=False)) + 3) // 4
+
+
+class ContextWatch:
+    """Warns when the server's prompt count says the context is (nearly) full.
+
+    Two signs, both read from `usage.prompt_tokens`:
+    - it passes `near` (90%) of the window: the next few results may not fit;
+    - it *drops* while the conversation grew: the server cut the front of the prompt to fit its
+      context length. Ollama does that silently, with HTTP 200, and cannot be told the length
+      through /v1. When a context policy shrinks the messages itself, pass `sent_tokens` (our own
+      estimate of the request) so that drop is not mistaken for the server's. (A server cut on the
+      very turn the harness cut too goes unreported; the 90% warning came before it.)
+    """
+
+    def __init__(self, window, near=0.9):
+        self.window, self.near = window, near
+        self.last = None            # (prompt_tokens, message_count, sent_tokens) of the last check
+        self.warned_near = False    # warn once per crossing, not on every turn that stays near
+
+    def check(self, prompt_tokens, message_count, sent_tokens=None):
+        """Return a warning for stderr, or None."""
+        last, self.last = self.last, (prompt_tokens, message_count, sent_tokens)
+        if last and prompt_tokens < last[0] and message_count > last[1] \
+                and (sent_tokens is None or last[2] is None or sent_tokens >= last[2]):
+            return (f"[context] prompt_tokens fell from {last[0]} to {prompt_tokens} while the conversation "
+                    f"grew ({last[1]} -> {message_count} messages): the server probably dropped the start "
+                    "of the prompt to fit its context length (Ollama does this silently). From now on the "
+                    "model may not see the system prompt or the first messages.")
+        if prompt_tokens >= self.near * self.window:
+            if not self.warned_near:
+                self.warned_near = True
+                return (f"[context] prompt_tokens={prompt_tokens} is {100 * prompt_tokens // self.window}% of "
+                        f"the {self.window}-token context window; past it the server may silently drop the "
+                        "start of the conversation.")
+        else:
+            self.warned_near = False
+        return None
+
+
+# --- Cache-friendly policies (the final package) -----------------------------------------------
+
+# Batch marks, as fractions of the window. High: the request must stay under 90% of the window
+# together with the tool schemas (which `estimate_tokens(messages)` does not see) and the reply,
+# so cutting starts at 75%. Low: cut deep. A cut re-reads everything after the first message it
+# changes, and what it leaves uncut after that point is re-read too; a deep cut also buys more
+# quiet turns before the next one. (At 8192 tokens the skeleton of a long run is past 40% anyway,
+# so a cut there stubs every old result; in a larger window 40% keeps the recent story whole.)
+HIGH_WATER = 0.75
+LOW_WATER = 0.40
+
+
+def batch_scissors(messages, window_tokens, high=HIGH_WATER, low=LOW_WATER, keep=2, limit=200):
+    """Change nothing until the messages pass `high` of the window; then stub old tool results,
+    oldest first and never the newest `keep`, until they are under `low` of the window.
+
+    Between two cuts the history only grows, so the server's prompt cache reuses all of it;
+    a cut breaks the prefix once, and the stubs are the same ones `sliding_scissors` writes, so a
+    message cut once is never changed again. If stubbing every old result is not enough (a long
+    run's skeleton of calls and stubs outgrows the low mark), it cuts what it can and stops.
+    """
+    chars = len(json.dumps(messages, ensure_ascii=False))
+    if (chars + 3) // 4 <= high * window_tokens:
+        return list(messages)
+    out = list(messages)
+    described = describe_calls(out)
+    for i in older_results(out, keep):
+        if (chars + 3) // 4 <= low * window_tokens:
+            break
+        if cuttable(out[i], limit):
+            cut = stub(out[i], described)
+            # The list's JSON is its messages' JSON joined by ", ": the change is exact.
+            chars += len(json.dumps(cut, ensure_ascii=False)) - len(json.dumps(out[i], ensure_ascii=False))
+            out[i] = cut
+    return out
+
+
+def cap_on_insert(content, max_chars):
+    """Shorten a result to at most `max_chars` characters, keeping its head and its tail.
+
+    Apply it when the result is added, before the model has seen it: then nothing that was sent
+    ever changes, and the cache keeps working. The price: the model never sees the middle, so the
+    marker says how much is missing. Capping a capped result changes nothing.
+    """
+    if len(content) <= max_chars:
+        return content
+    marker = "\n[... {:,} characters omitted by the harness; ask for a narrower part (e.g. sed -n 40,80p FILE) ...]\n"
+    room = max(0, max_chars - len(marker.format(len(content))))   # the widest the count can be
+    head = room - room // 2
+    tail = room // 2
+    return content[:head] + marker.format(len(content) - room) + content[len(content) - tail:]
+
+
+# A result may take at most this many characters per token of window: 8192 tokens -> 2,867 characters,
+# about 700 tokens or 9% of the window. (For comparison, coding agents made for 100k+ windows cap at
+# 10-30k characters.) A smaller cap saves more work and hides more; a larger one costs more re-reads
+# and lets the two newest results overflow an 8k window late in a long run (0.5 did on some of the
+# benchmark's random tasks).
+CAP_CHARS_PER_WINDOW_TOKEN = 0.35
+
+
+def cap_chars(window_tokens):
+    return int(window_tokens * CAP_CHARS_PER_WINDOW_TOKEN)
+
+
+def cap_results(messages, max_chars):
+    """`cap_on_insert` over every tool result. Run before each call, it caps each result before
+    the model first sees it; results already sent were capped then, so they stay the same."""
+    return [{**m, "content": cap_on_insert(m["content"], max_chars)}
+            if m.get("role") == "tool" and isinstance(m.get("content"), str) and len(m["content"]) > max_chars
+            else m for m in messages]
+
+
+# --- The registry: every policy is policy(messages, window_tokens) -> messages -------------------
+
+def keep_everything(messages, window_tokens):
+    return list(messages)
+
+
+def sliding(messages, window_tokens):
+    return sliding_scissors(messages)
+
+
+def batch(messages, window_tokens):
+    return batch_scissors(messages, window_tokens)
+
+
+def cap(messages, window_tokens):
+    return cap_results(messages, cap_chars(window_tokens))
+
+
+def batch_and_cap(messages, window_tokens):
+    return batch_scissors(cap_results(messages, cap_chars(window_tokens)), window_tokens)
+
+
+POLICIES = {"none": keep_everything, "sliding": sliding, "batch": batch, "cap": cap, "batch+cap": batch_and_cap}
+DEFAULT_POLICY = "batch+cap"
