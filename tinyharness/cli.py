@@ -3,6 +3,7 @@ import argparse
 import os
 import sys
 
+from .hooks import approve_everything, ask_user
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .loop import Stats, Stopped, run_agent
 
@@ -61,6 +62,8 @@ def add_run_flags(parser):
                         help="print the answer as it arrives (default: on when the output is a terminal)")
     parser.add_argument("--shell-timeout", type=float, default=60, metavar="SECONDS",
                         help="kill a shell command (and all it started) after this long (default %(default)s)")
+    parser.add_argument("--yes", action="store_true",
+                        help="approve every write and command that the hooks allow, without asking")
 
 
 def build_parser():
@@ -123,9 +126,13 @@ def run_command(args, parser):
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
     stats = Stats()
     echo = printer.echo
+
+    def ask(prompt):
+        printer.end_line()  # a streamed line still open would run into the question
+        return ask_user(printable(prompt))
     try:
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
-                           args.shell_timeout)
+                           args.shell_timeout, approve_everything if args.yes else ask)
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
             print(printable(answer))

@@ -9,6 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .hooks import approve_everything
 from .llm import Client
 from .loop import Stats, run_agent
 from .testing import ScriptedServer, load_script
@@ -53,10 +54,12 @@ def run_demo(say=print):
     say("the loop, the tools, the files and the HTTP requests are real.\n")
     say(f"Workspace: {workspace} (a fresh copy of examples/notes)")
     say(f"Task: {TASK}")
+    say("The demo approves the write itself, as `tinyharness run --yes` would; without --yes you are asked\n"
+        "`Allow write_file({...})? [y/N]` first. The hooks (path guard, command policy) still check every call.")
     stats = Stats()
     with ScriptedServer(script=load_script(script_file)) as server:
         client = NarratingClient(Client(server.base_url, "replayed-model"), say)
-        answer = run_agent(TASK, client, workspace, stats, max_turns=8, echo=say)
+        answer = run_agent(TASK, client, workspace, stats, max_turns=8, echo=say, approve=approve_everything)
     say(answer)
     show_written_file(workspace / "budget.md", say)
     say(stats.line())

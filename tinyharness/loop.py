@@ -3,7 +3,8 @@ import json
 import time
 from pathlib import Path
 
-from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, parse_arguments, run_tool
+from .hooks import NEEDS_PERMISSION, ask_user, pre_tool_use
+from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, check_call, parse_arguments, run_tool
 
 SYSTEM_PROMPT = """You are an agent working in a folder on the user's computer (the workspace).
 Use the tools to look at and change files; do the work yourself instead of telling the user how.
@@ -40,7 +41,8 @@ def system_prompt(workspace):
     return SYSTEM_PROMPT
 
 
-def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcript=None, shell_timeout=SHELL_TIMEOUT):
+def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcript=None, shell_timeout=SHELL_TIMEOUT,
+              approve=ask_user):
     """Loop until the model answers without tool calls; return that answer."""
     messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
     for turn in range(max_turns):
@@ -52,12 +54,12 @@ def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcrip
             save_transcript(transcript, messages)
             return message.get("content") or ""
         for number, call in enumerate(calls, 1):
-            run_tool_call(call, f"call_{turn + 1}_{number}", workspace, messages, stats, echo, shell_timeout)
+            run_tool_call(call, f"call_{turn + 1}_{number}", workspace, messages, stats, echo, shell_timeout, approve)
         save_transcript(transcript, messages)
     raise Stopped(f"reached --max-turns {max_turns}")
 
 
-def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout):
+def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout, approve):
     """Run one call and append its result, paired to the call by the id the server gave it."""
     function = call.setdefault("function", {})
     name, arguments = function.get("name"), function.get("arguments")
@@ -68,8 +70,22 @@ def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeou
     call["id"] = call.get("id") or spare_id
     echo(f"  [tool] {name}({function['arguments']})")
     stats.tool_calls += 1
-    result = run_tool(workspace, name, arguments, shell_timeout)
+    result = checked_run(workspace, name, arguments, shell_timeout, approve)
     messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+
+
+def checked_run(workspace, name, arguments, shell_timeout, approve):
+    """The choke point: every call passes here after it is parsed and before it runs. The hooks come
+    first, so a blocked call never reaches the user; then writes and commands need the user's yes."""
+    arguments, problem = check_call(name, arguments)
+    if problem:
+        return problem
+    reason = pre_tool_use(workspace, name, arguments)
+    if reason:
+        return f"BLOCKED: {reason}"
+    if name in NEEDS_PERMISSION and not approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
+        return f"DENIED: the user did not allow this {name} call, so it did not run."
+    return run_tool(workspace, name, arguments, shell_timeout)
 
 
 def save_transcript(path, messages):

@@ -4,10 +4,13 @@ A tool result is all the model knows about what happened, so every result is wri
 who cannot see your screen: a failure says what went wrong, with the operating system's own words; a
 success gives evidence (how many characters, how many entries).
 """
+import errno
 import json
 import locale
 import os
+import secrets
 import signal
+import stat
 import subprocess
 import threading
 from pathlib import Path
@@ -26,12 +29,35 @@ def list_dir(workspace, path="."):
 
 
 def read_file(workspace, path):
-    text = decode((Path(workspace) / path).read_bytes())
+    # O_NONBLOCK: opening a FIFO that nobody writes to would otherwise wait forever
+    with open(os.open(Path(workspace) / path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
+        kind = os.fstat(file.fileno()).st_mode
+        if stat.S_ISDIR(kind):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if not stat.S_ISREG(kind):
+            return f"ERROR: cannot read {path}: it is not a regular file (a named pipe, socket or device could wait forever)"
+        text = decode(file.read())
     return text or f"OK: {path} is empty (0 characters)"
 
 
 def write_file(workspace, path, content):
-    (Path(workspace) / path).write_text(content, encoding="utf-8")
+    """Write a new file beside the target, then rename it over the target. A rename replaces what was
+    there - a hard link to another file, a FIFO, a symlink - instead of writing through it, and a harness
+    that dies halfway leaves the old file or the new one, never half of one."""
+    target = Path(workspace) / path
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    temp = target.parent / f".write-{secrets.token_hex(4)}.tmp"
+    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to any new file
+    try:
+        with open(descriptor, "w", encoding="utf-8") as file:
+            file.write(content)
+        if target.is_file():
+            os.chmod(temp, stat.S_IMODE(target.stat().st_mode))  # a script stays executable
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
     return f"OK: wrote {len(content)} characters to {path}"
 
 
@@ -133,12 +159,9 @@ PARAMETERS = {s["function"]["name"]: s["function"]["parameters"]["required"] for
 def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT):
     """Run one call. Whatever goes wrong comes back as text that says what was wrong and what is valid;
     the loop never crashes here."""
-    if name not in TOOLS:
-        return f"ERROR: there is no tool named {name!r}. The tools are: {', '.join(TOOLS)}."
-    arguments, problem = parse_arguments(arguments)
-    problem = problem or check_arguments(name, arguments)
+    arguments, problem = check_call(name, arguments)
     if problem:
-        return f"ERROR: {problem}. {name} takes {usage(name)}."
+        return problem
     try:
         if name == "shell":
             return shell(workspace, arguments["command"], timeout=shell_timeout)
@@ -149,6 +172,18 @@ def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT):
         return f"ERROR: cannot {VERBS[name]} {arguments['path']}: {explain(e, workspace, arguments['path'])}"
     except Exception as e:  # e.g. a NUL byte in a path: still words for the model, never a crash
         return f"ERROR: {name} failed: {type(e).__name__}: {e}"
+
+
+def check_call(name, arguments):
+    """(the arguments as a dict, None) for a call that can run, or (None, an ERROR result saying what is
+    wrong and what is valid). The hooks in loop.py only ever see calls that passed here."""
+    if name not in TOOLS:
+        return None, f"ERROR: there is no tool named {name!r}. The tools are: {', '.join(TOOLS)}."
+    arguments, problem = parse_arguments(arguments)
+    problem = problem or check_arguments(name, arguments)
+    if problem:
+        return None, f"ERROR: {problem}. {name} takes {usage(name)}."
+    return arguments, None
 
 
 def parse_arguments(arguments):

@@ -1,0 +1,143 @@
+"""m3: hooks at the choke point, and the permission prompt. Run on m3, every later stage and `tinyharness run`."""
+import importlib
+import json
+
+import pytest
+
+from tests.ladder import ROOT, calls, load_json, run_stage, stages_from, tool_call, tool_results
+from tinyharness.testing import ScriptedServer, load_script
+
+LADDER = stages_from("m3")
+TASK = "Find the testing budget in my notes and save it to budget.md."
+
+
+def prompt(name, **arguments):
+    """The permission prompt exactly as the contract spells it (arguments as the [tool] line shows them)."""
+    return f"Allow {name}({json.dumps(arguments, ensure_ascii=False, sort_keys=True)})? [y/N] "
+
+
+def run(stage, workspace, script, *args, stdin=""):
+    with ScriptedServer(script=script) as server:
+        result = run_stage(stage, workspace, "--base-url", server.base_url, *args, "go", stdin=stdin)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    return result, server
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_a_blocked_call_reaches_the_model_and_the_loop_goes_on(stage, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "here.txt").write_text("inside")
+    script = [calls(tool_call("write_file", path="../escaped.txt", content="x"), tool_call("read_file", path="here.txt")),
+              "I could not write outside the workspace."]
+    result, server = run(stage, workspace, script, "--yes")
+    blocked, allowed = tool_results(server.requests[1]).values()
+    assert blocked.startswith("BLOCKED: ") and "outside the workspace" in blocked
+    assert allowed == "inside"  # the next call in the same reply still ran
+    assert not (tmp_path / "escaped.txt").exists()
+    assert len(server.requests) == 2 and result.stdout.rstrip().endswith("I could not write outside the workspace.")
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_a_blocked_shell_command_says_what_and_why(stage, workspace):
+    (workspace / "keep").mkdir()
+    _, server = run(stage, workspace, [calls(tool_call("shell", command="rm -r -f keep")), "ok"], "--yes")
+    result = tool_results(server.requests[1])["call_1"]
+    assert result.startswith("BLOCKED: ") and "recursive delete" in result
+    assert (workspace / "keep").is_dir()
+
+
+@pytest.mark.parametrize("stage", LADDER)
+@pytest.mark.parametrize("answer, approved", [("y\n", True), ("Y\n", True), ("  y  \n", True), ("yes\n", False),
+                                              ("n\n", False), ("\n", False), ("", False), ("sure\n", False)])
+def test_only_y_approves_a_write(stage, answer, approved, workspace):
+    script = [calls(tool_call("write_file", path="a.txt", content="hi")), "done"]
+    result, server = run(stage, workspace, script, stdin=answer)
+    assert prompt("write_file", path="a.txt", content="hi") in result.stdout
+    assert (workspace / "a.txt").exists() == approved
+    outcome = tool_results(server.requests[1])["call_1"]
+    assert outcome.startswith("OK: wrote 2 characters") if approved else outcome.startswith("DENIED: ")
+    assert result.stdout.rstrip().splitlines()[-1] == "done"  # the answer still ends stdout, on its own line
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_shell_asks_too_and_a_no_means_it_never_ran(stage, workspace):
+    script = [calls(tool_call("shell", command="echo ran > marker.txt")), "done"]
+    result, server = run(stage, workspace, script, stdin="n\n")
+    assert prompt("shell", command="echo ran > marker.txt") in result.stdout
+    assert not (workspace / "marker.txt").exists()
+    assert tool_results(server.requests[1])["call_1"].startswith("DENIED: ")
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_reading_never_asks(stage, workspace):
+    (workspace / "a.txt").write_text("alpha")
+    script = [calls(tool_call("read_file", path="a.txt"), tool_call("list_dir", path=".")), "done"]
+    result, server = run(stage, workspace, script)  # no answer on stdin at all
+    assert "Allow" not in result.stdout
+    assert list(tool_results(server.requests[1]).values())[0] == "alpha"
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_a_blocked_call_never_asks(stage, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = [calls(tool_call("write_file", path="../x.txt", content="x"), tool_call("shell", command="sudo true")), "ok"]
+    result, server = run(stage, workspace, script, stdin="y\ny\n")
+    assert "Allow" not in result.stdout
+    assert all(r.startswith("BLOCKED: ") for r in tool_results(server.requests[1]).values())
+    assert not (tmp_path / "x.txt").exists()
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_yes_approves_what_the_hooks_allow(stage, workspace):
+    script = [calls(tool_call("write_file", path="a.txt", content="hi"), tool_call("shell", command="echo ran > b.txt")),
+              "done"]
+    result, _ = run(stage, workspace, script, "--yes")
+    assert "Allow" not in result.stdout
+    assert (workspace / "a.txt").read_text() == "hi" and (workspace / "b.txt").read_text().strip() == "ran"
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_the_denied_write_story(stage, notes_workspace, tmp_path):
+    """The source article's story: the write was denied, the model said it saved the file anyway.
+    The prompt stopped the write; it did not stop the claim. Check the files, not the report."""
+    script = load_script(ROOT / "examples" / "notes.script.json")
+    transcript = tmp_path / "run.json"
+    with ScriptedServer(script=script) as server:
+        result = run_stage(stage, notes_workspace, "--base-url", server.base_url, "--transcript", str(transcript),
+                           TASK, stdin="n\n")
+    assert result.returncode == 0, result.stderr
+    assert "saved it to budget.md" in result.stdout.rstrip().splitlines()[-1]  # what the model claims...
+    assert not (notes_workspace / "budget.md").exists()  # ...and what is true
+    denial = [m for m in server.requests[-1]["messages"] if m["role"] == "tool" and m["content"].startswith("DENIED: ")]
+    assert len(denial) == 1 and "write_file" in denial[0]["content"]
+    assert denial[0] in load_json(transcript)
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_write_replaces_the_file_and_leaves_nothing_behind(stage, workspace):
+    (workspace / "script.sh").write_text("old")
+    (workspace / "script.sh").chmod(0o755)
+    script = [calls(tool_call("write_file", path="script.sh", content="echo new\n"),
+                    tool_call("write_file", path=".", content="x")), "done"]
+    _, server = run(stage, workspace, script, "--yes")
+    ok, folder = tool_results(server.requests[1]).values()
+    assert ok.startswith("OK: ") and (workspace / "script.sh").read_text() == "echo new\n"
+    assert (workspace / "script.sh").stat().st_mode & 0o777 == 0o755  # a script stays executable
+    assert folder.startswith("ERROR: ") and "folder" in folder
+    assert sorted(p.name for p in workspace.iterdir()) == ["script.sh"]  # no temporary file left
+
+
+def stage_hooks(stage):
+    return importlib.import_module(f"{stage}.hooks")
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_a_hook_that_crashes_blocks_the_call(stage, monkeypatch, workspace):
+    hooks = stage_hooks(stage)
+
+    def broken(workspace, name, args):
+        raise KeyError("oops")
+    monkeypatch.setattr(hooks, "PRE_TOOL_USE", [broken])
+    assert "broken" in hooks.pre_tool_use(str(workspace), "read_file", {"path": "a.txt"})
