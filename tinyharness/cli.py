@@ -5,6 +5,7 @@ import sys
 
 from .hooks import approve_everything, ask_user
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
+from .guards import MAX_SECONDS, MAX_TURNS
 from .loop import Stats, Stopped, run_agent
 
 
@@ -56,7 +57,9 @@ def add_run_flags(parser):
                         help="model name (env TINYHARNESS_MODEL, default %(default)s)")
     parser.add_argument("--base-url", default=os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL),
                         help="OpenAI-compatible endpoint (env TINYHARNESS_BASE_URL, default %(default)s)")
-    parser.add_argument("--max-turns", type=int, default=8, help="most model calls in one run (default %(default)s)")
+    parser.add_argument("--max-turns", type=int, default=MAX_TURNS, help="most model calls in one run (default %(default)s)")
+    parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS, metavar="SECONDS",
+                        help="stop before the next model call once this long has passed (default %(default)s)")
     parser.add_argument("--transcript", metavar="PATH", help="write the whole conversation as JSON to PATH")
     parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
                         help="print the answer as it arrives (default: on when the output is a terminal)")
@@ -118,6 +121,8 @@ def run_command(args, parser):
         parser.error("the task is empty")
     if args.max_turns < 1:
         parser.error("--max-turns must be 1 or more")
+    if not args.max_seconds > 0:
+        parser.error("--max-seconds must be more than 0")
     if not args.shell_timeout > 0:
         parser.error("--shell-timeout must be more than 0")
     stream = sys.stdout.isatty() if args.stream is None else args.stream
@@ -132,7 +137,7 @@ def run_command(args, parser):
         return ask_user(printable(prompt))
     try:
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
-                           args.shell_timeout, approve_everything if args.yes else ask)
+                           args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds)
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
             print(printable(answer))
@@ -143,7 +148,8 @@ def run_command(args, parser):
         return 1
     except Stopped as e:
         printer.end_line()
-        print(f"Stopped: {e}. The task is NOT confirmed complete.")
+        print(printable(f"Stopped: {e}. The task is NOT confirmed complete."))  # the reason can quote the model
+        print(printable(e.done))  # what was done so far, so the user knows where to pick up
         return 3
     except KeyboardInterrupt:
         printer.end_line()

@@ -1,8 +1,10 @@
 """The whole agent is a while loop: ask the model, run the tools it asks for, repeat."""
+import itertools
 import json
 import time
 from pathlib import Path
 
+from .guards import MAX_SECONDS, MAX_TURNS, REPEAT_LIMIT, Budget, Record, RepeatGuard, Stopped, brief, repeat_warning
 from .hooks import NEEDS_PERMISSION, ask_user, pre_tool_use
 from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, check_call, parse_arguments, run_tool
 
@@ -29,10 +31,6 @@ class Stats:
                 f"completion_tokens={self.completion_tokens} seconds={time.monotonic() - self.started:.1f}")
 
 
-class Stopped(Exception):
-    """The run hit a limit before the model finished: the task is not confirmed complete."""
-
-
 def system_prompt(workspace):
     """The built-in prompt plus the workspace's INSTRUCTIONS.md, when it has one."""
     extra = Path(workspace) / "INSTRUCTIONS.md"
@@ -41,11 +39,16 @@ def system_prompt(workspace):
     return SYSTEM_PROMPT
 
 
-def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcript=None, shell_timeout=SHELL_TIMEOUT,
-              approve=ask_user):
-    """Loop until the model answers without tool calls; return that answer."""
+def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, transcript=None,
+              shell_timeout=SHELL_TIMEOUT, approve=ask_user, max_seconds=MAX_SECONDS):
+    """Loop until the model answers without tool calls; return that answer. Raise Stopped, with an
+    account of what was done, when a budget runs out or the model keeps repeating itself."""
     messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
-    for turn in range(max_turns):
+    budget, repeats, record = Budget(max_turns, max_seconds), RepeatGuard(), Record()
+    for turn in itertools.count():
+        limit = budget.exceeded(turn)  # between turns: the only moment the loop itself can stop
+        if limit:
+            raise Stopped(limit, record.account())
         message, usage = client.chat(messages, tools=SCHEMAS)
         stats.count_turn(usage)
         messages.append(message)
@@ -54,9 +57,16 @@ def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcrip
             save_transcript(transcript, messages)
             return message.get("content") or ""
         for number, call in enumerate(calls, 1):
+            repeats.see(call)  # before it runs: running it replaces broken arguments with {}
             run_tool_call(call, f"call_{turn + 1}_{number}", workspace, messages, stats, echo, shell_timeout, approve)
+            record.note(call, messages[-1]["content"])
+        repeated = repeats.end_turn()
+        if repeated and repeats.warnings == 1:  # after all of this turn's results, never between them
+            messages.append({"role": "user", "content": repeat_warning(repeated)})
         save_transcript(transcript, messages)
-    raise Stopped(f"reached --max-turns {max_turns}")
+        if repeated and repeats.warnings > 1:
+            raise Stopped(f"the model made the same call {REPEAT_LIMIT} times in a row again, after a [harness] "
+                          f"warning: {brief(repeated)}", record.account())
 
 
 def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout, approve):
