@@ -1,6 +1,6 @@
 """What each context policy costs: prompt tokens, context size, and work for the server's prompt cache.
 
-    python -m benchmarks.context [--window 8192] [--seed 7]
+    python -m benchmarks.context [--window 8192] [--seed 7] [--no-overhead]
 
 Two scripted tasks are run once per policy of `tinyharness.context.POLICIES`, through the real
 HTTP client (`tinyharness.llm.Client`) against `tinyharness.testing.ScriptedServer`:
@@ -18,16 +18,30 @@ command prints the same figures.
 Tokens are the scripted server's estimate (characters/4 of the request's JSON), and so is its
 prefix cache: `cached_tokens` is the longest common prefix with the previous request, in
 characters/4. "Re-processed" is what the server had to compute again: sum(prompt - cached).
+
+Then the harness's own time: the REAL loop (`tinyharness.loop.run_agent`, real tools in a temporary
+workspace) runs 10, 40 and 100 turns against the scripted server, which answers at once. A
+stopwatch around each `client.chat` call takes out the time spent waiting for the "model" (the HTTP
+exchange and the server's work, the request's JSON encoding included); what is left, per turn, is
+the harness: the context policy and the watch, running the tools, the guards. Timings vary with the
+machine and from run to run; they are printed, never asserted.
 """
 import argparse
+import contextlib
+import io
 import json
 import random
 import re
 import sys
+import tempfile
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tinyharness.context import DEFAULT_POLICY, POLICIES, STUB_PREFIX, cap_chars
+from tinyharness.hooks import approve_everything
 from tinyharness.llm import Client
+from tinyharness.loop import Stats, run_agent
 from tinyharness.testing import ScriptedServer, estimate_tokens
 
 WINDOW = 8192
@@ -407,15 +421,99 @@ def report(window=WINDOW, seed=SEED, seeds=range(1, 9)):
     return "\n".join(lines + target_lines(short_rows, long_rows))
 
 
+# --- The harness's own time: the real loop, a model that answers at once ---------------------------
+
+OVERHEAD_TURNS = (10, 40, 100)
+OVERHEAD_POLICIES = (DEFAULT_POLICY, "sliding", "none")
+
+
+class TimedClient:
+    """The real HTTP client with a stopwatch around each model call."""
+
+    def __init__(self, client):
+        self.client, self.waiting = client, 0.0
+
+    def chat(self, messages, tools=None):
+        started = time.perf_counter()
+        try:
+            return self.client.chat(messages, tools)
+        finally:
+            self.waiting += time.perf_counter() - started
+
+
+def overhead_workspace(folder, rng):
+    """Twelve source files of 1-6k characters, like the 40-turn task's; returns their paths."""
+    (folder / "src").mkdir()
+    paths = [f"src/{word}.py" for word in WORDS[:12]]
+    for path in paths:
+        (folder / path).write_text(fill(rng, rng.randint(1000, 6000), code_line), encoding="utf-8")
+    return paths
+
+
+def overhead_model(paths, turns):
+    """The scripted model: reads (three in five turns), a listing, a small write or a note; then the answer.
+    No shell: starting /bin/sh costs the same few milliseconds on every turn and would hide the trend."""
+    def reply(body, index):
+        if index >= turns - 1:
+            return {"content": "Done."}
+        step = index % 5
+        if step in (0, 1, 3):
+            call = {"name": "read_file", "arguments": {"path": paths[(index * 7) % len(paths)]}}
+        elif step == 2:
+            call = {"name": "list_dir", "arguments": {"path": "src"}}
+        elif index % 10 == 4:
+            call = {"name": "write_file", "arguments": {"path": f"fix_{index}.txt", "content": f"fixed {index}\n" * 20}}
+        else:
+            call = {"name": "save_note", "arguments": {"text": f"Turn {index}: the tax rule lives in src/tax.py."}}
+        return {"content": "", "tool_calls": [call]}
+    return reply
+
+
+def harness_overhead(turns, policy=DEFAULT_POLICY, window=WINDOW, seed=SEED):
+    """Run the real loop for `turns` model calls; return its time split into waiting and the harness's own."""
+    with tempfile.TemporaryDirectory() as folder:
+        paths = overhead_workspace(Path(folder), random.Random(seed))
+        with ScriptedServer(policy=overhead_model(paths, turns)) as server:
+            client = TimedClient(Client(server.base_url, "scripted", timeout=60))
+            stats, started = Stats(), time.perf_counter()
+            with contextlib.redirect_stderr(io.StringIO()):     # the context warnings of the uncut runs
+                answer = run_agent("Fix the tax rules.", client, folder, stats, max_turns=turns, echo=lambda line: None,
+                                   approve=approve_everything, context_policy=policy, context_window=window)
+            total = time.perf_counter() - started
+    assert answer == "Done." and stats.turns == turns, "the scripted run did not finish as planned"
+    return {"turns": turns, "policy": policy, "total": total, "waiting": client.waiting,
+            "per_turn_ms": (total - client.waiting) / turns * 1000, "prompt_tokens": stats.prompt_tokens}
+
+
+def overhead_report(window=WINDOW, seed=SEED, turns=OVERHEAD_TURNS, policies=OVERHEAD_POLICIES, repeat=3):
+    """Harness time per turn for each policy and run length; the best of `repeat` runs (the least disturbed)."""
+    lines = [f"Harness overhead: the real loop (tinyharness.loop.run_agent) and real tools, against the scripted server "
+             f"with no delay; window {window:,}, best of {repeat} runs.",
+             "Per turn: (wall time - time inside client.chat) / turns, in milliseconds. Timings, not asserted.",
+             "| policy    | " + " | ".join(f"{n:>3} turns" for n in turns) + " | waiting for the model, longest run |",
+             "|-----------|" + "|".join("-" * 11 for _ in turns) + "|------------------------------------|"]
+    for policy in policies:
+        runs = [min((harness_overhead(n, policy, window, seed) for _ in range(repeat)), key=lambda r: r["per_turn_ms"])
+                for n in turns]
+        cells = " | ".join(f"{r['per_turn_ms']:6.2f} ms" for r in runs)
+        lines.append(f"| {policy:<9} | {cells} | {runs[-1]['waiting']:6.2f} s for {runs[-1]['prompt_tokens']:>9,} "
+                     "prompt tokens |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.context",
                                      description="Measure the context policies on two scripted tasks.")
     parser.add_argument("--window", type=int, default=WINDOW, help="context window in tokens (default %(default)s)")
     parser.add_argument("--seed", type=int, default=SEED, help="seed of the synthetic tasks (default %(default)s)")
+    parser.add_argument("--no-overhead", action="store_true", help="skip the timing of the real loop")
     args = parser.parse_args(argv)
     if args.window < 1024:
         parser.error("--window must be at least 1024 tokens")
     print(report(args.window, args.seed))
+    if not args.no_overhead:
+        print()
+        print(overhead_report(args.window, args.seed))
     return 0
 
 

@@ -74,8 +74,20 @@ def test_sliding_leaves_other_messages_alone_and_does_not_mutate_its_input():
 def test_sliding_keep_and_limit():
     messages = conversation(500, 500, 500)
     assert results(sliding_scissors(messages, keep=5)) == results(messages)
-    assert all(r.startswith(STUB_PREFIX) for r in results(sliding_scissors(messages, keep=0)))
+    cut = results(sliding_scissors(messages, keep=0))
+    assert all(r.startswith(STUB_PREFIX) for r in cut[:2]) and cut[2] == "c" * 500   # the model has not seen it yet
     assert results(sliding_scissors(messages, limit=500)) == results(messages)
+
+
+def test_no_scissors_cut_a_result_the_model_has_not_seen():
+    messages = conversation(5000, 5000)
+    messages += [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": f"call_new_{i}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        for i in range(4)]}]
+    messages += [{"role": "tool", "tool_call_id": f"call_new_{i}", "content": "z" * 5000} for i in range(4)]
+    assert results(sliding_scissors(messages))[2:] == ["z" * 5000] * 4         # one reply's four results, all whole
+    assert all(r.startswith(STUB_PREFIX) for r in results(sliding_scissors(messages))[:2])
+    assert results(batch_scissors(messages, 2000))[2:] == ["z" * 5000] * 4
 
 
 def test_stub_copes_with_an_unknown_call_and_broken_arguments():
@@ -159,6 +171,26 @@ def test_cap_keeps_short_results_and_caps_long_ones_head_and_tail():
     omitted = int(omitted.split(" characters omitted")[0].replace(",", ""))
     assert text.startswith(head) and text.endswith(tail) and len(head) + omitted + len(tail) == len(text)
     assert cap_on_insert(capped, 1000) == capped       # capping twice changes nothing
+
+
+@pytest.mark.parametrize("head_keep, tail_keep", [(2900, 2900), (4000, 600)])
+def test_cap_counts_what_a_tools_own_cut_hid(head_keep, tail_keep):
+    full = "exit status 0\n" + "".join(f"{n}\n" for n in range(1, 30001))   # 168,908 characters of output
+    marker = (f"\n[... {len(full) - head_keep - tail_keep} characters omitted. To see them, run the command "
+              "again with | head, | tail or | grep to pick the part you need ...]\n")
+    shell = full[:head_keep] + marker + full[-tail_keep:]                # the shell tool's own cut
+    for max_chars in range(1000, len(shell), 3):                         # the marker cut, kept, or cut across
+        capped = cap_on_insert(shell, max_chars)
+        assert len(capped) <= max_chars
+        # what is shown, gap by gap, adds up to the whole output: every count is the truth
+        shown = context.OMITTED.split(capped)                            # text, count, text[, count, text]
+        texts, counts = shown[0::2], [int(n.replace(",", "")) for n in shown[1::2]]
+        assert 1 <= len(counts) <= 2 and sum(map(len, texts)) + sum(counts) == len(full)
+        position = 0
+        for text, count in zip(texts, counts + [0]):
+            assert full[position:position + len(text)] == text
+            position += len(text) + count
+    assert len(context.OMITTED.findall(cap_on_insert(shell, 2867))) == (1 if head_keep == tail_keep else 2)
 
 
 def test_cap_policy_caps_each_result_once():
@@ -248,3 +280,13 @@ def test_benchmark_prints_tables_and_targets():
         assert f"| {name} " in out
     targets = [line for line in out.splitlines() if line.startswith("target ")]
     assert len(targets) == 4 and all(": met (" in t or ": NOT met (" in t for t in targets)
+
+
+def test_benchmark_times_the_real_loop_and_prints_per_turn_figures():
+    run = bench.harness_overhead(6, DEFAULT_POLICY)     # the real run_agent, real tools, the scripted server
+    assert (run["turns"], run["policy"]) == (6, DEFAULT_POLICY) and run["prompt_tokens"] > 0
+    assert 0 < run["waiting"] < run["total"]            # the split is a split, not a timing target
+    out = bench.overhead_report(turns=(3, 5), policies=("sliding",), repeat=1)
+    assert "client.chat" in out and "not asserted" in out
+    row = next(line for line in out.splitlines() if line.startswith("| sliding "))
+    assert row.count(" ms ") == 2

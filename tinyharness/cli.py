@@ -6,6 +6,7 @@ import sys
 from .hooks import approve_everything, ask_user
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
+from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
 from .loop import Stats, Stopped, run_agent
 
 
@@ -67,6 +68,16 @@ def add_run_flags(parser):
                         help="kill a shell command (and all it started) after this long (default %(default)s)")
     parser.add_argument("--yes", action="store_true",
                         help="approve every write and command that the hooks allow, without asking")
+    cutting = parser.add_mutually_exclusive_group()
+    cutting.add_argument("--context-policy", choices=list(POLICIES), default=DEFAULT_POLICY,
+                         help="how old tool results are cut before each model call (default %(default)s: cap each "
+                              "result when it is added, stub old ones in one batch past 75%% of the window; kind to "
+                              "the server's prompt cache). sliding: the m5 stage's scissors, every turn")
+    cutting.add_argument("--no-scissors", dest="context_policy", action="store_const", const="none",
+                         help="send every tool result whole, however old: --context-policy none (for A/B runs)")
+    parser.add_argument("--context-window", type=int, default=CONTEXT_WINDOW, metavar="TOKENS",
+                        help="the model's context length: the policies cut to fit it, and a warning says when "
+                             "the prompt nears it (default %(default)s)")
 
 
 def build_parser():
@@ -125,6 +136,8 @@ def run_command(args, parser):
         parser.error("--max-seconds must be more than 0")
     if not args.shell_timeout > 0:
         parser.error("--shell-timeout must be more than 0")
+    if args.context_window < 1:
+        parser.error("--context-window must be 1 or more")
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
@@ -137,7 +150,8 @@ def run_command(args, parser):
         return ask_user(printable(prompt))
     try:
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
-                           args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds)
+                           args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds,
+                           args.context_policy, args.context_window)
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
             print(printable(answer))

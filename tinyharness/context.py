@@ -41,8 +41,10 @@ so a result cut once stays cut: `batch_scissors` depends on it (re-applied to th
 would cut again every turn), and it is what keeps a cut message byte-identical from then on.
 """
 import json
+import re
 
 STUB_PREFIX = "[cut by the harness: "
+CONTEXT_WINDOW = 8192  # tokens: --context-window, for the policies and the warnings (/v1 cannot set Ollama's length)
 
 
 # --- The m5 stage's scissors -------------------------------------------------------------------
@@ -82,9 +84,11 @@ def stub(message, described):
 
 
 def older_results(messages, keep):
-    """Positions of the tool results older than the newest `keep`."""
+    """Positions of the tool results older than the newest `keep` that the model has already seen.
+    Results added after the model's last reply have never been sent: cutting one would hide it for good."""
+    last_reply = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
     positions = [i for i, m in enumerate(messages) if m.get("role") == "tool"]
-    return positions[:max(0, len(positions) - keep)]
+    return [i for i in positions[:max(0, len(positions) - keep)] if i < last_reply]
 
 
 def cuttable(message, limit):
@@ -98,7 +102,8 @@ def sliding_scissors(messages, keep=2, limit=200):
     """Stub every tool result older than the newest `keep` that is longer than `limit` characters.
 
     Runs before every model call, so the window slides: each turn the third-newest result is cut.
-    Other messages (system, user, assistant) are left exactly as they were. Returns a new list.
+    Other messages (system, user, assistant) are left exactly as they were, and so is every result
+    of the latest turn: the model has not seen them yet. Returns a new list.
     """
     old = set(older_results(messages, keep))
     described = describe_calls(messages)
@@ -163,7 +168,8 @@ LOW_WATER = 0.40
 
 def batch_scissors(messages, window_tokens, high=HIGH_WATER, low=LOW_WATER, keep=2, limit=200):
     """Change nothing until the messages pass `high` of the window; then stub old tool results,
-    oldest first and never the newest `keep`, until they are under `low` of the window.
+    oldest first and never the newest `keep` (nor a result the model has not seen yet), until they
+    are under `low` of the window.
 
     Between two cuts the history only grows, so the server's prompt cache reuses all of it;
     a cut breaks the prefix once, and the stubs are the same ones `sliding_scissors` writes, so a
@@ -186,20 +192,32 @@ def batch_scissors(messages, window_tokens, high=HIGH_WATER, low=LOW_WATER, keep
     return out
 
 
+# A tool's own "N characters omitted" marker (the shell cuts long output head + tail too), and ours.
+OMITTED = re.compile(r"\n\[\.\.\. ([\d,]+) characters omitted[^\n]*\]\n")
+CAP_MARKER = ("\n[... {} characters omitted by the harness; to see them ask for less: sed -n 40,80p FILE, "
+              "| head, | tail, | grep ...]\n")
+
+
 def cap_on_insert(content, max_chars):
     """Shorten a result to at most `max_chars` characters, keeping its head and its tail.
 
     Apply it when the result is added, before the model has seen it: then nothing that was sent
     ever changes, and the cache keeps working. The price: the model never sees the middle, so the
-    marker says how much is missing. Capping a capped result changes nothing.
+    marker says how much is missing. Capping a capped result changes nothing. When the middle holds
+    a tool's own omission marker (the shell's cut output), the count includes what that one hid,
+    so the number the model reads is still the truth about the whole output.
     """
     if len(content) <= max_chars:
         return content
-    marker = "\n[... {:,} characters omitted by the harness; ask for a narrower part (e.g. sed -n 40,80p FILE) ...]\n"
-    room = max(0, max_chars - len(marker.format(len(content))))   # the widest the count can be
-    head = room - room // 2
-    tail = room // 2
-    return content[:head] + marker.format(len(content) - room) + content[len(content) - tail:]
+    earlier = [int(found.group(1).replace(",", "")) for found in OMITTED.finditer(content)]
+    room = max(0, max_chars - len(CAP_MARKER.format(len(content) + sum(earlier))))   # the widest the count can be
+    start, end = room - room // 2, len(content) - room // 2
+    for found in OMITTED.finditer(content):          # never keep half of a marker: drop it whole
+        if found.start() < end and found.end() > start:
+            start, end = min(start, found.start()), max(end, found.end())
+    inside = OMITTED.finditer(content, start, end)   # a marker's text is not output; the count it carries is
+    omitted = end - start + sum(int(found.group(1).replace(",", "")) - len(found.group(0)) for found in inside)
+    return content[:start] + CAP_MARKER.format(omitted) + content[end:]
 
 
 # A result may take at most this many characters per token of window: 8192 tokens -> 2,867 characters,

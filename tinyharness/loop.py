@@ -1,17 +1,19 @@
 """The whole agent is a while loop: ask the model, run the tools it asks for, repeat."""
 import itertools
 import json
+import sys
 import time
 from pathlib import Path
 
+from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES, ContextWatch, estimate_tokens
 from .guards import MAX_SECONDS, MAX_TURNS, REPEAT_LIMIT, Budget, Record, RepeatGuard, Stopped, brief, repeat_warning
 from .hooks import NEEDS_PERMISSION, ask_user, pre_tool_use
 from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, check_call, parse_arguments, run_tool
 
 SYSTEM_PROMPT = """You are an agent working in a folder on the user's computer (the workspace).
 Use the tools to look at and change files; do the work yourself instead of telling the user how.
-Read before you answer: never invent what a file says. When the task is done, answer briefly
-with what you did."""
+Read before you answer: never invent what a file says. Old tool results may be cut to save room;
+keep what you will need later with save_note. When the task is done, answer briefly with what you did."""
 
 
 class Stats:
@@ -20,15 +22,21 @@ class Stats:
     def __init__(self):
         self.turns = self.tool_calls = self.prompt_tokens = self.completion_tokens = 0
         self.started = time.monotonic()
+        self.cached_tokens = None  # only a server with a prompt cache reports it
 
     def count_turn(self, usage):
         self.turns += 1
         self.prompt_tokens += usage.get("prompt_tokens") or 0
         self.completion_tokens += usage.get("completion_tokens") or 0
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if isinstance(cached, int):
+            self.cached_tokens = (self.cached_tokens or 0) + cached
 
     def line(self):
+        cached = "" if self.cached_tokens is None else f" cached_tokens={self.cached_tokens}"  # after the contract's
         return (f"[stats] turns={self.turns} tool_calls={self.tool_calls} prompt_tokens={self.prompt_tokens} "
-                f"completion_tokens={self.completion_tokens} seconds={time.monotonic() - self.started:.1f}")
+                f"completion_tokens={self.completion_tokens} seconds={time.monotonic() - self.started:.1f}{cached}")
 
 
 def system_prompt(workspace):
@@ -40,17 +48,23 @@ def system_prompt(workspace):
 
 
 def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, transcript=None,
-              shell_timeout=SHELL_TIMEOUT, approve=ask_user, max_seconds=MAX_SECONDS):
+              shell_timeout=SHELL_TIMEOUT, approve=ask_user, max_seconds=MAX_SECONDS, context_policy=DEFAULT_POLICY,
+              context_window=CONTEXT_WINDOW):
     """Loop until the model answers without tool calls; return that answer. Raise Stopped, with an
-    account of what was done, when a budget runs out or the model keeps repeating itself."""
+    account of what was done, when a budget runs out or the model keeps repeating itself.
+    `context_policy` names one of context.POLICIES: how old tool results are cut before each call."""
     messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
     budget, repeats, record = Budget(max_turns, max_seconds), RepeatGuard(), Record()
+    policy, watch = POLICIES[context_policy], ContextWatch(context_window)
     for turn in itertools.count():
         limit = budget.exceeded(turn)  # between turns: the only moment the loop itself can stop
         if limit:
             raise Stopped(limit, record.account())
+        # Keep what the policy returns: a result cut once stays cut, the same bytes every turn (see context.py).
+        messages = policy(messages, context_window)
         message, usage = client.chat(messages, tools=SCHEMAS)
         stats.count_turn(usage)
+        watch_context(watch, usage, messages)
         messages.append(message)
         calls = message.get("tool_calls") or []
         if not calls:  # no tool calls = the model is done (finish_reason alone is not trusted)
@@ -67,6 +81,14 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
         if repeated and repeats.warnings > 1:
             raise Stopped(f"the model made the same call {REPEAT_LIMIT} times in a row again, after a [harness] "
                           f"warning: {brief(repeated)}", record.account())
+
+
+def watch_context(watch, usage, messages):
+    """Warn on stderr when the server's prompt count says the context is nearly full, or was cut."""
+    if isinstance(usage.get("prompt_tokens"), int):  # our own estimate of what we sent tells our cuts apart
+        warning = watch.check(usage["prompt_tokens"], len(messages), sent_tokens=estimate_tokens(messages))
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
 
 
 def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout, approve):

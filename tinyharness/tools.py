@@ -61,6 +61,29 @@ def write_file(workspace, path, content):
     return f"OK: wrote {len(content)} characters to {path}"
 
 
+NOTES_FILE = "agent_notes.md"
+
+
+def save_note(workspace, text):
+    """Append a note to agent_notes.md at the top of the workspace: memory that the scissors never cut.
+    One fixed name, append only: no path to guard and nothing to overwrite, so it needs no permission.
+    What it must refuse is a link planted at that name, which would carry the note to a file elsewhere."""
+    if not text.strip():
+        return "ERROR: the note is empty; write the facts you will need later"
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        with open(os.open(Path(workspace) / NOTES_FILE, flags, 0o666), "a", encoding="utf-8") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+                return (f"ERROR: cannot save the note: {NOTES_FILE} is not a plain file of its own (a hard link or "
+                        "a special file), and notes are never written through one. Tell the user about it.")
+            file.write(text.strip() + "\n\n")
+    except OSError as e:  # O_NOFOLLOW makes a symlink an error (ELOOP) instead of a way out
+        link = " (it is a symbolic link, and notes are never written through one)" if e.errno == errno.ELOOP else ""
+        return f"ERROR: cannot save the note to {NOTES_FILE}{link}: [Errno {e.errno}] {e.strerror}"
+    return f"OK: saved a note of {len(text.strip())} characters to {NOTES_FILE}"
+
+
 def shell(workspace, command, timeout=SHELL_TIMEOUT):
     """Run one command in a new shell. The command gets its own process group (a new session), so the
     timeout can kill everything it started, not just /bin/sh."""
@@ -129,7 +152,7 @@ def cut(text, dropped=0, keep=KEEP_CHARS):
             f"| head, | tail or | grep to pick the part you need ...]\n{text[-keep:]}")
 
 
-TOOLS = {"list_dir": list_dir, "read_file": read_file, "write_file": write_file, "shell": shell}
+TOOLS = {"list_dir": list_dir, "read_file": read_file, "write_file": write_file, "shell": shell, "save_note": save_note}
 VERBS = {"list_dir": "list", "read_file": "read", "write_file": "write"}
 
 
@@ -152,6 +175,10 @@ SCHEMAS = [
                     "shell: cd and variables do not persist between calls, and anything left running in the "
                     "background is stopped when the command ends. Slow commands are killed by a timeout.",
            command="the command line to run"),
+    schema("save_note", f"Append a note to {NOTES_FILE} in the workspace. Old tool results get cut from the "
+                        "conversation to save room; notes survive. Write down what you will need later, "
+                        "specifically: facts with their file names, numbers, decisions.",
+           text="the note: specific facts, with where they came from"),
 ]
 PARAMETERS = {s["function"]["name"]: s["function"]["parameters"]["required"] for s in SCHEMAS}
 
