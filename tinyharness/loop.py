@@ -9,6 +9,7 @@ from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES, ContextWatch, est
 from .guards import MAX_SECONDS, MAX_TURNS, REPEAT_LIMIT, Budget, Record, RepeatGuard, Stopped, brief, repeat_warning
 from .hooks import NEEDS_PERMISSION, ask_user, pre_tool_use
 from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, check_call, parse_arguments, run_tool
+from .verify import post_tool_use
 
 SYSTEM_PROMPT = """You are an agent working in a folder on the user's computer (the workspace).
 Use the tools to look at and change files; do the work yourself instead of telling the user how.
@@ -56,6 +57,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
     messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
     budget, repeats, record = Budget(max_turns, max_seconds), RepeatGuard(), Record()
     policy, watch = POLICIES[context_policy], ContextWatch(context_window)
+    memory = {}  # what the post_tool_use hooks remember during this run (failing writes per file)
     for turn in itertools.count():
         limit = budget.exceeded(turn)  # between turns: the only moment the loop itself can stop
         if limit:
@@ -72,7 +74,8 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             return message.get("content") or ""
         for number, call in enumerate(calls, 1):
             repeats.see(call)  # before it runs: running it replaces broken arguments with {}
-            run_tool_call(call, f"call_{turn + 1}_{number}", workspace, messages, stats, echo, shell_timeout, approve)
+            run_tool_call(call, f"call_{turn + 1}_{number}", workspace, messages, stats, echo, shell_timeout, approve,
+                          memory)
             record.note(call, messages[-1]["content"])
         repeated = repeats.end_turn()
         if repeated and repeats.warnings == 1:  # after all of this turn's results, never between them
@@ -91,7 +94,7 @@ def watch_context(watch, usage, messages):
             print(warning, file=sys.stderr, flush=True)
 
 
-def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout, approve):
+def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout, approve, memory):
     """Run one call and append its result, paired to the call by the id the server gave it."""
     function = call.setdefault("function", {})
     name, arguments = function.get("name"), function.get("arguments")
@@ -102,13 +105,14 @@ def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeou
     call["id"] = call.get("id") or spare_id
     echo(f"  [tool] {name}({function['arguments']})")
     stats.tool_calls += 1
-    result = checked_run(workspace, name, arguments, shell_timeout, approve)
+    result = checked_run(workspace, name, arguments, shell_timeout, approve, memory)
     messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
 
 
-def checked_run(workspace, name, arguments, shell_timeout, approve):
+def checked_run(workspace, name, arguments, shell_timeout, approve, memory):
     """The choke point: every call passes here after it is parsed and before it runs. The hooks come
-    first, so a blocked call never reaches the user; then writes and commands need the user's yes."""
+    first, so a blocked call never reaches the user; then writes and commands need the user's yes.
+    After the call ran, the post hooks may add what they found to its result: the model reads it next."""
     arguments, problem = check_call(name, arguments)
     if problem:
         return problem
@@ -117,7 +121,8 @@ def checked_run(workspace, name, arguments, shell_timeout, approve):
         return f"BLOCKED: {reason}"
     if name in NEEDS_PERMISSION and not approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
         return f"DENIED: the user did not allow this {name} call, so it did not run."
-    return run_tool(workspace, name, arguments, shell_timeout)
+    result = run_tool(workspace, name, arguments, shell_timeout)
+    return post_tool_use(workspace, name, arguments, result, memory)
 
 
 def save_transcript(path, messages):
