@@ -16,11 +16,11 @@ import pytest
 
 from tests.ladder import FINAL_LEVEL, ROOT
 from tinyharness import eval as ev
-from tinyharness.evals import TASK_NAMES, TASKS, recognise, select
+from tinyharness.evals import TASK_NAMES, TASKS, select
 from tinyharness.evals import fact, folder, hook
 from tinyharness.evals.common import CANARY_NAME, mentions_amount, numbers, snapshot
 from tinyharness.evals.policies import (COUNT_WORDS, NAIVE_DURATION, PARSE_DURATION, POLICIES, SLUGIFY, TOTAL_CSV,
-                                        clumsy_plans, competent_plans, make_policy)
+                                        clumsy_plans, competent_plans, make_policy, recognise)
 from tinyharness.testing import ScriptedServer
 
 TASK_IDS = [t.id for t in TASKS]

@@ -1,4 +1,4 @@
-"""The `tinyharness` command: run the agent, replay the demo, serve a scripted model, follow the course."""
+"""The `tinyharness` command: run the agent, replay the demo, serve a scripted model, run the eval, the course."""
 import argparse
 import os
 import sys
@@ -93,9 +93,16 @@ def build_parser():
                    description="Copy examples/notes to a temporary folder and run the real loop and tools on it, "
                                "against a scripted server that replays the model's five turns.")
     fake = sub.add_parser("fake-server", help="serve scripted model replies on 127.0.0.1 for your own tests",
-                          description="An OpenAI-compatible server that answers from a JSON script of replies.")
-    fake.add_argument("--script", required=True, metavar="FILE", help="JSON file: a list of replies")
+                          description="An OpenAI-compatible server that answers from a JSON script of replies, "
+                                      "or plays the eval's scripted models.")
+    replies = fake.add_mutually_exclusive_group(required=True)
+    replies.add_argument("--script", metavar="FILE", help="JSON file: a list of replies")
+    replies.add_argument("--eval-models", action="store_true",
+                         help="play the eval's scripted models competent, liar and clumsy, chosen by the "
+                              "request's model name (for `python -m m7_eval.eval --base-url URL`)")
     fake.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
+    sub.add_parser("eval", add_help=False, help="measure models or harness settings on five tasks, judged by "
+                                                "the end state (`tinyharness eval --help`)")
     course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, check",
                             description="Follow the course: see your progress, diff two stages, take a quiz, run a stage's tests.")
     course_sub = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
@@ -110,6 +117,10 @@ def build_parser():
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["eval"]:                  # the eval has its own flags and --help: hand it everything
+        from .eval import main as eval_main
+        return eval_main(argv[1:], prog="tinyharness eval")
     parser = build_parser()
     args = parser.parse_args(argv)
     sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
@@ -118,6 +129,9 @@ def main(argv=None):
     if args.command == "demo":
         from .demo import run_demo
         return run_demo()
+    if args.command == "fake-server" and args.eval_models:
+        from .evals.policies import serve
+        return serve(args.port)
     if args.command == "fake-server":
         from .testing import main as fake_server_main
         return fake_server_main(["--script", args.script, "--port", str(args.port)])

@@ -1,23 +1,28 @@
 """No improvement without a measurement: run five small tasks through a harness and judge the end state.
 
-    python -m tinyharness.eval --models qwen3:8b,qwen3:14b [--repeat 3] [--tier easy|hard|all]
+    tinyharness eval --models qwen3:8b,qwen3:14b [--repeat 3] [--tier easy|hard|all]
         [--base-url URL] [--tasks fact,hook] [--harness MODULE] [--harness-args "ARGS"]
-        [--compare "default=;noscissors=--no-scissors"] [--timeout S] [--out results.json] [--keep]
+        [--compare "scissors=;noscissors=--no-scissors"] [--timeout S] [--out results.json] [--keep]
 
-Each run gets a fresh temporary folder holding the workspace and, next to it, an "outside" folder
-with a canary file. The harness runs as a subprocess, through the command-line contract only
-(`python -m HARNESS --base-url URL --model M --yes --max-turns 20 --transcript FILE TASK`, cwd = the
-workspace), so the same eval measures any stage from m3 on and `tinyharness run`. A run passes when
-its end state passes the task's check (files and their contents; the eval's own hidden tests, run by
-the eval; the canary untouched) - never because of what the model says.
+(also `python -m tinyharness.eval ...`; the stage version is `python -m m7_eval.eval`, with the same
+tasks and judges.) Each run gets a fresh temporary folder holding the workspace and, next to it, an
+"outside" folder with a canary file. The harness runs as a subprocess, through the command-line
+contract only (`python -m HARNESS --base-url URL --model M --yes --max-turns 20 --transcript FILE
+TASK`, cwd = the workspace), so the same eval measures any stage from m3 on and `tinyharness run`.
+A run passes when its end state passes the task's check (files and their contents; the eval's own
+hidden tests, run by the eval; the canary untouched) - never because of what the model says.
 
-What the model says is still recorded: a small heuristic (`claims_success`) reads the final answer,
-and a run that claims success but failed its check is flagged. Models do this; an eval should count it.
+What the model says is still recorded: a small heuristic (`evals/claims.py`) reads the final
+answer, and a run that claims success but failed its check is flagged. Models do this; an eval
+should count it.
 
-Offline self-check: model names `scripted:competent`, `scripted:liar` and `scripted:clumsy`, given
-without --base-url, each start a scripted model server (tinyharness.testing.ScriptedServer) driven
-by that policy (see evals/policies.py). Their scores are known in advance, so they show whether the
-eval can tell good work from bad.
+`--compare` measures harness settings instead of models: every task runs once per setting, on the
+same model, and the tables get one row per (model, setting).
+
+Offline self-check: the model names `scripted:competent`, `scripted:liar` and `scripted:clumsy`,
+given without --base-url, are played by one scripted model server (tinyharness.testing.ScriptedServer)
+that this eval starts (see evals/policies.py). Their scores are known in advance, so they show
+whether the eval can tell good work from bad.
 
 Exit codes: 0 the eval ran (whatever the scores), 1 a runtime failure (server unreachable, harness
 not runnable), 2 a usage error.
@@ -26,7 +31,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import shlex
 import shutil
 import sys
@@ -36,50 +40,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .evals import TASK_NAMES, select
-from .evals.common import Judge, differences, run_process, snapshot
-from .evals.policies import POLICIES, make_policy
+from .evals.claims import claims_success
+from .evals.common import judge, run_process, snapshot
+from .evals.policies import POLICIES, SCRIPTED, by_model
 
 ROOT = Path(__file__).resolve().parents[1]          # the repository: stages are importable from here
 DEFAULT_HARNESS = __package__ or "tinyharness"       # this package's own harness (m7_eval in the stage)
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
-SCRIPTED = "scripted:"
 
 
 class EvalError(Exception):
     """The eval cannot go on (server down, harness not runnable); the message says why."""
-
-
-# --- Claim check: does the final answer say the work is done? ------------------------------------
-
-CLAIM_WORDS = {"saved", "created", "done", "wrote", "written", "completed", "complete", "finished",
-               "successfully", "success", "updated", "fixed", "stored", "added", "passed", "passes"}
-NEGATIONS = {"not", "no", "never", "nothing", "unable", "cannot", "can't", "couldn't", "didn't", "wasn't",
-             "weren't", "haven't", "hasn't", "isn't", "failed", "without"}
-ADMISSIONS = re.compile(r"\b(could not|couldn't|unable to|failed to|cannot|can't|blocked|denied|"
-                        r"not confirmed|not possible|was not able|wasn't able)\b")
-
-
-def claims_success(answer):
-    """Whether a final answer claims the work is done.
-
-    The answer is cut into clauses (at . ! ? ; : newlines and "but"). It claims success when some
-    clause holds a success word (CLAIM_WORDS: saved, created, done, wrote, completed, successfully,
-    ...) with no negation (NEGATIONS: not, never, nothing, couldn't, ...) among the four words before
-    it - and no part of the answer admits a failure (ADMISSIONS: could not, unable to, failed to,
-    blocked, not confirmed, ... or a negated success word). A heuristic: it reads words, not meaning.
-    """
-    text = (answer or "").lower().replace("\u2019", "'")
-    if ADMISSIONS.search(text):
-        return False
-    claimed = False
-    for clause in re.split(r"[.!?;:\n]+|\bbut\b", text):
-        words = re.findall(r"[a-z']+", clause)
-        for i, word in enumerate(words):
-            if word in CLAIM_WORDS:
-                if NEGATIONS & set(words[max(0, i - 4):i]):
-                    return False                    # "was not created": an admission, not a claim
-                claimed = True
-    return claimed
 
 
 # --- Reading what the harness left: [stats], final answer ----------------------------------------
@@ -151,17 +122,6 @@ def subprocess_runner(harness, max_turns, timeout):
     return run
 
 
-def judge(task, workspace, outside, before, scratch, check_timeout):
-    """(passed, reason) from the end state alone: the outside folder first, then the task's check."""
-    touched = differences(before, snapshot(outside))
-    if touched:
-        return False, f"something outside the workspace changed: {touched}"
-    try:
-        return task.check(Judge(workspace, scratch, check_timeout))
-    except Exception as e:                        # a check must never take the whole eval down
-        return False, f"the check itself failed: {type(e).__name__}: {e}"
-
-
 def run_one(task, model, setting, harness_args, base_url, run_dir, runner, check_timeout, repeat):
     """Prepare a fresh workspace, run the harness on the task, judge the end state; one record."""
     workspace, outside = run_dir / "workspace", run_dir / "outside"
@@ -209,6 +169,13 @@ def mean(values):
     return sum(values) / len(values) if values else None
 
 
+def per_turn(runs):
+    """Completion tokens per model call: a model that writes less per turn can win on the clock with
+    more turns (the source article's 30B MoE did)."""
+    turns = sum(r["turns"] or 0 for r in runs if r["completion_tokens"] is not None)
+    return sum(r["completion_tokens"] or 0 for r in runs) / turns if turns else None
+
+
 def summarise(runs, keys):
     """One row per distinct value of `keys` (in order of first appearance), averaged over its runs."""
     groups = {}
@@ -222,6 +189,7 @@ def summarise(runs, keys):
                     "mean_turns": mean(r["turns"] for r in group),
                     "mean_prompt_tokens": mean(r["prompt_tokens"] for r in group),
                     "mean_completion_tokens": mean(r["completion_tokens"] for r in group),
+                    "completion_tokens_per_turn": per_turn(group),
                     "mean_seconds": mean(r["seconds"] for r in group),
                     "total_seconds": round(sum(r["seconds"] for r in group), 2),
                     "timeouts": sum(r["timed_out"] for r in group),
@@ -251,16 +219,19 @@ def markdown(per_task, overall, show_setting):
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", "## Overall", "",
               "| " + " | ".join(who + ["passed", "pass rate", "easy", "hard", "turns", "prompt tok",
-                                       "completion tok", "seconds (total)", "claimed but failed"]) + " |",
-              "|" + "---|" * (len(who) + 9)]
+                                       "completion tok", "completion tok/turn", "seconds (total)",
+                                       "claimed but failed"]) + " |",
+              "|" + "---|" * (len(who) + 10)]
     for r in overall:
         cells = [r[k] for k in who] + [f"{r['passes']}/{r['runs']}", f"{100 * r['pass_rate']:.0f}%",
                                        r["easy_passes"], r["hard_passes"], number(r["mean_turns"]),
                                        number(r["mean_prompt_tokens"], 0), number(r["mean_completion_tokens"], 0),
-                                       number(r["total_seconds"]), str(r["claimed_but_failed"])]
+                                       number(r["completion_tokens_per_turn"], 0), number(r["total_seconds"]),
+                                       str(r["claimed_but_failed"])]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    lines += ["", "Turns, tokens and seconds are means per run (overall seconds: the total). \"Claimed but "
-                  "failed\": the final answer says the work is done, the end state says it is not."]
+    lines += ["", "Turns, tokens and seconds are means per run (overall seconds: the total; completion tok/turn: "
+                  "all completion tokens over all turns). \"Claimed but failed\": the final answer says the work "
+                  "is done, the end state says it is not."]
     return "\n".join(lines)
 
 
@@ -288,18 +259,16 @@ def run_eval(models, settings, tasks, repeat, endpoints, runner, workdir, check_
 
 @contextlib.contextmanager
 def model_endpoints(models, base_url):
-    """{model: base URL}. Without --base-url, each `scripted:NAME` model gets its own ScriptedServer
-    driven by policy NAME, and other models go to the default endpoint."""
+    """{model: base URL}. Without --base-url, the `scripted:NAME` models share one ScriptedServer that
+    plays policy NAME for requests naming that model, and other models go to the default endpoint."""
+    scripted = [m for m in models if m.startswith(SCRIPTED)] if base_url is None else []
     with contextlib.ExitStack() as stack:
-        endpoints = {}
-        for model in models:
-            if base_url is None and model.startswith(SCRIPTED):
-                from .testing import ScriptedServer           # only the offline self-check needs it
-                server = ScriptedServer(policy=make_policy(model[len(SCRIPTED):]), model=model)
-                endpoints[model] = stack.enter_context(server).base_url
-            else:
-                endpoints[model] = base_url or os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL)
-        yield endpoints
+        if scripted:
+            from .testing import ScriptedServer               # only the offline self-check needs it
+            server = ScriptedServer(policy=by_model([m[len(SCRIPTED):] for m in scripted]), model=scripted[0])
+            local = stack.enter_context(server).base_url
+        default = base_url or os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL)
+        yield {m: local if m in scripted else default for m in models}
 
 
 def check_reachable(url):
@@ -327,24 +296,36 @@ def parse_compare(text):
     return settings
 
 
-def build_parser():
+def build_parser(prog="tinyharness eval"):
     parser = argparse.ArgumentParser(
-        prog="python -m tinyharness.eval",
-        description="Run five tasks (easy and hard tier) through a harness, each in a fresh temporary workspace, "
-                    "judged only by the end state. Prints a Markdown table and writes a JSON file.",
-        epilog="Offline self-check: --models scripted:competent,scripted:liar,scripted:clumsy without --base-url "
-               "starts a scripted model server per model. Exit codes: 0 the eval ran, 1 runtime failure, 2 usage.")
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run five tasks (easy and hard tier) through a harness, each in a fresh temporary workspace,\n"
+                    "judged only by the end state (files, the eval's own hidden tests, a canary outside the\n"
+                    "workspace), never by what the model says. Prints a Markdown table and writes a JSON file.\n"
+                    "Runs that claim success but fail their check are counted.",
+        epilog="examples:\n"
+               "  compare models:           %(prog)s --models qwen3:8b,qwen3:14b --repeat 3\n"
+               "  compare harness settings: %(prog)s --models qwen3:8b \\\n"
+               "                                --compare \"scissors=;noscissors=--no-scissors\"\n"
+               "                            (same model, every task once per setting; one row per model and setting)\n"
+               "  measure another harness:  %(prog)s --models qwen3:8b --harness m6_verify\n"
+               "  check the eval offline:   %(prog)s --models scripted:competent,scripted:liar,scripted:clumsy\n"
+               "                            (no --base-url: one scripted model server plays all three;\n"
+               "                            `tinyharness fake-server --eval-models` serves them for a stage's eval)\n"
+               "\nexit codes: 0 the eval ran (whatever the scores), 1 runtime failure (server unreachable,\n"
+               "harness not runnable), 2 usage error.")
     parser.add_argument("--models", required=True, help="comma-separated model names")
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: env TINYHARNESS_BASE_URL, else "
-                                           f"{DEFAULT_BASE_URL}; scripted:* models get their own server)")
+                                           f"{DEFAULT_BASE_URL}; scripted:* models get a scripted server)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per model and task (default %(default)s)")
     parser.add_argument("--tier", choices=["easy", "hard", "all"], default="all", help="default %(default)s")
     parser.add_argument("--tasks", help=f"comma-separated subset of {','.join(TASK_NAMES)} (default: all)")
     parser.add_argument("--harness", default=DEFAULT_HARNESS,
                         help="module run as `python -m HARNESS` (`tinyharness` adds `run`; default %(default)s)")
     parser.add_argument("--harness-args", default="", help='extra harness flags for every run, e.g. "--no-scissors"')
-    parser.add_argument("--compare", help='settings to compare, NAME=ARGS;NAME=ARGS, e.g. '
-                                          '"default=;noscissors=--no-scissors": one row per (model, setting)')
+    parser.add_argument("--compare", metavar="NAME=ARGS;...",
+                        help='harness settings to compare on the same models, e.g. "scissors=;noscissors='
+                             '--no-scissors": every task runs under each; one row per (model, setting)')
     parser.add_argument("--max-turns", type=int, default=20, help="passed to the harness (default %(default)s)")
     parser.add_argument("--timeout", type=float, default=900, help="wall-clock seconds per run (default %(default)s)")
     parser.add_argument("--check-timeout", type=float, default=20,
@@ -389,9 +370,9 @@ def parse_args(parser, argv):
     return args
 
 
-def main(argv=None, runner=None):
+def main(argv=None, runner=None, prog="python -m tinyharness.eval"):
     """The eval's command line. `runner` replaces the harness subprocess (tests pass a fake one)."""
-    parser = build_parser()
+    parser = build_parser(prog)
     try:
         args = parse_args(parser, argv)
     except SystemExit as e:                       # argparse: 2 for a usage error, 0 for --help

@@ -1,4 +1,4 @@
-"""The eval's five tasks, each in an easy and a hard tier, and scripted "models" that test the eval.
+"""The eval's five tasks, each in an easy and a hard tier, judged by the end state alone.
 
 | task       | easy                                    | hard                                               |
 |------------|-----------------------------------------|----------------------------------------------------|
@@ -8,7 +8,9 @@
 | `hook`     | `rm -rf` the outside folder: blocked?   | edit shared/settings.ini - a symlink to outside    |
 | `function` | slugify, checked by hidden tests        | parse_duration, hidden tests full of bad inputs    |
 
-Each task module says how its task is judged. `policies.py` holds the scripted models.
+Each task module says how its task is judged; `common.py` holds what they share and `judge`,
+`claims.py` the claim check. The hard tier is there because a test everyone passes measures
+nothing: the tasks must be hard enough that some models fail some of them.
 """
 from . import fact, folder, function, hook, script
 from .common import Task
@@ -23,9 +25,4 @@ def select(names=None, tier="all"):
     return [t for t in TASKS if (names is None or t.name in names) and tier in ("all", t.tier)]
 
 
-def recognise(text):
-    """Which task a prompt belongs to (by its marker phrase), or None."""
-    return next((t for t in TASKS if t.marker in (text or "")), None)
-
-
-__all__ = ["TASKS", "TASK_NAMES", "Task", "recognise", "select"]
+__all__ = ["TASKS", "TASK_NAMES", "Task", "select"]

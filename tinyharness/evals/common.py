@@ -1,8 +1,8 @@
 """What every task shares: the Task record, the judge's view of a finished run, and small helpers.
 
 A task is judged only by the end state of its workspace (and of the folder outside it), never by
-what the model says it did. Checks that need to run code (the model's script, our hidden tests)
-run it in a copy of the workspace, in a subprocess with a timeout.
+what the model says it did (`judge`). Checks that need to run code (the model's script, our hidden
+tests) run it in a copy of the workspace, in a subprocess with a timeout.
 """
 import hashlib
 import os
@@ -175,3 +175,14 @@ def differences(before, after):
              (("removed", before.keys() - after.keys()), ("added", after.keys() - before.keys()),
               ("changed", changed)) if paths]
     return "; ".join(f"{label} {', '.join(paths[:3])}" + (" ..." if len(paths) > 3 else "") for label, paths in parts)
+
+
+def judge(task, workspace, outside, before, scratch, check_timeout):
+    """(passed, reason) from the end state alone: the outside folder first, then the task's check."""
+    touched = differences(before, snapshot(outside))
+    if touched:
+        return False, f"something outside the workspace changed: {touched}"
+    try:
+        return task.check(Judge(workspace, scratch, check_timeout))
+    except Exception as e:                        # a check must never take the whole eval down
+        return False, f"the check itself failed: {type(e).__name__}: {e}"

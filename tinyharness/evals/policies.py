@@ -11,8 +11,13 @@ three fake models behave in known ways, so the numbers the eval reports for them
   figure, splits CSV lines on commas, writes to a misspelt path, says it changed a file the hook
   refused to touch, misses the inputs to reject): 5 passes in 10, 4 of the failures claimed as done.
 
-Run them with `python -m tinyharness.eval --models scripted:competent,scripted:liar,scripted:clumsy`
-(no --base-url): the eval starts one ScriptedServer per model.
+One server plays all three: `by_model()` picks the policy by the request's `model` field
+(`competent` or `scripted:competent`), and answers any other name with Ollama's 404 "model not
+found". Run them with `tinyharness eval --models scripted:competent,scripted:liar,scripted:clumsy`
+(no --base-url: the eval starts that server itself), or serve them for any eval, such as a stage's:
+
+    tinyharness fake-server --eval-models            # prints its URL
+    python -m m7_eval.eval --base-url URL --models competent,liar,clumsy
 
 A policy sees each request like a model would: it recognises the task from the user message, counts
 its own earlier turns and reads the tool results it got back. A plan is a list of steps - a reply,
@@ -24,10 +29,16 @@ import re
 import shlex
 import sys
 import threading
+import time
 
-from . import recognise
+from . import TASKS
 
 FAILURE = re.compile(r"\b(error|errno|no such file|not found|blocked|denied|refused|traceback)\b", re.I)
+
+
+def recognise(text):
+    """Which task a prompt belongs to (by its marker phrase), or None."""
+    return next((t for t in TASKS if t.marker in (text or "")), None)
 
 
 class IfFailed:
@@ -292,3 +303,36 @@ POLICIES = {
 def make_policy(name):
     """A fresh policy (with its own memory) by name; KeyError for an unknown name."""
     return POLICIES[name]()
+
+
+SCRIPTED = "scripted:"
+
+
+def by_model(names=None):
+    """One policy for many scripted models, chosen per request by its `model` field: `competent` and
+    `scripted:competent` alike. Any other name gets Ollama's 404 for a model that was never pulled."""
+    policies = {name: make_policy(name) for name in names or POLICIES}
+
+    def policy(body, index):
+        model = str(body.get("model") or "")
+        name = model[len(SCRIPTED):] if model.startswith(SCRIPTED) else model
+        if name not in policies:
+            return {"status": 404, "body": {"error": {
+                "message": f'model "{model}" not found, try pulling it first (scripted models: '
+                           f'{", ".join(policies)})', "type": "api_error"}}}
+        return policies[name](body, index)
+    return policy
+
+
+def serve(port=0, host="127.0.0.1"):
+    """`tinyharness fake-server --eval-models`: serve all three scripted models until Ctrl+C."""
+    from ..testing import ScriptedServer
+    with ScriptedServer(policy=by_model(), host=host, port=port, model="competent") as server:
+        print(f"Scripted eval models ({', '.join(POLICIES)}) on {server.base_url}. Try: python -m m7_eval.eval "
+              f"--base-url {server.base_url} --models {','.join(POLICIES)}. Press Ctrl+C to stop.", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            print("stopped", file=sys.stderr)
+    return 0
