@@ -8,6 +8,7 @@ from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
 from .loop import Stats, Stopped, run_agent
+from .vision import ImageError, image_part, load_attachment
 
 
 def printable(text):
@@ -68,6 +69,8 @@ def add_run_flags(parser):
                         help="kill a shell command (and all it started) after this long (default %(default)s)")
     parser.add_argument("--yes", action="store_true",
                         help="approve every write and command that the hooks allow, without asking")
+    parser.add_argument("--image", metavar="PATH_OR_URL",
+                        help="attach an image (PNG, JPEG or WebP; a file or an http(s) URL) to the task")
     cutting = parser.add_mutually_exclusive_group()
     cutting.add_argument("--context-policy", choices=list(POLICIES), default=DEFAULT_POLICY,
                          help="how old tool results are cut before each model call (default %(default)s: cap each "
@@ -94,12 +97,16 @@ def build_parser():
                                "against a scripted server that replays the model's five turns.")
     fake = sub.add_parser("fake-server", help="serve scripted model replies on 127.0.0.1 for your own tests",
                           description="An OpenAI-compatible server that answers from a JSON script of replies, "
-                                      "or plays the eval's scripted models.")
+                                      "plays the eval's scripted models, or plays a vision model.")
     replies = fake.add_mutually_exclusive_group(required=True)
     replies.add_argument("--script", metavar="FILE", help="JSON file: a list of replies")
     replies.add_argument("--eval-models", action="store_true",
                          help="play the eval's scripted models competent, liar and clumsy, chosen by the "
                               "request's model name (for `python -m m7_eval.eval --base-url URL`)")
+    replies.add_argument("--vision", action="store_true",
+                         help="play a vision model that names the colours of the halves of each PNG it is sent")
+    fake.add_argument("--drop-images", action="store_true",
+                      help="never see images, like Ollama with gemma4 e2b/e4b (try the arrival warning)")
     fake.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
     sub.add_parser("eval", add_help=False, help="measure models or harness settings on five tasks, judged by "
                                                 "the end state (`tinyharness eval --help`)")
@@ -134,7 +141,8 @@ def main(argv=None):
         return serve(args.port)
     if args.command == "fake-server":
         from .testing import main as fake_server_main
-        return fake_server_main(["--script", args.script, "--port", str(args.port)])
+        source = ["--vision"] if args.vision else ["--script", args.script]
+        return fake_server_main([*source, "--port", str(args.port)] + ["--drop-images"] * args.drop_images)
     if args.command == "course":
         return course_command(args)
     parser.print_help()
@@ -152,6 +160,10 @@ def run_command(args, parser):
         parser.error("--shell-timeout must be more than 0")
     if args.context_window < 1:
         parser.error("--context-window must be 1 or more")
+    try:  # a bad image is a usage error (exit 2), found before any model call
+        image = image_part(*load_attachment(args.image, os.getcwd())) if args.image else None
+    except ImageError as e:
+        parser.error(f"--image: {e}")
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
@@ -165,7 +177,7 @@ def run_command(args, parser):
     try:
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
                            args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds,
-                           args.context_policy, args.context_window)
+                           args.context_policy, args.context_window, image=image)
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
             print(printable(answer))

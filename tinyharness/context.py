@@ -43,6 +43,8 @@ would cut again every turn), and it is what keeps a cut message byte-identical f
 import json
 import re
 
+from .vision import count_images, without_images
+
 STUB_PREFIX = "[cut by the harness: "
 CONTEXT_WINDOW = 8192  # tokens: --context-window, for the policies and the warnings (/v1 cannot set Ollama's length)
 
@@ -112,9 +114,19 @@ def sliding_scissors(messages, keep=2, limit=200):
 
 # --- Measuring ---------------------------------------------------------------------------------
 
+# A picture is sent as base64 (a 3 MB photo is 4 MB of text) but costs the model a few hundred image
+# tokens: Gemma 3 256, LLaVA 576, Qwen-VL about one per 28x28 pixels. We assume a generous 1,000.
+IMAGE_TOKENS = 1000
+
+
+def json_chars(messages):
+    """Characters of the messages as JSON, each picture counted as IMAGE_TOKENS tokens instead of its base64."""
+    return len(json.dumps(without_images(messages), ensure_ascii=False)) + 4 * IMAGE_TOKENS * count_images(messages)
+
+
 def estimate_tokens(messages):
     """Characters/4 of the messages as JSON, rounded up: the scripted server's rule, no tokenizer."""
-    return (len(json.dumps(messages, ensure_ascii=False)) + 3) // 4
+    return (json_chars(messages) + 3) // 4
 
 
 class ContextWatch:
@@ -176,7 +188,7 @@ def batch_scissors(messages, window_tokens, high=HIGH_WATER, low=LOW_WATER, keep
     message cut once is never changed again. If stubbing every old result is not enough (a long
     run's skeleton of calls and stubs outgrows the low mark), it cuts what it can and stops.
     """
-    chars = len(json.dumps(messages, ensure_ascii=False))
+    chars = json_chars(messages)
     if (chars + 3) // 4 <= high * window_tokens:
         return list(messages)
     out = list(messages)

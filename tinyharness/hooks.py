@@ -10,7 +10,9 @@ import re
 import sys
 from pathlib import Path
 
-FILE_TOOLS = ("list_dir", "read_file", "write_file")
+from .vision import is_url
+
+FILE_TOOLS = ("list_dir", "read_file", "write_file", "view_image")
 NEEDS_PERMISSION = ("write_file", "shell")
 
 
@@ -19,6 +21,8 @@ def path_guard(workspace, name, args):
     if name not in FILE_TOOLS:
         return None
     path = args["path"]
+    if name == "view_image" and is_url(path):
+        return None  # not a path: vision.py downloads it and checks what comes back
     if "\x00" in path:
         return "the path contains a NUL byte, which no file name can hold"
     if Path(path).parts[:1] and Path(path).parts[0].startswith("~"):

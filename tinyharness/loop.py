@@ -10,6 +10,7 @@ from .guards import MAX_SECONDS, MAX_TURNS, REPEAT_LIMIT, Budget, Record, Repeat
 from .hooks import NEEDS_PERMISSION, ask_user, pre_tool_use
 from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, check_call, parse_arguments, run_tool
 from .verify import post_tool_use
+from .vision import ArrivalWatch, image_followup_message, user_message_with_image
 
 SYSTEM_PROMPT = """You are an agent working in a folder on the user's computer (the workspace).
 Use the tools to look at and change files; do the work yourself instead of telling the user how.
@@ -50,11 +51,13 @@ def system_prompt(workspace):
 
 def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, transcript=None,
               shell_timeout=SHELL_TIMEOUT, approve=ask_user, max_seconds=MAX_SECONDS, context_policy=DEFAULT_POLICY,
-              context_window=CONTEXT_WINDOW):
+              context_window=CONTEXT_WINDOW, image=None):
     """Loop until the model answers without tool calls; return that answer. Raise Stopped, with an
     account of what was done, when a budget runs out or the model keeps repeating itself.
     `context_policy` names one of context.POLICIES: how old tool results are cut before each call."""
-    messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
+    first = user_message_with_image(task, image) if image else {"role": "user", "content": task}  # image: from --image
+    messages = [{"role": "system", "content": system_prompt(workspace)}, first]
+    arrivals = ArrivalWatch()  # did each picture reach the model? The bill says
     budget, repeats, record = Budget(max_turns, max_seconds), RepeatGuard(), Record()
     policy, watch = POLICIES[context_policy], ContextWatch(context_window)
     memory = {}  # what the post_tool_use hooks remember during this run (failing writes per file)
@@ -67,16 +70,22 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
         message, usage = client.chat(messages, tools=SCHEMAS)
         stats.count_turn(usage)
         watch_context(watch, usage, messages)
+        arrived = arrivals.check(messages, SCHEMAS, usage)  # a warning if a new picture never arrived
+        if arrived:
+            print(arrived, file=sys.stderr, flush=True)
         messages.append(message)
         calls = message.get("tool_calls") or []
         if not calls:  # no tool calls = the model is done (finish_reason alone is not trusted)
             save_transcript(transcript, messages)
             return message.get("content") or ""
+        images = []  # (name, image part) for each picture view_image loads this turn
         for number, call in enumerate(calls, 1):
             repeats.see(call)  # before it runs: running it replaces broken arguments with {}
             run_tool_call(call, f"call_{turn + 1}_{number}", workspace, messages, stats, echo, shell_timeout, approve,
-                          memory)
+                          memory, images)
             record.note(call, messages[-1]["content"])
+        if images:  # after ALL of this turn's results: a message between two of them breaks the pairing
+            messages.append(image_followup_message([part for _, part in images], [name for name, _ in images]))
         repeated = repeats.end_turn()
         if repeated and repeats.warnings == 1:  # after all of this turn's results, never between them
             messages.append({"role": "user", "content": repeat_warning(repeated)})
@@ -94,7 +103,7 @@ def watch_context(watch, usage, messages):
             print(warning, file=sys.stderr, flush=True)
 
 
-def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout, approve, memory):
+def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout, approve, memory, images):
     """Run one call and append its result, paired to the call by the id the server gave it."""
     function = call.setdefault("function", {})
     name, arguments = function.get("name"), function.get("arguments")
@@ -105,11 +114,11 @@ def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeou
     call["id"] = call.get("id") or spare_id
     echo(f"  [tool] {name}({function['arguments']})")
     stats.tool_calls += 1
-    result = checked_run(workspace, name, arguments, shell_timeout, approve, memory)
+    result = checked_run(workspace, name, arguments, shell_timeout, approve, memory, images)
     messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
 
 
-def checked_run(workspace, name, arguments, shell_timeout, approve, memory):
+def checked_run(workspace, name, arguments, shell_timeout, approve, memory, images):
     """The choke point: every call passes here after it is parsed and before it runs. The hooks come
     first, so a blocked call never reaches the user; then writes and commands need the user's yes.
     After the call ran, the post hooks may add what they found to its result: the model reads it next."""
@@ -121,7 +130,7 @@ def checked_run(workspace, name, arguments, shell_timeout, approve, memory):
         return f"BLOCKED: {reason}"
     if name in NEEDS_PERMISSION and not approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
         return f"DENIED: the user did not allow this {name} call, so it did not run."
-    result = run_tool(workspace, name, arguments, shell_timeout)
+    result = run_tool(workspace, name, arguments, shell_timeout, images)
     return post_tool_use(workspace, name, arguments, result, memory)
 
 

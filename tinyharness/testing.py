@@ -703,19 +703,30 @@ def example_images() -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tinyharness.testing",
                                      description="Serve canned model replies over the OpenAI chat API.")
-    parser.add_argument("--script", required=True, help="JSON file: a list of replies")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--script", help="JSON file: a list of replies")
+    source.add_argument("--vision", action="store_true",
+                        help="play a vision model that names the colours of the halves of each PNG it is sent")
+    parser.add_argument("--drop-images", action="store_true",
+                        help="ignore every image, as Ollama does for gemma4 e2b/e4b (tokens count without them)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--model", default="qwen3:8b", help="model name listed by /v1/models")
     args = parser.parse_args(argv)
-    try:
-        script = load_script(args.script)
-    except (OSError, ValueError) as e:
-        print(f"error: cannot load the script: {e}", file=sys.stderr)
-        return 2
-    with ScriptedServer(script=script, host=args.host, port=args.port, model=args.model) as srv:
-        print(f"Scripted model server on {srv.base_url} replaying {len(script)} replies. "
-              "Press Ctrl+C to stop.", flush=True)
+    if args.vision:
+        replies, what = {"policy": vision_policy()}, "playing a vision model"
+    else:
+        try:
+            script = load_script(args.script)
+        except (OSError, ValueError) as e:
+            print(f"error: cannot load the script: {e}", file=sys.stderr)
+            return 2
+        replies, what = {"script": script}, f"replaying {len(script)} replies"
+    if args.drop_images:
+        what += " that never sees images"
+    with ScriptedServer(**replies, drop_images=args.drop_images, host=args.host, port=args.port,
+                        model=args.model) as srv:
+        print(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C to stop.", flush=True)
         try:
             while True:
                 time.sleep(3600)

@@ -15,6 +15,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+from .vision import ImageError, image_part, load_image, view_image_result
+
 SHELL_TIMEOUT = 60  # seconds; --shell-timeout changes it
 KEEP_CHARS = 2900  # shown from each end of long output: about 6000 characters in all, for a small window
 KEEP_BYTES = 100_000  # held from each end while a command runs, so one that prints forever cannot fill memory
@@ -152,7 +154,16 @@ def cut(text, dropped=0, keep=KEEP_CHARS):
             f"| head, | tail or | grep to pick the part you need ...]\n{text[-keep:]}")
 
 
-TOOLS = {"list_dir": list_dir, "read_file": read_file, "write_file": write_file, "shell": shell, "save_note": save_note}
+def view_image(workspace, path, images):
+    """Load an image (a workspace path or an http(s) URL) for the model to see. A tool message can
+    only hold text, so the picture goes into `images`; the loop sends it after all of this turn's results."""
+    mime, data = load_image(path, workspace)
+    images.append((path, image_part(mime, data)))
+    return view_image_result(path, mime, data)
+
+
+TOOLS = {"list_dir": list_dir, "read_file": read_file, "write_file": write_file, "shell": shell, "save_note": save_note,
+         "view_image": view_image}
 VERBS = {"list_dir": "list", "read_file": "read", "write_file": "write"}
 
 
@@ -179,11 +190,17 @@ SCHEMAS = [
                         "conversation to save room; notes survive. Write down what you will need later, "
                         "specifically: facts with their file names, numbers, decisions.",
            text="the note: specific facts, with where they came from"),
+    # Small models do what a description suggests: "use this for image tasks" sent one to look on disk
+    # for a picture it was already looking at. So it says when NOT to call it, too.
+    schema("view_image", "Look at an image file of the workspace (PNG, JPEG or WebP) or an image at an "
+                         "http(s) URL, when you need to see it. An image attached to the user's message is "
+                         "already visible to you: do not call this for it.",
+           path="image path relative to the workspace, or an http(s) URL"),
 ]
 PARAMETERS = {s["function"]["name"]: s["function"]["parameters"]["required"] for s in SCHEMAS}
 
 
-def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT):
+def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT, images=None):
     """Run one call. Whatever goes wrong comes back as text that says what was wrong and what is valid;
     the loop never crashes here."""
     arguments, problem = check_call(name, arguments)
@@ -192,7 +209,11 @@ def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT):
     try:
         if name == "shell":
             return shell(workspace, arguments["command"], timeout=shell_timeout)
+        if name == "view_image":  # images: where the loop collects this turn's pictures
+            return view_image(workspace, arguments["path"], images)
         return TOOLS[name](workspace, **arguments)
+    except ImageError as e:  # the image loader's own words: what is wrong and what to do
+        return f"ERROR: {e}"
     except OSError as e:
         if name not in VERBS:
             return f"ERROR: cannot run the command: {e}"

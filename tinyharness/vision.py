@@ -13,9 +13,11 @@ Three facts shape this module:
 - A tool message holds only text. `view_image` answers with a short text, and the image follows in
   one user message placed after *all* tool results of the turn (`image_followup_message`).
 - A model can answer a question about an image it never received: by guessing. The evidence is
-  the bill, because an image costs prompt tokens. `arrival_check` compares the two counts.
+  the bill, because an image costs prompt tokens. `arrival_check` compares the two counts, and
+  `ArrivalWatch` applies it to each request of a run that brings a new image.
 """
 import base64
+import json
 import re
 import time
 from pathlib import Path
@@ -121,6 +123,10 @@ def fetch_url(url: str, max_bytes: int, timeout: float):
     return declared, bytes(body)
 
 
+def is_url(text) -> bool:
+    return bool(re.match(r"(?i)https?://", str(text)))
+
+
 def load_image(path_or_url, workspace, max_bytes=MAX_IMAGE_BYTES, timeout=FETCH_TIMEOUT):
     """Return (mime, bytes) for a workspace path or an http(s) URL, checked and ready to send.
     Anything we cannot send raises ImageError with a message that says what to do."""
@@ -137,6 +143,16 @@ def load_image(path_or_url, workspace, max_bytes=MAX_IMAGE_BYTES, timeout=FETCH_
     return checked_type(data, text), data
 
 
+def load_attachment(source, workspace, max_bytes=MAX_IMAGE_BYTES, timeout=FETCH_TIMEOUT):
+    """--image: like load_image, except that a file may be anywhere the user can read. The user
+    chose it; the workspace limit is for the paths the *model* asks for (view_image)."""
+    path = Path(workspace, source)
+    if not is_url(source) and path.is_file():
+        path = path.resolve()
+        return load_image(path.name, path.parent, max_bytes, timeout)
+    return load_image(source, workspace, max_bytes, timeout)
+
+
 # --- The chat format ------------------------------------------------------------------------
 
 def data_uri(mime: str, data: bytes) -> str:
@@ -150,8 +166,8 @@ def image_part(mime: str, data: bytes) -> dict:
 
 # Small models do what the words around them suggest: told nothing, one went looking for
 # "image.png" on disk with view_image while it was looking at the attached picture.
-ATTACHED_NOTE = ("(The image is attached to this message and you can see it now. It is not a file "
-                 "on disk: do not look for it or call a tool to open it.)")
+ATTACHED_NOTE = ("(The image is already attached to this message and you can see it now. It is not a "
+                 "file on disk: do not look for it or call a tool to open it.)")
 
 
 def user_message_with_image(text: str, part: dict) -> dict:
@@ -215,3 +231,42 @@ def arrival_check(prompt_tokens_with_image, text_only_estimate, min_image_tokens
             f"{min_image_tokens}. The image probably never reached the model, so any answer about it "
             "is a guess. Check that the model has vision (`ollama show MODEL` lists it); Ollama is "
             "known to drop images for gemma4 e2b/e4b, while qwen3-vl:8b receives them.")
+
+
+def text_tokens(messages, tools=None) -> int:
+    """A request's text without its images, estimated as characters/4 of its JSON (no tokenizer;
+    the scripted server counts the same way, a real server only roughly so)."""
+    text = json.dumps(without_images(messages), ensure_ascii=False) + json.dumps(tools, ensure_ascii=False)
+    return (len(text) + 3) // 4
+
+
+def count_images(messages) -> int:
+    return sum(isinstance(part, dict) and part.get("type") == "image_url"
+               for message in messages if isinstance(message.get("content"), list)
+               for part in message["content"])
+
+
+class ArrivalWatch:
+    """Runs `arrival_check` on every request that brings a new image, once its usage is known.
+
+    The text-only size is an offset from a measurement: the previous request's prompt_tokens plus
+    the estimated change since then (the new messages, less whatever scissors cut). Only the change
+    is estimated, so the error stays small. The first request has no measurement before it; there
+    the whole text is estimated, which on a real server can be off by more than an image costs.
+    The sure test is a control run: the same task without the image, and compare the two bills.
+    """
+
+    def __init__(self):
+        self.images = 0
+        self.measured = None            # (prompt_tokens, text_tokens) of the previous request
+
+    def check(self, messages, tools, usage):
+        """Call after each model call with what was sent; returns a warning or None."""
+        text, images, prompt_tokens = text_tokens(messages, tools), count_images(messages), usage.get("prompt_tokens")
+        warning = None
+        if images > self.images:
+            expected = text if self.measured is None else self.measured[0] + text - self.measured[1]
+            warning = arrival_check(prompt_tokens, expected)
+        self.images = images
+        self.measured = (prompt_tokens, text) if prompt_tokens else None
+        return warning

@@ -1,0 +1,89 @@
+"""python -m m8_vision "TASK": run the agent loop in the current folder (the workspace)."""
+import argparse
+import os
+import sys
+
+from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
+from .hooks import approve_everything, ask_user
+from .guards import MAX_SECONDS, MAX_TURNS
+from .context import CONTEXT_WINDOW
+from .loop import Stats, Stopped, run_agent
+from .vision import ImageError, image_part, load_attachment
+
+
+def printable(text):
+    """Model text can hold a NUL, a lone surrogate or other control bytes; never let printing crash."""
+    text = "" if text is None else str(text)
+    text = text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates become '?'
+    return "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m m8_vision",
+                                     description="Run the agent on TASK, using the current folder as its workspace.")
+    parser.add_argument("task", help="what the agent should do, in plain words")
+    parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
+                        help="model name (env TINYHARNESS_MODEL, default %(default)s)")
+    parser.add_argument("--base-url", default=os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL),
+                        help="OpenAI-compatible endpoint (env TINYHARNESS_BASE_URL, default %(default)s)")
+    parser.add_argument("--max-turns", type=int, default=MAX_TURNS, help="most model calls in one run (default %(default)s)")
+    parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS, metavar="SECONDS",
+                        help="stop before the next model call once this long has passed (default %(default)s)")
+    parser.add_argument("--transcript", metavar="PATH", help="write the whole conversation as JSON to PATH")
+    parser.add_argument("--shell-timeout", type=float, default=60, metavar="SECONDS",
+                        help="kill a shell command (and all it started) after this long (default %(default)s)")
+    parser.add_argument("--yes", action="store_true",
+                        help="approve every write and command that the hooks allow, without asking")
+    parser.add_argument("--no-scissors", action="store_true",
+                        help="send every tool result whole, however old (for A/B runs)")
+    parser.add_argument("--context-window", type=int, default=CONTEXT_WINDOW, metavar="TOKENS",
+                        help="the model's context length, for the warnings when it fills (default %(default)s)")
+    parser.add_argument("--image", metavar="PATH_OR_URL",
+                        help="attach an image (PNG, JPEG or WebP; a file or an http(s) URL) to the task")
+    args = parser.parse_args(argv)
+    if not args.task.strip():
+        parser.error("the task is empty")
+    if args.max_turns < 1:
+        parser.error("--max-turns must be 1 or more")
+    if not args.max_seconds > 0:
+        parser.error("--max-seconds must be more than 0")
+    if not args.shell_timeout > 0:
+        parser.error("--shell-timeout must be more than 0")
+    if args.context_window < 1:
+        parser.error("--context-window must be 1 or more")
+    try:  # a bad image is a usage error (exit 2), found before any model call
+        args.image = image_part(*load_attachment(args.image, os.getcwd())) if args.image else None
+    except ImageError as e:
+        parser.error(f"--image: {e}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
+    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"))
+    stats = Stats()
+    echo = lambda text: print(printable(text), flush=True)
+    approve = approve_everything if args.yes else lambda prompt: ask_user(printable(prompt))
+    try:
+        answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
+                           args.shell_timeout, approve, args.max_seconds, not args.no_scissors, args.context_window,
+                           args.image)
+        print(printable(answer))
+        return 0
+    except LLMError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except Stopped as e:
+        print(printable(f"Stopped: {e}. The task is NOT confirmed complete."))  # the reason can quote the model
+        print(printable(e.done))  # what was done so far, so the user knows where to pick up
+        return 3
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130
+    finally:
+        print(stats.line(), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Hooks: code at the one choke point every tool call passes, after it is parsed and before it runs.
+
+A sentence in the prompt ("never touch files outside the workspace") is a request the model may
+overlook. A hook is a wall: `pre_tool_use` runs every hook on every call; a hook returns None to
+allow the call or a reason to block it, and a blocked call never runs (the model reads
+`BLOCKED: <reason>` instead). After the hooks, writes and shell commands still need the user's yes.
+"""
+import os
+import re
+import sys
+from pathlib import Path
+
+from .vision import is_url
+
+FILE_TOOLS = ("list_dir", "read_file", "write_file", "view_image")
+NEEDS_PERMISSION = ("write_file", "shell")
+
+
+def path_guard(workspace, name, args):
+    """File tools stay inside the workspace. Resolve first (follow '..' and symlinks), then compare."""
+    if name not in FILE_TOOLS:
+        return None
+    path = args["path"]
+    if name == "view_image" and is_url(path):
+        return None  # not a path: vision.py downloads it and checks what comes back
+    if "\x00" in path:
+        return "the path contains a NUL byte, which no file name can hold"
+    if Path(path).parts[:1] and Path(path).parts[0].startswith("~"):
+        return (f"{path!r}: file tools never expand '~' to a home folder, and a folder literally named '~' "
+                "would be a trap for a later `rm -r ~`; give a path relative to the workspace")
+    root = Path(workspace).resolve()
+    try:
+        target = (root / path).resolve()  # where the OS will really go: '..', absolute paths, symlinks
+    except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop (before Python 3.13)
+        return f"cannot resolve {path!r}: {e}"
+    if not target.is_relative_to(root):  # compares whole parts: 'ws-evil' is not inside 'ws'
+        return f"{path!r} leads to {target}, which is outside the workspace {root}"
+    if name == "read_file" and hard_links(target) > 1:
+        return (f"{path!r} has {hard_links(target)} hard links: the same file under other names, perhaps "
+                "outside the workspace, where no path check can see them; read_file refuses such files")
+    return None
+
+
+def hard_links(path):
+    try:
+        return os.stat(path).st_nlink if path.is_file() else 1
+    except OSError:
+        return 1  # missing or unreadable: read_file itself will say what is wrong
+
+
+# Each rule is a regex over what a command would do (its intent, not one spelling of it) and what the
+# model is told when it fires. A regex still only reads text: README.md lists what it cannot see.
+COMMAND_RULES = [
+    (r"\brm\b[^;&|\n]*\s(-[a-zA-Z]*[rR]|--recursive)",  # within one command: up to ; & | or a new line
+     "a recursive delete (rm -r): one wrong path and a whole tree is gone, with no undo"),
+    (r"(?i)\bremove-item\b.*\s-r", "a recursive delete (Remove-Item -Recurse): one wrong path and a whole tree is gone"),
+    (r"\b(sudo|doas|pkexec)\b|(^|[;&|(]\s*)su\b", "running as another user (sudo, su): more rights than you were given"),
+    (r"\bmkfs\b", "formatting a file system (mkfs): it erases a whole disk"),
+    (r"(\bof=|>)\s*/dev/(?!null\b|stdout\b|stderr\b|tty\b|fd/)", "writing straight to a device (dd of=/dev/sda): it can wreck a disk"),
+    (r"\.(bashrc|bash_profile|bash_login|profile|zshrc|zprofile|zshenv|zlogin|cshrc|kshrc)\b|config\.fish",
+     "touching a shell start-up file (~/.bashrc, ~/.profile): what is written there runs in every future shell"),
+    (r"\bgit\b[^;&|\n]*\bpush\b[^;&|\n]*\s(-[a-zA-Z]*f|--force|\+)", "a force push: it overwrites history others share"),
+    (r"\|\s*(sudo\s+)?(\S*/)?(ba|da|z|k|fi)?sh\b", "piping text into a shell (curl ... | sh): it runs commands nobody has read"),
+    (r"\b((ba|da|z|k)?sh|source|eval)\b[^;&\n]*(<\(|\$\()\s*(curl|wget)\b",
+     "running what a download returns (sh -c \"$(curl ...)\"): commands nobody has read"),
+    (r"(\w+|:)\s*\(\)\s*\{[^}]*\1\s*\|\s*\1", "a fork bomb: it starts copies of itself until the machine stops"),
+    (r"\b(pkill|killall)\b|\bkill\b[^;&|\n]*\s-1\b", "killing processes by name or all at once: they may not be yours"),
+    (r"\b(setsid|nohup|disown)\b", "a process that outlives the command (setsid, nohup): the timeout could not stop it"),
+    (r"\.ssh\b|\.gnupg\b|\.aws/credentials|\.netrc\b", "reading keys or credentials (~/.ssh): secrets must not reach the model"),
+    (r"\b(nc|ncat|netcat|socat)\b|/dev/(tcp|udp)/|\b(curl|wget)\b.*(\s-[dFT]\s*@|--data\S*\s+@|--upload-file|--post-file)",
+     "sending data over the network (nc, /dev/tcp, curl -d @file): files could leave the machine"),
+]
+
+
+def command_policy(command):
+    """The reason a shell command is refused, or None. The first rule that matches wins."""
+    for pattern, why in COMMAND_RULES:
+        if re.search(pattern, command):
+            return f"the command looks like {why}. If the task needs it, say so in your answer and let the user run it."
+    return None
+
+
+def shell_policy(workspace, name, args):
+    return command_policy(args["command"]) if name == "shell" else None
+
+
+PRE_TOOL_USE = [path_guard, shell_policy]
+
+
+def pre_tool_use(workspace, name, args):
+    """Run every hook; the first reason blocks. A hook that crashes blocks too: a guard fails closed."""
+    for hook in PRE_TOOL_USE:
+        try:
+            reason = hook(workspace, name, args)
+        except Exception as e:
+            reason = f"the {hook.__name__} hook failed ({type(e).__name__}: {e}), so the call is refused"
+        if reason:
+            return reason
+    return None
+
+
+def ask_user(prompt):
+    """The permission prompt: only 'y' (any case) approves; anything else, or end of input, denies."""
+    try:
+        answer = input(prompt)
+    except EOFError:  # nobody there to answer: that is a no
+        answer = ""
+        print()
+    else:
+        if not sys.stdin.isatty():
+            print(answer)  # a terminal shows what the user typed; a pipe does not, so show it here
+    return answer.strip().lower() == "y"
+
+
+def approve_everything(prompt):
+    """--yes: approve whatever the hooks allowed."""
+    return True
