@@ -77,3 +77,11 @@ def test_course_list_names_every_stage(tmp_path):
                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT), "TINYHARNESS_PROGRESS": str(env_progress)})
     assert result.returncode == 0
     assert "m0_llm" in result.stdout and "m1_loop" in result.stdout and "quiz not taken" in result.stdout
+
+
+def test_a_pipe_closed_early_is_not_a_traceback():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(f'"{sys.executable}" -m tinyharness course diff m0 m8 | head -n 2', shell=True, cwd=ROOT,
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert len(result.stdout.splitlines()) == 2
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr

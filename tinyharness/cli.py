@@ -124,7 +124,14 @@ def build_parser():
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return dispatch(sys.argv[1:] if argv is None else list(argv))
+    except BrokenPipeError:  # `tinyharness course diff m0 m1 | head` closed the pipe: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush stays quiet
+        return 0
+
+
+def dispatch(argv):
     if argv[:1] == ["eval"]:                  # the eval has its own flags and --help: hand it everything
         from .eval import main as eval_main
         return eval_main(argv[1:], prog="tinyharness eval")
