@@ -22,3 +22,28 @@ def workspace(tmp_path):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "live: needs a real model server at TINYHARNESS_BASE_URL (never in CI)")
+
+
+TEST_TIME_LIMIT = 180  # seconds; the slowest test takes a few. A hang must fail one test, not stall the run.
+
+
+@pytest.fixture(autouse=True)
+def fail_a_test_that_hangs():
+    """A per-test limit from the standard library (SIGALRM, main thread, POSIX): a test stuck on a socket
+    or a pipe fails with a traceback pointing at where it waited, and the rest of the suite still runs."""
+    import signal
+    import threading
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def give_up(signum, frame):
+        raise TimeoutError(f"the test ran longer than {TEST_TIME_LIMIT} s (tests/conftest.py TEST_TIME_LIMIT)")
+
+    previous = signal.signal(signal.SIGALRM, give_up)
+    signal.alarm(TEST_TIME_LIMIT)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
