@@ -16,6 +16,12 @@ FILE_TOOLS = ("list_dir", "read_file", "write_file", "view_image")
 NEEDS_PERMISSION = ("write_file", "shell")
 
 
+def needs_permission(name, args):
+    """Writes and commands change things; a view_image URL is a request the model chose, sent off the
+    machine (a URL can carry data out: https://example.com/?q=<secret>), so it asks too."""
+    return name in NEEDS_PERMISSION or (name == "view_image" and is_url(args["path"]))
+
+
 def path_guard(workspace, name, args):
     """File tools stay inside the workspace. Resolve first (follow '..' and symlinks), then compare."""
     if name not in FILE_TOOLS:

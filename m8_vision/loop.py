@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .context import CONTEXT_WINDOW, ContextWatch, estimate_tokens, sliding_scissors
 from .guards import MAX_SECONDS, MAX_TURNS, REPEAT_LIMIT, Budget, Record, RepeatGuard, Stopped, brief, repeat_warning
-from .hooks import NEEDS_PERMISSION, ask_user, pre_tool_use
+from .hooks import ask_user, needs_permission, pre_tool_use
 from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, check_call, parse_arguments, run_tool
 from .verify import post_tool_use
 from .vision import ArrivalWatch, image_followup_message, user_message_with_image
@@ -119,7 +119,7 @@ def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeou
 
 def checked_run(workspace, name, arguments, shell_timeout, approve, memory, images):
     """The choke point: every call passes here after it is parsed and before it runs. The hooks come
-    first, so a blocked call never reaches the user; then writes and commands need the user's yes.
+    first, so a blocked call never reaches the user; then writes, commands and URLs need the user's yes.
     After the call ran, the post hooks may add what they found to its result: the model reads it next."""
     arguments, problem = check_call(name, arguments)
     if problem:
@@ -127,7 +127,7 @@ def checked_run(workspace, name, arguments, shell_timeout, approve, memory, imag
     reason = pre_tool_use(workspace, name, arguments)
     if reason:
         return f"BLOCKED: {reason}"
-    if name in NEEDS_PERMISSION and not approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
+    if needs_permission(name, arguments) and not approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
         return f"DENIED: the user did not allow this {name} call, so it did not run."
     result = run_tool(workspace, name, arguments, shell_timeout, images)
     return post_tool_use(workspace, name, arguments, result, memory)

@@ -181,10 +181,13 @@ class Pages(BaseHTTPRequestHandler):
               "/liar.png": ("image/png", b"this is not an image at all"),
               "/huge.png": ("image/png", b"\x89PNG\r\n\x1a\n" + bytes(TOO_BIG))}
 
+    seen = []  # every path requested, so a test can tell whether the harness fetched at all
+
     def log_message(self, *args):
         pass
 
     def do_GET(self):
+        self.seen.append(self.path)
         if self.path not in self.routes:
             return self.send_error(404, "Not Found")
         kind, body = self.routes[self.path]
@@ -212,6 +215,28 @@ def test_image_urls_are_downloaded_by_the_harness(stage, workspace, site):
     assert answer(result) == ANSWERS["blue-red.png"]      # the model got bytes: it cannot fetch a link
     assert tool_results(server.requests[1])["call_1"].startswith(f"OK: loaded {site}/blue-red (image/png, ")
     assert list(workspace.iterdir()) == []                # nothing was written to disk
+
+
+@pytest.mark.parametrize("stage", LADDER)
+@pytest.mark.parametrize("reply, fetched", [("n\n", False), ("", False), ("y\n", True)])
+def test_a_url_the_model_chose_is_fetched_only_with_permission(stage, workspace, site, reply, fetched):
+    # a URL can carry data out (https://example.com/?q=<secret>): like a shell command, it asks first
+    url = f"{site}/red-blue.png?asked={stage}-{len(reply)}"
+    Pages.routes[url[len(site):]] = Pages.routes["/red-blue.png"]
+    with ScriptedServer(policy=vision_policy(NO_IMAGE, before=[calls(tool_call("view_image", path=url))])) as server:
+        result = run_stage(stage, workspace, "--base-url", server.base_url, ASK, stdin=reply)
+    assert f'Allow view_image({{"path": "{url}"}})? [y/N] ' in result.stdout
+    assert (url[len(site):] in Pages.seen) == fetched
+    outcome = tool_results(server.requests[1])["call_1"]
+    assert outcome.startswith("OK: loaded") if fetched else outcome.startswith("DENIED: ")
+    assert answer(result) == (ANSWERS["red-blue.png"] if fetched else NO_IMAGE)
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_a_workspace_image_needs_no_permission(stage, pictures):
+    with ScriptedServer(policy=vision_policy(NO_IMAGE, before=[calls(tool_call("view_image", path="blue-red.png"))])) as server:
+        result = run_stage(stage, pictures, "--base-url", server.base_url, ASK, stdin="")
+    assert "Allow view_image" not in result.stdout and answer(result) == ANSWERS["blue-red.png"]
 
 
 @pytest.mark.parametrize("stage", LADDER)
