@@ -20,9 +20,6 @@ def workspace(tmp_path):
     return folder
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "live: needs a real model server at TINYHARNESS_BASE_URL (never in CI)")
-
 
 TEST_TIME_LIMIT = 180  # seconds; the slowest test takes a few. A hang must fail one test, not stall the run.
 
