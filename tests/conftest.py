@@ -20,7 +20,6 @@ def workspace(tmp_path):
     return folder
 
 
-
 TEST_TIME_LIMIT = 180  # seconds; the slowest test takes a few. A hang must fail one test, not stall the run.
 
 
