@@ -63,7 +63,7 @@ def course_list(output=print, root=None) -> int:
     title_width = max(len(title) for _, title, _ in rows)
     for name, title, entry in rows:
         output(f"{name:<{name_width}}  {title:<{title_width}}  {quiz.progress_label(entry)}")
-    todo = [name for name, _, entry in rows if not entry or entry["best"] < entry["total"]]
+    todo = [name for name, _, entry in rows if not quiz.passed(entry)]  # passed: all right once
     if todo:
         output(f"\nNext: tinyharness course quiz {todo[0].split('_')[0]}")
     else:
@@ -113,6 +113,7 @@ def course_diff(a: str, b: str, output=None, color=None, include_docs=False, roo
 
 
 def course_quiz(stage: str, root=None) -> int:
+    """0 finished (the score is in `course list`), 1 stopped before the end (nothing saved), 130 Ctrl-C."""
     root = _checkout(root)
     if root is None:
         return 2
