@@ -26,8 +26,8 @@ window, simulated prefix cache; "work" = tokens the server computes again, 1.00x
 which overflows the window by the 12th turn):
 
     sliding scissors  1.48x the work, 29 prefix breaks
-    batch scissors    1.28x, 12 breaks; over 90% of the window in 5 of 8 random variants of the task
-    batch + cap       1.06x, 9 breaks, always under 90%; 13 of 39 results capped, 28% of the
+    batch scissors    1.26x, 12 breaks; over 90% of the window in 5 of 8 random variants of the task
+    batch + cap       1.07x, 9 breaks, always under 90%; 13 of 39 results capped, 28% of the
                       tool output's characters never seen by the model
 
 Why the cap is needed at 8k: by turn 40 the skeleton that no scissors remove (the calls, the
