@@ -308,9 +308,13 @@ def run_quiz(stage, input=input, output=print, progress_path=None, root=None, rn
             output("Right.")
         else:
             output(f"Wrong: the answer is {right}) {q.options[q.answer]}")
+            if q.misconceptions.get(shown[choice]):  # the belief behind the option picked, and what is true
+                output(f"Why not {choice}): {q.misconceptions[shown[choice]]}")
         output(f"Explanation: {q.explanation}")
         if q.confirm:
-            output(f"See for yourself: {q.confirm}")
+            output("See for yourself, from the repository's folder:")
+            for line in q.confirm.splitlines():
+                output(f"    {line}")
     entry = record_score(stage_dir.name, score, total, progress_path)
     output(f"\nScore: {score}/{total} (best so far: {entry['best']}/{total}).")
     return Score(score, total)

@@ -323,10 +323,21 @@ def test_run_quiz_scores_explains_and_saves(stage, progress):
     assert learner.text.count("Right.") == 2
     assert re.search(r"Wrong: the answer is [A-D]\) option C3", learner.text)
     assert "Explanation: Because B: see `loop.py:run`." in learner.text
-    assert learner.text.count("See for yourself: tinyharness demo") == 3
+    assert learner.text.count("See for yourself, from the repository's folder:\n    tinyharness demo") == 3
+    assert "Why not" not in learner.text                    # the sample key names no misconception
     assert "Score: 2/3" in learner.text
     saved = json.loads(progress.read_text())["m1_fake"]
     assert (saved["best"], saved["total"], saved["last_score"]) == (2, 3, 2)
+
+
+def test_a_wrong_answer_shows_the_misconception_behind_it(stage):
+    entries = key("B", "A", "C")
+    entries["questions"][0]["misconceptions"] = {"D": "You thought D; in fact B."}
+    (stage.parent / "quizzes" / "keys" / "m1_fake.json").write_text(json.dumps(entries))
+    learner = Learner("option D1", "option A2", "option A3")
+    take(stage, learner)
+    assert re.search(r"Why not [A-D]\): You thought D; in fact B\.", learner.text)
+    assert learner.text.count("Why not") == 1
 
 
 def test_each_option_is_shown_on_its_own_line_as_letter_and_text(stage):
