@@ -111,13 +111,13 @@ class Conversation:
             return False
         for note in done.notes:
             self.notice(f"[compact] {note}")
-        before = compaction.prompt_size(self.tap.last_usage, self.messages)[0]
+        before = compaction.estimate_tokens(self.messages)
         self.messages[:] = done.messages
         if self.writer:
             self.writer.compaction(done.summary, done.replaced, self.messages)
         self.tap.last_usage = {}  # the next size check must measure the new, shorter history
-        self.notice(f"[compact] replaced {len(done.replaced)} messages with a summary: about {before} -> "
-                    f"{compaction.estimate_tokens(self.messages)} tokens (estimated); the last "
+        self.notice(f"[compact] replaced {len(done.replaced)} messages with a summary: the history went from about "
+                    f"{before} to {compaction.estimate_tokens(self.messages)} tokens (estimated); the last "
                     f"{self.settings['keep_turns']} turns are kept whole")
         return True
 
