@@ -6,8 +6,8 @@ scissors remove, and fills any window. Past it the server refuses the request, o
 drops the start of the prompt: the system prompt and the first task go first.
 
 The mechanism. Before a new user message is sent, the harness looks at the size of the last prompt:
-the server's own `prompt_tokens` when it reported one, else our estimate (characters/4 of the
-messages). Past `COMPACT_AT` (80%) of the window, or when the user types `/compact`, it asks the model
+the server's own count (`prompt_tokens` of the last call plus the `completion_tokens` of the reply
+now in the history) when it reported one, else our estimate (characters/4 of the messages). Past `COMPACT_AT` (80%) of the window, or when the user types `/compact`, it asks the model
 for a summary, with `SUMMARY_PROMPT` appended to the history exactly as the model last saw it (the
 same tools too, so the server's prompt cache reuses the whole prefix and the summary costs little
 more than its own reply). Then everything between the system prompt and the last `KEEP_TURNS` user
@@ -66,10 +66,12 @@ class Compaction:
 
 
 def prompt_size(last_usage, messages):
-    """(tokens, how we know): the server's count of the last prompt when it gave one, else our estimate."""
-    reported = (last_usage or {}).get("prompt_tokens")
-    if isinstance(reported, int):
-        return reported, "reported by the server"
+    """(tokens, how we know): what the next prompt holds before the new message. The server's count of
+    the last prompt plus the reply it wrote (now part of the history) when it gave them, else our estimate."""
+    usage = last_usage or {}
+    if isinstance(usage.get("prompt_tokens"), int):
+        reply = usage.get("completion_tokens")
+        return usage["prompt_tokens"] + (reply if isinstance(reply, int) else 0), "counted by the server"
     return estimate_tokens(messages), "estimated"
 
 
