@@ -245,3 +245,99 @@ def test_the_compaction_benchmark_keeps_the_fact_through_two_compactions():
     assert f["fact_recalled"], f["fact_answer"]
     assert f["max_prompt_tokens"] < f["window"] < f["uncompacted_max_prompt_tokens"] * 1.1
     assert all(after < before / 2 for before, after in f["tokens_before_after"])
+
+
+# --- View ---------------------------------------------------------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+EVIL = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
+
+
+def five_turn_session(workspace, tmp_path):
+    """A session with every kind of thing the page marks: calls, a BLOCKED verdict, a long result,
+    a cut stub, a compaction, an interruption notice, hostile text, an image."""
+    from tinyharness.testing import tiny_png
+    from tinyharness.vision import image_part, load_attachment
+    (workspace / "big.txt").write_text("".join(f"line {n} of a long file\n" for n in range(400)))
+    (workspace / "red.png").write_bytes(tiny_png(8, 8, lambda x, y: (255, 0, 0)))
+    script = [calls(tool_call("write_file", path="a.txt", content="hello")), "Wrote a.txt.",
+              calls(tool_call("shell", command="sudo rm -rf /")), "That command was refused.",
+              calls(tool_call("read_file", path="big.txt")), calls(tool_call("read_file", path="a.txt")),
+              calls(tool_call("list_dir", path=".")), "Read it.",
+              "Summary: wrote a.txt, read big.txt.",
+              EVIL, "The image is red."]
+    with ScriptedServer(script) as srv:
+        chat = conversation(srv, workspace, tmp_path)
+        chat.send("write a.txt", echo=lambda line: None)
+        chat.send("delete everything", echo=lambda line: None)
+        chat.send("read big.txt", echo=lambda line: None)
+        assert chat.compact("asked for with /compact")
+        chat.writer.notice("Interrupted: the turn was stopped; the conversation is kept.")
+        chat.send("say something nasty", echo=lambda line: None)
+        chat.send("what colour?", echo=lambda line: None, image=image_part(*load_attachment("red.png", workspace)))
+        chat.writer.end("quit")
+    return chat.writer.path
+
+
+def test_view_escapes_marks_and_folds(workspace, tmp_path):
+    from tinyharness.view import render
+    page = render(five_turn_session(workspace, tmp_path))
+    assert "<script" not in page and "&lt;script&gt;document.title" in page
+    assert "onerror=alert" not in page.replace("&lt;img src=x onerror=alert(1)&gt;", "")
+    for mark in ("BLOCKED</span>", "compaction summary", "<details><summary>line 0 of a long file",
+                 'class="msg notice"', 'src="data:image/png;base64,', "<svg", "Turn 5</h2>"):
+        assert mark in page, mark
+    assert "http://" not in page.replace("http://www.w3.org/2000/svg", "")  # nothing to fetch
+
+
+def test_view_marks_cut_results_and_cut_replies_in_a_transcript(tmp_path):
+    from tinyharness.context import STUB_PREFIX
+    from tinyharness.view import render
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a"}'}}
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "go"},
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": STUB_PREFIX + 'read_file("a") returned 9 characters]'},
+                {"role": "assistant", "content": "half an answ"},
+                {"role": "user", "content": "[harness] Your last reply was cut off at the length limit (max_tokens=5)"},
+                {"role": "assistant", "content": "ok"}]
+    (tmp_path / "t.json").write_text(json.dumps(messages))
+    page = render(tmp_path / "t.json")
+    assert "cut by the context policy</span>" in page and "cut at the length limit</span>" in page
+    assert '<span class="badge harness-b">[harness]</span>' in page and "(estimated from the messages" in page
+
+
+def test_view_command_writes_next_to_the_file_and_reads_transcripts(workspace, tmp_path):
+    with ScriptedServer([calls(tool_call("list_dir", path=".")), "Done."]) as srv:
+        run_cli(workspace, tmp_path / "data", "run", "--base-url", srv.base_url, "--transcript", "run.json", "look")
+    done = run_cli(workspace, tmp_path / "data", "view", "run.json")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "run.html" and "Turn 1</h2>" in (workspace / "run.html").read_text()
+    [session] = session_files(tmp_path / "data")
+    done = run_cli(workspace, tmp_path / "data", "view", str(session), "-o", "s.html")
+    assert done.stdout.strip() == "s.html" and "list_dir" in (workspace / "s.html").read_text()
+    (workspace / "bad.json").write_text("{not json")
+    bad = run_cli(workspace, tmp_path / "data", "view", "bad.json")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (apt-get install chromium)")
+def test_view_page_renders_every_turn_in_a_headless_browser(workspace, tmp_path):
+    from tinyharness.view import view_command
+    page = tmp_path / "view.html"
+    assert view_command(five_turn_session(workspace, tmp_path), str(page)) == 0
+    profile, shot = tmp_path / "profile", tmp_path / "view.png"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}"]
+    url = page.resolve().as_uri()
+    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    for turn in range(1, 6):
+        assert f'id="turn-{turn}"' in dom.stdout and f"Turn {turn}</h2>" in dom.stdout
+    assert "<title>Session " in dom.stdout and "pwned" not in dom.stdout.split("</title>")[0]
+    assert "&lt;script&gt;document.title" in dom.stdout   # shown as text, never run
+    assert dom.stdout.count('class="call"') == 5
+    taken = subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", "--window-size=1200,2000", url],
+                           capture_output=True, text=True, timeout=120)
+    assert taken.returncode == 0, taken.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    print(f"screenshot: {shot}")

@@ -47,14 +47,14 @@ h1{font-size:20px;margin:0 0 4px} .meta{color:#666;margin-bottom:12px}
 .msg{margin:8px 0;padding:6px 10px;border-radius:4px}
 .user{background:#eef3fc} .assistant{background:#f4f4f4} .system{background:#f0f0f0;color:#555}
 .harness{background:#fff4d6;border:1px solid #e0b84a} .summary{background:#e8f6ec;border:1px solid #58a56f}
-.notice{background:#fdecec;border:1px solid #d46a6a;color:#7a1f1f} .end{color:#888;font-size:12px}
+.notice{background:#fdecec;border:1px solid #d46a6a;color:#7a1f1f} .info{background:#eef1f5;border:1px solid #b8c2cf;color:#394b5e} .end{color:#888;font-size:12px}
 .call{margin:6px 0 6px 12px;border:1px solid #ddd;border-radius:4px;background:#fff;padding:4px 8px}
 .call .name{font-family:monospace;font-weight:bold}
 .result{margin:4px 0 0 12px} .verdict{background:#fdecec;border-left:3px solid #c0392b;padding-left:6px}
 .cut{background:#f3eefc;border-left:3px solid #8e6bbf;padding-left:6px}
 .badge{display:inline-block;font-size:11px;font-weight:bold;padding:0 6px;border-radius:8px;margin-right:6px;color:#fff;background:#888}
 .badge.verdict-b{background:#c0392b} .badge.cut-b{background:#8e6bbf} .badge.harness-b{background:#c8951b}
-.badge.summary-b{background:#3f8f57} .badge.notice-b{background:#c0392b}
+.badge.summary-b{background:#3f8f57} .badge.notice-b{background:#c0392b} .badge.info-b{background:#6b7d92}
 pre{white-space:pre-wrap;word-break:break-word;margin:4px 0;font:12px/1.4 ui-monospace,monospace}
 details>summary{cursor:pointer;color:#333} img{max-width:400px;border:1px solid #ccc;display:block;margin:4px 0}
 .chart{background:#fff;padding:6px;border:1px solid #ddd;border-radius:4px} .label{color:#666;font-size:12px}
@@ -237,7 +237,7 @@ def compaction_html(event):
     listed = "".join(f"<li><b>{esc(m.get('role'))}</b>: {esc(message_text(m)[:200])}</li>"
                      for m in replaced if isinstance(m, dict))
     summary = event.get("summary") or {}
-    return (f'<div class="msg summary"><span class="badge summary-b">compaction</span> '
+    return (f'<div class="msg summary"><span class="badge summary-b">compaction summary</span> '
             f'{len(replaced)} messages replaced by a summary{content_html(summary.get("content"))}'
             f'<details><summary>the {len(replaced)} messages it replaced</summary><ul>{listed}</ul></details></div>')
 
@@ -281,9 +281,11 @@ def timeline(events):
             current.append(f'<div class="msg">{result_html(message)}</div>')
         elif kind == "compaction":
             current.append(compaction_html(event))
-        elif kind == "notice":
-            current.append(f'<div class="msg notice"><span class="badge notice-b">notice</span>'
-                           f'<pre>{esc(event.get("text"))}</pre></div>')
+        elif kind == "notice":  # an interruption or an error in red; the harness's routine news quieter
+            text = str(event.get("text") or "")
+            alarm = text.startswith(("Interrupted", "error")) or "failed" in text or "kept as it was" in text
+            current.append(f'<div class="msg {"notice" if alarm else "info"}"><span class="badge '
+                           f'{"notice-b" if alarm else "info-b"}">notice</span><pre>{esc(text)}</pre></div>')
         elif kind == "clear":
             current.append('<div class="msg notice"><span class="badge notice-b">/clear</span>'
                            'the conversation was cleared here</div>')
