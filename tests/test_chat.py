@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -341,3 +342,131 @@ def test_view_page_renders_every_turn_in_a_headless_browser(workspace, tmp_path)
     assert taken.returncode == 0, taken.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     print(f"screenshot: {shot}")
+
+
+# --- A chat through a pseudo-terminal -------------------------------------------------------------
+
+# The child makes the pseudo-terminal its controlling terminal, so Ctrl-C (\x03) typed into it
+# becomes SIGINT for the chat, exactly as on a real terminal.
+BOOT = ("import fcntl, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+        "from tinyharness.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+class Terminal:
+    """A program on a pseudo-terminal: type into it, wait for what it prints."""
+
+    def __init__(self, args, cwd, env):
+        import pty  # noqa: F401  (POSIX only; the test is skipped elsewhere)
+        self.master, slave = os.openpty()
+        self.process = subprocess.Popen([sys.executable, "-c", BOOT, *args], stdin=slave, stdout=slave, stderr=slave,
+                                        cwd=cwd, env=env, start_new_session=True, close_fds=True)
+        os.close(slave)
+        self.output = ""
+
+    def expect(self, text, timeout=20):
+        import select
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            left = deadline - time.monotonic()
+            assert left > 0, f"waited {timeout} s for {text!r}; the terminal shows:\n{self.output[-3000:]}"
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.master, 65536)
+                except OSError:   # the program ended and closed the terminal
+                    chunk = b""
+                assert chunk, f"the program ended before printing {text!r}:\n{self.output[-3000:]}"
+                self.output += chunk.decode("utf-8", errors="replace")
+        found = self.output
+        self.output = self.output[self.output.index(text) + len(text):]   # expect the next thing after this
+        return found
+
+    def type(self, text):
+        os.write(self.master, text.encode())
+
+    def close(self):
+        try:
+            return self.process.wait(timeout=20)
+        finally:
+            os.close(self.master)
+
+
+def commands_running(marker):
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and marker in Path(f"/proc/{entry}/cmdline").read_text(errors="replace"):
+                found.append(entry)
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a Linux pseudo-terminal and /proc")
+def test_a_chat_on_a_terminal_survives_ctrl_c_compacts_and_continues(workspace, tmp_path):
+    data = tmp_path / "data"
+    marker = f"never-{os.getpid()}-{time.monotonic_ns()}"
+    slow = calls(tool_call("shell", command=f"sleep 30; echo {marker}"))
+    script = ["Answer one.", slow, "Answer three.", "Summary: one, a slow command, three.", "Answer four.",
+              "Answer five."]
+    env = env_for(data)
+    with ScriptedServer(script) as srv:
+        term = Terminal(["chat", "--yes", "--base-url", srv.base_url], workspace, env)
+        term.expect("you> ")
+        term.type("message one\r")
+        term.expect("Answer one.")
+        term.expect("you> ")
+        term.type("message two: run the slow command\r")
+        term.expect("[tool] shell(")
+        deadline = time.monotonic() + 10
+        while not commands_running(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert commands_running(marker), "the slow command never started"
+        started = time.monotonic()
+        term.type("\x03")                                       # Ctrl-C in the middle of `sleep 30`
+        term.expect("Interrupted: the turn was stopped and 1 running command(s) killed")
+        term.expect("you> ")
+        while commands_running(marker) and time.monotonic() - started < 10:
+            time.sleep(0.05)   # SIGKILL takes effect a moment later
+        assert not commands_running(marker) and time.monotonic() - started < 10
+        term.type("message three\r")
+        term.expect("Answer three.")
+        term.expect("you> ")
+        term.type("/compact\r")
+        term.expect("replaced 2 messages with a summary")
+        term.expect("you> ")
+        term.type("message four\r")
+        term.expect("Answer four.")
+        term.expect("you> ")
+        term.type("\x04")                                       # Ctrl-D ends the session
+        term.expect("saved (tinyharness chat --resume")
+        assert term.close() == 0
+
+        term = Terminal(["chat", "--continue", "--base-url", srv.base_url], workspace, env)
+        term.expect("Resumed session")
+        term.expect("you> ")
+        term.type("message five\r")
+        term.expect("Answer five.")
+        term.expect("you> ")
+        term.type("/quit\r")
+        term.expect("saved (tinyharness chat --resume")
+        assert term.close() == 0
+
+    after_interrupt = [m["content"] for m in srv.requests[2]["messages"][1:]]
+    assert after_interrupt == ["message one", "Answer one.", "message two: run the slow command", "",
+                               INTERRUPTED_CALL, "message three"]
+    assert srv.requests[3]["messages"][-1]["content"].startswith(compact.SUMMARY_PROMPT)
+    last = [m["content"] for m in srv.requests[5]["messages"][1:]]
+    assert last[0].startswith(compact.SUMMARY_MARK) and last[0].endswith("Summary: one, a slow command, three.")
+    assert last[1:] == ["message two: run the slow command", "", INTERRUPTED_CALL, "message three", "Answer three.",
+                        "message four", "Answer four.", "message five"]
+    [path] = session_files(data)
+    assert event_types(path) == [
+        "header", "system", "user", "assistant", "user", "assistant", "tool", "notice",  # the interrupted turn
+        "user", "assistant", "notice", "compaction", "notice", "user", "assistant", "end",
+        "notice", "user", "assistant", "end"]
+    events = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert [e["reason"] for e in events if e["type"] == "end"] == ["end of input", "quit"]
+    assert [e["message"]["content"] for e in events if e["type"] == "user"] == [
+        "message one", "message two: run the slow command", "message three", "message four", "message five"]
+    assert sessions.load(path).messages() == srv.requests[5]["messages"] + [{"role": "assistant", "content": "Answer five."}]

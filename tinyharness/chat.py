@@ -157,6 +157,7 @@ def stop_commands():
             parent = int(stat.rsplit(")", 1)[1].split()[1])  # the name in parentheses may hold spaces
             if parent == me:
                 os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)  # reap it now: nobody else will wait for a command the loop abandoned
                 killed += 1
         except (OSError, ValueError, IndexError):
             continue
