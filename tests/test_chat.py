@@ -470,3 +470,24 @@ def test_a_chat_on_a_terminal_survives_ctrl_c_compacts_and_continues(workspace, 
     assert [e["message"]["content"] for e in events if e["type"] == "user"] == [
         "message one", "message two: run the slow command", "message three", "message four", "message five"]
     assert sessions.load(path).messages() == srv.requests[5]["messages"] + [{"role": "assistant", "content": "Answer five."}]
+
+
+def test_slash_commands_in_pipe_mode(workspace, tmp_path):
+    with ScriptedServer(["One.", "Two."]) as srv:
+        done = run_cli(workspace, tmp_path / "data", "chat", "--base-url", srv.base_url,
+                       stdin="/help\n/model other-model\nm1\n/save saved.json\n/clear\nm2\n/bogus\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "/compact" in done.stdout and "Unknown command /bogus" in done.stdout
+    assert [r["model"] for r in srv.requests] == ["other-model", "other-model"]
+    saved = json.loads((workspace / "saved.json").read_text())
+    assert [m["content"] for m in saved[1:]] == ["m1", "One."]
+    assert [m["role"] for m in srv.requests[1]["messages"]] == ["system", "user"]   # /clear forgot m1
+    [path] = session_files(tmp_path / "data")
+    assert "clear" in event_types(path) and sessions.load(path).messages() == srv.requests[1]["messages"] + [
+        {"role": "assistant", "content": "Two."}]
+
+
+def test_chat_usage_errors_exit_2_before_any_model_call(workspace, tmp_path):
+    for flags in (["--compact-at", "0"], ["--keep-turns", "-1"], ["--max-turns", "0"], ["--continue", "--resume", "x"]):
+        done = run_cli(workspace, tmp_path / "data", "chat", "--base-url", "http://127.0.0.1:9/v1", *flags)
+        assert done.returncode == 2 and "error:" in done.stderr, flags

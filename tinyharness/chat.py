@@ -312,8 +312,11 @@ class Chat:
             if not text.strip():
                 continue
             if text.strip().startswith("/"):
-                if not self.command(text):
-                    return self.status, "quit"
+                try:
+                    if not self.command(text):
+                        return self.status, "quit"
+                except KeyboardInterrupt:  # e.g. during /compact's summary: nothing was replaced yet
+                    self.conversation.notice("Interrupted: the command was stopped; the conversation is unchanged.")
                 continue
             try:
                 self.message(text)
