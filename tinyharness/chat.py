@@ -67,7 +67,6 @@ class Conversation:
         self.tap = UsageTap(client, writer)
         self.workspace, self.settings, self.writer, self.err = workspace, settings, writer, err
         self.messages = messages or [{"role": "system", "content": system_prompt(workspace)}]
-        self.summary_calls = 0
 
     def sync(self, messages=None):
         if self.writer:
@@ -81,12 +80,13 @@ class Conversation:
     def send(self, text, echo, image=None):
         """Run the agent on one user message; return its answer. Raises what run_agent raises
         (Stopped, LLMError, KeyboardInterrupt) after making the history whole again."""
+        stats = Stats()
         if compaction.needs_compaction(self.tap.last_usage, self.messages, self.settings["context_window"],
                                        self.settings["compact_at"]):
             tokens, how = compaction.prompt_size(self.tap.last_usage, self.messages)
-            self.compact(f"the last prompt was {tokens} tokens ({how}), past "
-                         f"{self.settings['compact_at']:.0%} of the {self.settings['context_window']}-token window")
-        stats = Stats()
+            self.compact(f"the history is about {tokens} tokens ({how}), past "
+                         f"{self.settings['compact_at']:.0%} of the {self.settings['context_window']}-token window",
+                         stats)
         try:
             return run_agent(text, self.tap, self.workspace, stats, self.settings["max_turns"], echo,
                              self.settings["transcript"], self.settings["shell_timeout"], self.settings["approve"],
@@ -100,15 +100,17 @@ class Conversation:
             self.sync()
             print(stats.line(), file=self.err, flush=True)
 
-    def compact(self, reason):
-        """Summarise the past; on failure keep the history and say so. Returns True when it compacted."""
+    def compact(self, reason, stats=None):
+        """Summarise the past; on failure keep the history and say so. Returns True when it compacted.
+        The summary call is counted in `stats` (a model call like any other) when given."""
         self.notice(f"[compact] {reason}: asking the model for a summary...")
-        self.summary_calls += 1
         try:
             done = compaction.compact(self.messages, self.tap, self.workspace, self.settings["keep_turns"])
         except compaction.CompactionFailed as e:
             self.notice(f"[compact] {e}")
             return False
+        if stats:
+            stats.count_turn(done.usage)
         for note in done.notes:
             self.notice(f"[compact] {note}")
         before = compaction.estimate_tokens(self.messages)
@@ -280,6 +282,8 @@ class Chat:
         except LLMError as e:
             self.printer.end_line()
             self.conversation.notice(f"error: {e}")
+            if "context" in str(e).lower():  # an overflow: the door's message says so
+                self.conversation.notice("(/compact replaces the older messages with a summary; /clear starts afresh)")
             self.status = 1
         except Stopped as e:
             self.printer.end_line()
