@@ -491,3 +491,13 @@ def test_chat_usage_errors_exit_2_before_any_model_call(workspace, tmp_path):
     for flags in (["--compact-at", "0"], ["--keep-turns", "-1"], ["--max-turns", "0"], ["--continue", "--resume", "x"]):
         done = run_cli(workspace, tmp_path / "data", "chat", "--base-url", "http://127.0.0.1:9/v1", *flags)
         assert done.returncode == 2 and "error:" in done.stderr, flags
+
+
+def test_max_turns_counts_per_message(workspace, tmp_path):
+    script = [calls(tool_call("list_dir", path=".")), calls(tool_call("list_dir", path=".")), "Fine."]
+    with ScriptedServer(script) as srv:
+        done = run_cli(workspace, tmp_path / "data", "chat", "--max-turns", "1", "--base-url", srv.base_url,
+                       stdin="look\nlook again\nanswer now\n")
+    assert "Stopped: reached --max-turns 1. The task is NOT confirmed complete." in done.stdout
+    assert done.stdout.count("Stopped:") == 2 and done.stdout.splitlines()[-1] == "Fine."
+    assert done.returncode == 0 and len(srv.requests) == 3   # the last message finished: exit 0
