@@ -312,8 +312,7 @@ def report(stage_dir: Path, copy: Path, shown_as: str, holes: list[Hole], result
         for line in wrapped(case["message"])[:MESSAGE_LINES]:
             output(f"    {line}")
         todo = still_to_write(copy, holes)
-        if todo:
-            output("\nStill to write: " + ", ".join(h.where for h in todo))
+        output("\nStill to write: " + ", ".join(h.where for h in todo) if todo else "")
         known = hints(stage_dir)
         for hole in todo or holes:
             if hole.where in known:
