@@ -126,7 +126,7 @@ def build_parser():
                                               "NotImplementedError for you to fill in (the stage README's "
                                               "'Your turn' says what to write). Then: course check STAGE --mine DIR.")
     start.add_argument("stage", help="a stage, e.g. m3")
-    start.add_argument("dir", nargs="?", default=".", help="the parent folder of your copy (default: here)")
+    start.add_argument("dir", metavar="DIR", nargs="?", default=".", help="the parent folder of your copy (default: here)")
     start.add_argument("--force", action="store_true", help="replace an existing copy (your changes are lost)")
     check = course_sub.add_parser("check", help="run the tests of one stage, or grade your copy with --mine",
                                   description="Run the tests of one stage. With --mine, run the tests of what the "

@@ -236,7 +236,7 @@ def find_copy(stage_dir: Path, mine) -> Path:
         f"__main__.py (as `tinyharness course start {short_name(stage_dir.name)} DIR` writes it into DIR).")
 
 
-def test_files(root: Path, stage_dir: Path) -> list[str]:
+def stage_tests(root: Path, stage_dir: Path) -> list[str]:
     """The tests of the behaviours a stage introduces: tests/test_m3_*.py for m3."""
     return sorted(p.relative_to(root).as_posix() for p in (root / "tests").glob(f"test_{short_name(stage_dir.name)}_*.py"))
 
@@ -270,7 +270,7 @@ def run_tests(root: Path, stage_dir: Path, copy: Path, first_failure=False) -> d
     with tempfile.TemporaryDirectory(prefix="tinyharness-check-") as scratch:
         report_path = Path(scratch) / "report.json"
         command = [sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "no:cacheprovider",
-                   *(["-x"] if first_failure else []), *test_files(root, stage_dir)]
+                   *(["-x"] if first_failure else []), *stage_tests(root, stage_dir)]
         env = {**os.environ, STAGE_DIR_ENV: str(copy), REPORT_ENV: str(report_path), "PYTHONIOENCODING": "utf-8"}
         done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, encoding="utf-8",
                               errors="replace")
@@ -297,7 +297,7 @@ def report(stage_dir: Path, copy: Path, shown_as: str, holes: list[Hole], result
     failed = [(name, cases) for name, cases in groups if any(c["outcome"] == "failed" for c in cases)]
     for name, cases in groups:
         bad = sum(c["outcome"] == "failed" for c in cases)
-        mark = "FAIL" if bad else "ok"
+        mark = "FAIL" if bad else "skip" if all(c["outcome"] == "skipped" for c in cases) else "ok"
         count = f" ({len(cases) - bad}/{len(cases)} cases)" if len(cases) > 1 and bad else ""
         output(f"  {mark:<4}  {name}{count}")
     passed = len(groups) - len(failed)
@@ -335,6 +335,9 @@ def check(stage_dir: Path, mine, root: Path = ROOT, output=print, first_failure=
     except ExerciseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130
     if report(stage_dir, copy, shown_as, holes, results, output):
         record_pass(stage_dir.name)
         output(f"\nExercise {short_name(stage_dir.name)} done: your {' and '.join(h.name for h in holes)} "
