@@ -235,3 +235,12 @@ def test_the_check_runs_the_copy_even_from_a_parent_folder(tmp_path):
     assert code == 1 and "First failure: " in text
     assert f"m0_llm was imported from {copy.resolve()}" in text
     assert os.environ.get("TINYHARNESS_STAGE_DIR") is None
+
+
+def test_exercise_and_quiz_progress_share_one_file_without_losing_each_other(progress):
+    from quizzes import quiz
+    exercises.record_pass("m1_loop")
+    quiz.record_score("m1_loop", 2, 3)
+    exercises.record_pass("m2_tools")
+    assert set(exercises.load_passed()) == {"m1_loop", "m2_tools"}
+    assert quiz.load_progress()["m1_loop"]["best"] == 2
