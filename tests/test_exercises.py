@@ -144,6 +144,9 @@ def test_start_and_check_name_the_valid_stages_and_folders(tmp_path, capsys):
     assert "valid stages" in capsys.readouterr().err
     assert course.course_check("m1", mine=tmp_path) == 2
     assert "is not a copy of m1_loop" in capsys.readouterr().err
+    for mine in (ROOT, ROOT / "m1_loop"):                              # never grade the stage itself
+        assert course.course_check("m1", mine=mine) == 2
+        assert "the repository's own m1_loop, not your copy" in capsys.readouterr().err
 
 
 def test_list_shows_the_exercise_progress(progress, tmp_path):

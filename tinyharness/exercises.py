@@ -230,6 +230,9 @@ def find_copy(stage_dir: Path, mine) -> Path:
     mine = Path(mine)
     for folder in (mine / stage_dir.name, mine):
         if folder.name == stage_dir.name and (folder / "__main__.py").is_file():
+            if folder.resolve() == stage_dir.resolve():
+                raise ExerciseError(f"{folder} is the repository's own {stage_dir.name}, not your copy: give the "
+                                    f"folder `tinyharness course start {short_name(stage_dir.name)} DIR` wrote.")
             return folder.resolve()
     raise ExerciseError(
         f"{mine} is not a copy of {stage_dir.name}: the checks run a folder named {stage_dir.name} that holds "
