@@ -247,3 +247,14 @@ def test_exercise_and_quiz_progress_share_one_file_without_losing_each_other(pro
     exercises.record_pass("m2_tools")
     assert set(exercises.load_passed()) == {"m1_loop", "m2_tools"}
     assert quiz.load_progress()["m1_loop"]["best"] == 2
+
+
+def test_start_never_replaces_the_stage_itself(tmp_path, capsys):
+    fake = tmp_path / "repo"                                           # a fake checkout: a failure costs nothing
+    (fake / "m1_b").mkdir(parents=True)
+    (fake / "m1_b" / "loop.py").write_text('# exercise(m1): Write run.\ndef run():\n    """Doc."""\n    return 1\n')
+    assert course.course_start("m1", fake, force=True, root=fake) == 2
+    assert "is the stage itself" in capsys.readouterr().err
+    assert (fake / "m1_b" / "loop.py").read_text().endswith("return 1\n")
+    assert course.course_start("m1", tmp_path, root=fake) == 0
+    assert (tmp_path / "m1_b" / "loop.py").read_text().endswith('"""Doc."""\n    raise NotImplementedError("Write run; see README \'Your turn\'")\n')
