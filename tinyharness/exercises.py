@@ -319,7 +319,7 @@ def report(stage_dir: Path, copy: Path, shown_as: str, holes: list[Hole], result
         known = hints(stage_dir)
         for hole in todo or holes:
             if hole.where in known:
-                output(f"Hint ({hole.where}): {known[hole.where]}")
+                output(textwrap.fill(f"Hint ({hole.where}): {known[hole.where]}", 100, subsequent_indent="  "))
     return not failed
 
 
