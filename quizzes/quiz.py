@@ -246,13 +246,18 @@ def load_progress(path=None) -> dict:
 
 
 def record_score(stage: str, score: int, total: int, path=None) -> dict:
+    """Update this stage's entry; everything else in the file (the exercises' record) is kept as it is."""
     path = Path(path or progress_file())
-    progress = load_progress(path)
-    best = max(score, progress.get(stage, {}).get("best", 0))
+    best = max(score, load_progress(path).get(stage, {}).get("best", 0))
     entry = {"best": best, "total": total, "last_score": score,
              "last_date": datetime.date.today().isoformat()}
-    progress[stage] = entry
-    path.write_text(json.dumps(progress, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    data[stage] = entry
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return entry
 
 

@@ -419,6 +419,14 @@ def test_record_score_and_main_listing(progress, capsys, monkeypatch):
     assert "error: unknown stage 'm9'" in capsys.readouterr().err
 
 
+def test_recording_a_score_keeps_the_rest_of_the_file(progress):
+    progress.write_text(json.dumps({"exercises": {"m3_hooks": "2026-01-02"}, "m0_llm": {"best": 2, "total": 3}}))
+    record_score("m0_llm", 1, 3)
+    data = json.loads(progress.read_text())
+    assert data["exercises"] == {"m3_hooks": "2026-01-02"}
+    assert (data["m0_llm"]["best"], data["m0_llm"]["last_score"]) == (2, 1)
+
+
 def test_a_hand_edited_progress_file_is_read_safely(progress):
     progress.write_text(json.dumps({"m0_llm": "3/3", "m1_loop": {"best": 3, "total": 3}, "m2": {"best": "x"}}))
     assert quiz.load_progress() == {"m1_loop": {"best": 3, "total": 3}}
