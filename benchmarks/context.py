@@ -433,10 +433,10 @@ class TimedClient:
     def __init__(self, client):
         self.client, self.waiting = client, 0.0
 
-    def chat(self, messages, tools=None):
+    def chat(self, messages, tools=None, **options):
         started = time.perf_counter()
         try:
-            return self.client.chat(messages, tools)
+            return self.client.chat(messages, tools, **options)
         finally:
             self.waiting += time.perf_counter() - started
 

@@ -4,7 +4,7 @@ import os
 import sys
 
 from .hooks import approve_everything, ask_user
-from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
+from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, MAX_REPLY_TOKENS, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
 from .loop import Stats, Stopped, run_agent
@@ -62,6 +62,12 @@ def add_run_flags(parser):
     parser.add_argument("--max-turns", type=int, default=MAX_TURNS, help="most model calls in one run (default %(default)s)")
     parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS, metavar="SECONDS",
                         help="stop before the next model call once this long has passed (default %(default)s)")
+    parser.add_argument("--max-tokens", type=int, metavar="N",
+                        help="stop before the next model call once the run has used N tokens, prompt plus completion, "
+                             "as the server counted them (default: no limit)")
+    parser.add_argument("--max-reply-tokens", type=int, default=MAX_REPLY_TOKENS, metavar="N",
+                        help="the most tokens one model reply may have (sent as max_tokens); a reply cut there is "
+                             "not an answer: the model is told once, the second cut stops the run (default %(default)s)")
     parser.add_argument("--transcript", metavar="PATH", help="write the whole conversation as JSON to PATH")
     parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
                         help="print the answer as it arrives (default: on when the output is a terminal)")
@@ -167,6 +173,10 @@ def run_command(args, parser):
         parser.error("--shell-timeout must be more than 0")
     if args.context_window < 1:
         parser.error("--context-window must be 1 or more")
+    if args.max_reply_tokens < 1:
+        parser.error("--max-reply-tokens must be 1 or more")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        parser.error("--max-tokens must be 1 or more")
     try:  # a bad image is a usage error (exit 2), found before any model call
         image = image_part(*load_attachment(args.image, os.getcwd())) if args.image else None
     except ImageError as e:
@@ -174,7 +184,8 @@ def run_command(args, parser):
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
-                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
+                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
+                    max_reply_tokens=args.max_reply_tokens)
     stats = Stats()
     echo = printer.echo
 
@@ -184,7 +195,7 @@ def run_command(args, parser):
     try:
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
                            args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds,
-                           args.context_policy, args.context_window, image=image)
+                           args.context_policy, args.context_window, image=image, max_tokens=args.max_tokens)
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
             print(printable(answer))
