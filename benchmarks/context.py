@@ -229,7 +229,7 @@ def drive(task, policy_name, window):
         history = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task.prompt}]
         for turn in range(len(task.steps) + 1):
             history = policy(history, window)          # the loop keeps what the policy returns
-            message, usage = client.chat(history, tools=TOOLS)
+            message, usage, _ = client.chat(history, tools=TOOLS)
             usages.append(usage)
             history.append(message)
             for call in message.get("tool_calls") or []:
