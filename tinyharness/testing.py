@@ -400,7 +400,7 @@ class _Handler(BaseHTTPRequestHandler):
         # Read the body first, whatever the path, so the connection stays in a sane state.
         data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         path = self.path.split("?")[0].rstrip("/")
-        if not path.endswith("/chat/completions"):
+        if not path.endswith("/v1/chat/completions"):        # like Ollama: a base URL without /v1 is a 404
             return self.send_json(404, error_body(f"no route for POST {path}", "invalid_request_error"))
         try:
             body = json.loads(data)
