@@ -205,6 +205,17 @@ def build_completion(reply: dict, calls: list, head: dict, usage, null_content: 
     return answer if usage is None else {**answer, "usage": usage}
 
 
+def json_text(obj) -> str:
+    """JSON with readable non-ASCII, except a string holding a lone surrogate: UTF-8 cannot carry
+    it, so that answer is sent with \\u escapes (as a real server's JSON encoder would)."""
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return json.dumps(obj)
+
+
 def pieces(text: str, size: int) -> list:
     """Cut text every `size` characters, blind to JSON: clients must cope with any split."""
     return [text[i:i + size] for i in range(0, len(text), size)]
@@ -380,8 +391,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.track(self.connection, False)
 
     def send_json(self, status: int, obj, raw: str | bytes | None = None):
-        data = raw if raw is not None else json.dumps(obj, ensure_ascii=False)
-        data = data if isinstance(data, bytes) else data.encode("utf-8")   # bytes: e.g. bad UTF-8
+        data = raw if raw is not None else json_text(obj)
+        data = data if isinstance(data, bytes) else data.encode("utf-8", errors="surrogatepass")  # bytes: e.g. bad UTF-8
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -474,7 +485,7 @@ class _Handler(BaseHTTPRequestHandler):
         if cut:                                     # drop mid-stream: about half, and no [DONE]
             events = events[: max(1, len(events) // 2)]
         for event in events:
-            data = event if isinstance(event, str) else json.dumps(event, ensure_ascii=False)
+            data = event if isinstance(event, str) else json_text(event)
             self.wfile.write(f"data: {data}\n\n".encode("utf-8"))
             self.wfile.flush()
 
