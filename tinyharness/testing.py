@@ -881,6 +881,9 @@ def main(argv=None) -> int:
                         help="play a vision model that names the colours of the halves of each PNG it is sent")
     parser.add_argument("--drop-images", action="store_true",
                         help="ignore every image, as Ollama does for gemma4 e2b/e4b (tokens count without them)")
+    parser.add_argument("--lenient", action="store_true",
+                        help="answer every request; by default one a real server would refuse gets its HTTP 400/500")
+    parser.add_argument("--no-usage", action="store_true", help="never report token usage, like some servers")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--model", default="qwen3:8b", help="model name listed by /v1/models")
@@ -897,7 +900,7 @@ def main(argv=None) -> int:
     if args.drop_images:
         what += " that never sees images"
     with ScriptedServer(**replies, drop_images=args.drop_images, host=args.host, port=args.port,
-                        model=args.model) as srv:
+                        model=args.model, strict=not args.lenient, send_usage=not args.no_usage) as srv:
         print(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C to stop.", flush=True)
         try:
             while True:
