@@ -216,7 +216,9 @@ def canonical_arguments(arguments):
         return "{}", f"the arguments are not valid JSON ({e}): {arguments[:200]!r}"
     if not isinstance(value, dict):
         return "{}", f"the arguments must be a JSON object, not {arguments[:200]!r}"
-    return dump_object(value)
+    if isinstance(strict_json(arguments), str):
+        return dump_object(value)
+    return escape_surrogates(arguments), None   # the model's own spelling, byte for byte
 
 
 def strict_json(text):
@@ -234,9 +236,15 @@ def strict_json(text):
 
 def dump_object(value):
     try:
-        return clean(json.dumps(value, ensure_ascii=False, allow_nan=False)), None
+        return escape_surrogates(json.dumps(value, ensure_ascii=False, allow_nan=False)), None
     except (ValueError, TypeError, RecursionError) as e:
         return "{}", f"the arguments cannot be sent back as JSON ({e})"
+
+
+def escape_surrogates(json_text):
+    """A lone surrogate can only sit inside a JSON string: write it as its \\u escape, which every
+    server reads back, and the tool still sees (and refuses) exactly what the model sent."""
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", json_text)
 
 
 def describe(value):
