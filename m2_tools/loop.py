@@ -75,7 +75,8 @@ def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcrip
             continue
         for call in message["tool_calls"]:
             name, arguments, problem = call["function"]["name"], call["function"]["arguments"], problems.get(call["id"])
-            echo(f"  [tool] {name}({arguments})")
+            shown = json.dumps(json.loads(arguments), ensure_ascii=False, sort_keys=True)  # one line, one spelling
+            echo(f"  [tool] {name}({shown})")
             result = garbled(problem) if problem else run_tool(workspace, name, arguments, shell_timeout)
             echo(f"    -> {(result.splitlines() or [''])[0][:160]}")
             stats.tool_calls += 1

@@ -109,7 +109,8 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
         images = []  # (name, image part) for each picture view_image loads this turn
         for call in message["tool_calls"]:
             name, arguments, problem = call["function"]["name"], call["function"]["arguments"], problems.get(call["id"])
-            echo(f"  [tool] {name}({arguments})")
+            shown = json.dumps(json.loads(arguments), ensure_ascii=False, sort_keys=True)  # one line, one spelling
+            echo(f"  [tool] {name}({shown})")
             repeats.see(call, problem)
             result = garbled(problem) if problem else checked_run(workspace, name, arguments, shell_timeout, approve,
                                                                   memory, images)

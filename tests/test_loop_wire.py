@@ -236,3 +236,11 @@ def test_max_tokens_stops_the_package_gracefully(workspace):
     assert result.returncode == 3 and len(server.requests) == 3
     assert ("Stopped: the token budget of --max-tokens 250 was used (300 tokens by the server's counts). "
             "The task is NOT confirmed complete.") in result.stdout
+
+
+@pytest.mark.parametrize("stage", stages_from("m1"))
+def test_the_tool_line_is_one_line_whatever_the_model_spelled(stage, workspace):
+    script = [calls({"name": "write_file", "arguments": '{ "path":"a.txt",\n "content" : "x" }'}), "done"]
+    result, _ = run(stage, workspace, script)
+    lines = result.stdout.splitlines()
+    assert lines[0] == '  [tool] write_file({"content": "x", "path": "a.txt"})' and lines[1].startswith("    -> ")
