@@ -13,6 +13,8 @@ CUT = ("[harness] Your last reply was cut off at the length limit (max_tokens={}
        "Continue with a shorter reply: fewer or smaller tool calls, less text.")
 EMPTY = "[harness] Your reply was empty. Answer the task in words, or call a tool."
 NO_ANSWER = "(The model ended without an answer, twice. The [tool] lines above show what it did.)"
+VALID_CALL = ('A valid call looks like {"name": "read_file", "arguments": {"path": "notes.txt"}}; the tools are: '
+              + ", ".join(TOOLS) + ".")  # said after what was wrong with a call the door could not read
 
 
 class Stats:
@@ -77,7 +79,8 @@ def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcrip
             name, arguments, problem = call["function"]["name"], call["function"]["arguments"], problems.get(call["id"])
             shown = json.dumps(json.loads(arguments), ensure_ascii=False, sort_keys=True)  # one line, one spelling
             echo(f"  [tool] {name}({shown})")
-            result = garbled(problem) if problem else run_tool(workspace, name, arguments)
+            result = (f"ERROR: {problem}. {VALID_CALL}" if problem
+                      else run_tool(workspace, name, arguments))
             echo(f"    -> {(result.splitlines() or [''])[0][:160]}")
             stats.tool_calls += 1
             # The one rule of the loop: each result answers its call by the id the server gave that call.
@@ -86,12 +89,6 @@ def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcrip
             messages.append({"role": "user", "content": notice})
     save_transcript(transcript, messages)
     raise Stopped(f"reached --max-turns {max_turns}")
-
-
-def garbled(problem):
-    """The result of a call the server could not make sense of: what was wrong, and what is valid."""
-    return (f'ERROR: {problem}. A valid call looks like {{"name": "read_file", "arguments": {{"path": "notes.txt"}}}}; '
-            f"the tools are: {', '.join(TOOLS)}.")
 
 
 def save_transcript(path, messages):

@@ -21,6 +21,8 @@ CUT = ("[harness] Your last reply was cut off at the length limit (max_tokens={}
        "Continue with a shorter reply: fewer or smaller tool calls, less text.")
 EMPTY = "[harness] Your reply was empty. Answer the task in words, or call a tool."
 NO_ANSWER = "(The model ended without an answer, twice. The [tool] lines above show what it did.)"
+VALID_CALL = ('A valid call looks like {"name": "read_file", "arguments": {"path": "notes.txt"}}; the tools are: '
+              + ", ".join(TOOLS) + ".")  # said after what was wrong with a call the door could not read
 
 
 class Stats:
@@ -112,8 +114,8 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             shown = json.dumps(json.loads(arguments), ensure_ascii=False, sort_keys=True)  # one line, one spelling
             echo(f"  [tool] {name}({shown})")
             repeats.see(call, problem)
-            result = garbled(problem) if problem else checked_run(workspace, name, arguments, shell_timeout, approve,
-                                                                  memory, images)
+            result = (f"ERROR: {problem}. {VALID_CALL}" if problem
+                      else checked_run(workspace, name, arguments, shell_timeout, approve, memory, images))
             echo(f"    -> {(result.splitlines() or [''])[0][:160]}")
             stats.tool_calls += 1
             record.note(call, result)
@@ -157,12 +159,6 @@ def checked_run(workspace, name, arguments, shell_timeout, approve, memory, imag
         return f"DENIED: the user did not allow this {name} call, so it did not run."
     result = run_tool(workspace, name, arguments, shell_timeout, images)
     return post_tool_use(workspace, name, arguments, result, memory)
-
-
-def garbled(problem):
-    """The result of a call the server could not make sense of: what was wrong, and what is valid."""
-    return (f'ERROR: {problem}. A valid call looks like {{"name": "read_file", "arguments": {{"path": "notes.txt"}}}}; '
-            f"the tools are: {', '.join(TOOLS)}.")
 
 
 def save_transcript(path, messages):
