@@ -11,8 +11,7 @@ Read before you answer: never invent what a file says. When the task is done, an
 with what you did."""
 CUT = ("[harness] Your last reply was cut off at the length limit (max_tokens={}), so none of its tool calls ran. "
        "Continue with a shorter reply: fewer or smaller tool calls, less text.")
-EMPTY = "[harness] Your reply was empty. Answer the task in words, or call a tool."
-NO_ANSWER = "(The model ended without an answer, twice. The [tool] lines above show what it did.)"
+NO_ANSWER = "(The model gave no answer. The [tool] lines above show what it did.)"
 VALID_CALL = ('A valid call looks like {"name": "read_file", "arguments": {"path": "notes.txt"}}; the tools are: '
               + ", ".join(TOOLS) + ".")  # said after what was wrong with a call the door could not read
 
@@ -54,7 +53,7 @@ def system_prompt(workspace):
 def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcript=None, shell_timeout=SHELL_TIMEOUT):
     """Loop until the model answers without tool calls; return that answer."""
     messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
-    was_cut = nudged = False
+    was_cut = False
     for _ in range(max_turns):
         save_transcript(transcript, messages)  # before each model call, so a failed call still leaves the story
         message, usage, finish_reason = client.chat(messages, tools=SCHEMAS)
@@ -69,12 +68,8 @@ def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcrip
             continue
         messages.append(message)
         if not message.get("tool_calls"):  # no tool calls = the model is done (finish_reason alone is not trusted)
-            if message["content"].strip() or nudged:
-                save_transcript(transcript, messages)
-                return message["content"].strip() or NO_ANSWER
-            nudged = True
-            messages.append({"role": "user", "content": EMPTY})
-            continue
+            save_transcript(transcript, messages)
+            return message["content"].strip() or NO_ANSWER
         for call in message["tool_calls"]:
             name, arguments, problem = call["function"]["name"], call["function"]["arguments"], problems.get(call["id"])
             shown = json.dumps(json.loads(arguments), ensure_ascii=False, sort_keys=True)  # one line, one spelling

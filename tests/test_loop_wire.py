@@ -210,13 +210,17 @@ def test_the_package_does_not_retry_when_there_is_nothing_to_cut(workspace):
 # --- an empty answer ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("stage", stages_from("m1"))
+def test_an_empty_answer_ends_with_a_line_that_says_so(stage, workspace):
+    result, server = run(stage, workspace, ["", "  "])
+    assert result.returncode == 0 and len(server.requests) == (2 if level(stage) >= 4 else 1)
+    assert result.stdout.splitlines()[-1] == "(The model gave no answer. The [tool] lines above show what it did.)"
+
+
+@pytest.mark.parametrize("stage", stages_from("m4"))
 def test_an_empty_answer_gets_one_nudge(stage, workspace):
     result, server = run(stage, workspace, ["", "The answer."])
     assert result.returncode == 0 and result.stdout.rstrip().splitlines()[-1] == "The answer."
     assert server.requests[1]["messages"][-1]["content"].startswith("[harness] Your reply was empty.")
-    result, server = run(stage, workspace, ["", "  "])
-    assert result.returncode == 0 and len(server.requests) == 2
-    assert result.stdout.rstrip().splitlines()[-1].startswith("(The model ended without an answer")
 
 
 # --- budgets ------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ keep what you will need later with save_note. When the task is done, answer brie
 CUT = ("[harness] Your last reply was cut off at the length limit (max_tokens={}), so none of its tool calls ran. "
        "Continue with a shorter reply: fewer or smaller tool calls, less text.")
 EMPTY = "[harness] Your reply was empty. Answer the task in words, or call a tool."
-NO_ANSWER = "(The model ended without an answer, twice. The [tool] lines above show what it did.)"
+NO_ANSWER = "(The model gave no answer. The [tool] lines above show what it did.)"
 VALID_CALL = ('A valid call looks like {"name": "read_file", "arguments": {"path": "notes.txt"}}; the tools are: '
               + ", ".join(TOOLS) + ".")  # said after what was wrong with a call the door could not read
 
@@ -104,7 +104,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             continue
         messages.append(message)
         if not message.get("tool_calls"):  # no tool calls = the model is done (finish_reason alone is not trusted)
-            if message["content"].strip() or nudged:
+            if message["content"].strip() or nudged:  # an empty answer gets one [harness] nudge
                 save_transcript(transcript, messages)
                 return message["content"].strip() or NO_ANSWER
             nudged = True
