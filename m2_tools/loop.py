@@ -50,6 +50,7 @@ def system_prompt(workspace):
     return SYSTEM_PROMPT
 
 
+# exercise(m1): Write run_agent: ask the model, run every tool call it asks for and answer each with a tool message paired to the call by the id the server gave it, and repeat until it answers without tool calls; past max_turns raise Stopped.
 def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcript=None, shell_timeout=SHELL_TIMEOUT):
     """Loop until the model answers without tool calls; return that answer."""
     messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]

@@ -61,6 +61,7 @@ def system_prompt(workspace):
     return SYSTEM_PROMPT
 
 
+# exercise(m1): Write run_agent: ask the model, run every tool call it asks for and answer each with a tool message paired to the call by the id the server gave it, and repeat until it answers without tool calls; past max_turns raise Stopped.
 def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, transcript=None,
               shell_timeout=SHELL_TIMEOUT, approve=ask_user, max_seconds=MAX_SECONDS, scissors=True,
               context_window=CONTEXT_WINDOW, image=None):
@@ -145,6 +146,7 @@ def watch_context(watch, usage, messages):
               file=sys.stderr, flush=True)
 
 
+# exercise(m3): Write checked_run: check the call, run the pre_tool_use hooks (a reason means BLOCKED), ask before a write or a shell command (a no means DENIED), and only then run the tool.
 def checked_run(workspace, name, arguments, shell_timeout, approve, memory, images):
     """The choke point: every call passes here after it is parsed and before it runs. The hooks come
     first, so a blocked call never reaches the user; then writes, commands and URLs need the user's yes.

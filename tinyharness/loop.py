@@ -63,13 +63,19 @@ def system_prompt(workspace):
 
 def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, transcript=None,
               shell_timeout=SHELL_TIMEOUT, approve=ask_user, max_seconds=MAX_SECONDS, context_policy=DEFAULT_POLICY,
-              context_window=CONTEXT_WINDOW, image=None, max_tokens=None):
+              context_window=CONTEXT_WINDOW, image=None, messages=None, on_update=None, max_tokens=None):
     """Loop until the model answers without tool calls; return that answer. Raise Stopped, with an
     account of what was done, when a budget runs out or the model keeps repeating itself.
     `context_policy` names one of context.POLICIES: how old tool results are cut before each call.
+    `messages`: a conversation to continue (chat): the task is added to it, and it is kept up to date
+    in place, so the caller still has the whole history when the run ends, stops or is interrupted.
+    `on_update(messages)` is called whenever messages were added (the session file appends them).
     `max_tokens` (or None) bounds the prompt and completion tokens of the run, by the server's counts."""
     first = user_message_with_image(task, image) if image else {"role": "user", "content": task}  # image: from --image
-    messages = [{"role": "system", "content": system_prompt(workspace)}, first]
+    messages = [{"role": "system", "content": system_prompt(workspace)}] if messages is None else messages
+    messages.append(first)
+    on_update = on_update or (lambda messages: None)
+    on_update(messages)
     arrivals = ArrivalWatch()  # did each picture reach the model? The bill says
     budget, repeats, record = Budget(max_turns, max_seconds), RepeatGuard(), Record()
     policy, watch = POLICIES[context_policy], ContextWatch(context_window)
@@ -81,9 +87,9 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
         if limit:
             raise Stopped(limit, record.account())
         # Keep what the policy returns: a result cut once stays cut, the same bytes every turn (see context.py).
-        messages = policy(messages, context_window)
+        messages[:] = policy(messages, context_window)  # in place: a chat's caller holds this list
         try:  # what is left of --max-seconds bounds the reply too: a runaway reply is cut short, not waited for
-            (message, usage, finish_reason), messages = ask(client, messages, context_window, budget)
+            message, usage, finish_reason = ask(client, messages, context_window, budget)
         except LLMError:
             if budget.exceeded(turn):  # the reply ran out of the run's time: a limit (exit 3), not a failure
                 raise Stopped(budget.exceeded(turn), record.account()) from None
@@ -101,14 +107,17 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             was_cut = True
             messages += [{"role": "assistant", "content": message["content"]},
                          {"role": "user", "content": CUT.format(client.max_reply_tokens)}]
+            on_update(messages)
             continue
         messages.append(message)
+        on_update(messages)
         if not message.get("tool_calls"):  # no tool calls = the model is done (finish_reason alone is not trusted)
             if message["content"].strip() or nudged:  # an empty answer gets one [harness] nudge
                 save_transcript(transcript, messages)
                 return message["content"].strip() or NO_ANSWER
             nudged = True
             messages.append({"role": "user", "content": EMPTY})
+            on_update(messages)
             continue
         images = []  # (name, image part) for each picture view_image loads this turn
         for call in message["tool_calls"]:
@@ -123,6 +132,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             record.note(call, result)
             # The one rule of the loop: each result answers its call by the id the server gave that call.
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+            on_update(messages)
         if images:  # after ALL of this turn's results: a message between two of them breaks the pairing
             messages.append(image_followup_message([part for _, part in images], [name for name, _ in images]))
         if notice:  # after all of the turn's results: a message between two of them breaks the pairing
@@ -130,6 +140,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
         repeated = repeats.end_turn()
         if repeated and repeats.warnings == 1:  # after all of this turn's results, never between them
             messages.append({"role": "user", "content": repeat_warning(repeated)})
+        on_update(messages)
         if repeated and repeats.warnings > 1:
             save_transcript(transcript, messages)
             raise Stopped(f"the model made the same call {REPEAT_LIMIT} times in a row again, after a [harness] "
@@ -137,10 +148,10 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
 
 
 def ask(client, messages, context_window, budget):
-    """One model call; returns (its answer, the messages sent). When the server says the prompt does not
-    fit its context, cut old tool results at once (the batch policy, forced) and try once more."""
+    """One model call. When the server says the prompt does not fit its context, cut old tool results
+    at once (the batch policy, forced; in place, so the history keeps the cut) and try once more."""
     try:
-        return client.chat(messages, tools=SCHEMAS, timeout=budget.seconds_left()), messages
+        return client.chat(messages, tools=SCHEMAS, timeout=budget.seconds_left())
     except ContextOverflow as overflow:
         window = min(overflow.context_window or context_window, context_window)  # the server's own size, if it said
         cut = batch_scissors(messages, window, high=0)
@@ -149,8 +160,9 @@ def ask(client, messages, context_window, budget):
             raise LLMError(f"{overflow} (No old tool result was left to cut.)") from None
         print(f"[context] the server says the prompt does not fit its context; cut {stubbed} old tool "
               f"result(s) and trying once more.", file=sys.stderr, flush=True)
+    messages[:] = cut
     try:
-        return client.chat(cut, tools=SCHEMAS, timeout=budget.seconds_left()), cut
+        return client.chat(messages, tools=SCHEMAS, timeout=budget.seconds_left())
     except ContextOverflow as overflow:
         raise LLMError(f"{overflow} (This was after cutting {stubbed} old tool result(s) and trying once more.)") \
             from None
