@@ -111,6 +111,7 @@ def test_a_cut_reply_is_never_run_and_the_model_is_told_once(stage, workspace):
     result, server = run(stage, workspace, [cut_reply("cut.txt"), "done"])
     assert result.returncode == 0, result.stderr
     assert not (workspace / "cut.txt").exists() and "[tool]" not in result.stdout
+    assert "  [harness] the reply was cut at max_tokens=4096: its calls did not run" in result.stdout.splitlines()
     assert server.requests[0]["max_tokens"] == 4096
     kept, notice = last_messages(server.requests[1], 2)
     assert kept == {"role": "assistant", "content": "I will write"}   # the text only: no call without a result
