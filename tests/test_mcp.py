@@ -26,7 +26,7 @@ def slots():
 def test_handshake_and_every_page_of_tools(slots):
     names = {s["function"]["name"] for s in slots.schemas()}
     assert {"mcp__t__echo", "mcp__t__add", "mcp__t__fail", "mcp__t__tool_4"} <= names  # tool_4 is on page 3
-    assert len(names) == 12
+    assert len(names) == 13
     assert slots.servers["t"].version == mcp.PROTOCOL_VERSION
 
 

@@ -7,6 +7,7 @@ from .hooks import approve_everything, ask_user
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, MAX_REPLY_TOKENS, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
+from . import extensions
 from .loop import Stats, Stopped, run_agent
 from .sessions import UsageTap, start_or_warn
 from .vision import ImageError, image_part, load_attachment
@@ -97,6 +98,7 @@ def add_agent_flags(parser):
     parser.add_argument("--context-window", type=int, default=CONTEXT_WINDOW, metavar="TOKENS",
                         help="the model's context length: the policies cut to fit it, and a warning says when "
                              "the prompt nears it (default %(default)s)")
+    extensions.add_flags(parser)
 
 
 def build_parser():
@@ -232,14 +234,22 @@ def run_command(args, parser):
         image = image_part(*load_attachment(args.image, os.getcwd())) if args.image else None
     except ImageError as e:
         parser.error(f"--image: {e}")
+    extensions.check_flags(args, parser)
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
+    try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
+        hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), report_line)
+    except extensions.SetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
                     max_reply_tokens=args.max_reply_tokens)
     stats = Stats()
     echo = printer.echo
     session = None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr)
+    if session and hands.hooks:
+        hands.hooks.session_id = session.id  # a hook can tell one run's events from another's
     if session:
         client = UsageTap(client, session)  # the session notes each call's usage beside its answer
 
@@ -250,7 +260,8 @@ def run_command(args, parser):
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
                            args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds,
                            args.context_policy, args.context_window, image=image,
-                           on_update=session.sync if session else None, max_tokens=args.max_tokens)
+                           on_update=session.sync if session else None, max_tokens=args.max_tokens,
+                           extensions=hands, on_subagent=session_keeper(session))
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
             print(printable(answer))
@@ -269,10 +280,20 @@ def run_command(args, parser):
         print("Interrupted.", file=sys.stderr)
         return 130
     finally:
+        hands.close()  # MCP servers end on every path, Ctrl-C included
         print(stats.line(), file=sys.stderr)
         if session:
             session.end("run")
             session.close()
+
+
+def report_line(text):
+    print(printable(text), file=sys.stderr, flush=True)
+
+
+def session_keeper(session):
+    """Where a subagent's messages go when it ends: the session file, whole, as one event."""
+    return (lambda messages: session.event("subagent", messages=messages)) if session else None
 
 
 def course_command(args):

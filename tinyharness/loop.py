@@ -5,10 +5,13 @@ import sys
 import time
 from pathlib import Path
 
+from .extensions import NONE as NO_EXTENSIONS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES, ContextWatch, batch_scissors, estimate_tokens
 from .guards import MAX_SECONDS, MAX_TURNS, REPEAT_LIMIT, Budget, Record, RepeatGuard, Stopped, brief, repeat_warning
 from .hooks import ask_user, needs_permission, pre_tool_use
 from .llm import ContextOverflow, LLMError
+from .parallel import batches, run_together
+from .subagents import run_child
 from .tools import SCHEMAS, SHELL_TIMEOUT, TOOLS, canonical, check_call, run_tool
 from .verify import post_tool_use
 from .vision import ArrivalWatch, image_followup_message, user_message_with_image
@@ -63,14 +66,26 @@ def system_prompt(workspace):
 
 def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, transcript=None,
               shell_timeout=SHELL_TIMEOUT, approve=ask_user, max_seconds=MAX_SECONDS, context_policy=DEFAULT_POLICY,
-              context_window=CONTEXT_WINDOW, image=None, messages=None, on_update=None, max_tokens=None):
+              context_window=CONTEXT_WINDOW, image=None, messages=None, on_update=None, max_tokens=None,
+              extensions=None, on_subagent=None):
     """Loop until the model answers without tool calls; return that answer. Raise Stopped, with an
     account of what was done, when a budget runs out or the model keeps repeating itself.
     `context_policy` names one of context.POLICIES: how old tool results are cut before each call.
     `messages`: a conversation to continue (chat): the task is added to it, and it is kept up to date
     in place, so the caller still has the whole history when the run ends, stops or is interrupted.
     `on_update(messages)` is called whenever messages were added (the session file appends them).
-    `max_tokens` (or None) bounds the prompt and completion tokens of the run, by the server's counts."""
+    `max_tokens` (or None) bounds the prompt and completion tokens of the run, by the server's counts.
+    `extensions` (extensions.py): MCP tools, the task tool, command hooks, parallel reads; `on_subagent`
+    gets each subagent's messages when it ends (the session keeps them)."""
+    ext = extensions or NO_EXTENSIONS
+    refused = ext.user_prompt_submit(task)
+    if refused:
+        raise Stopped(f"a user_prompt_submit hook refused the task: {refused}", "Tool calls: none.\nFiles written: none.")
+    if ext.subagents:  # the child gets this run's client, settings and hooks, and a fresh context
+        parent = {"client": client, "workspace": workspace, "stats": stats, "echo": echo,
+                  "settings": {"shell_timeout": shell_timeout, "approve": approve, "context_policy": context_policy,
+                               "context_window": context_window}}
+        ext.run_task = lambda description: run_child(description, parent, ext, on_subagent)
     first = user_message_with_image(task, image) if image else {"role": "user", "content": task}  # image: from --image
     messages = [{"role": "system", "content": system_prompt(workspace)}] if messages is None else messages
     messages.append(first)
@@ -89,14 +104,15 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
         # Keep what the policy returns: a result cut once stays cut, the same bytes every turn (see context.py).
         messages[:] = policy(messages, context_window)  # in place: a chat's caller holds this list
         try:  # what is left of --max-seconds bounds the reply too: a runaway reply is cut short, not waited for
-            message, usage, finish_reason = ask(client, messages, context_window, budget)
+            tools = SCHEMAS + ext.schemas()  # asked every turn: an MCP server may have changed its list
+            message, usage, finish_reason = ask(client, messages, context_window, budget, tools)
         except LLMError:
             if budget.exceeded(turn):  # the reply ran out of the run's time: a limit (exit 3), not a failure
                 raise Stopped(budget.exceeded(turn), record.account()) from None
             raise
         stats.count_turn(usage)
         watch_context(watch, usage, messages)
-        arrived = arrivals.check(messages, SCHEMAS, usage)  # a warning if a new picture never arrived
+        arrived = arrivals.check(messages, tools, usage)  # a warning if a new picture never arrived
         if arrived:
             print(arrived, file=sys.stderr, flush=True)
         problems, notice = message.pop("_problems", {}), message.pop("_notice", None)  # the door's notes, not sent
@@ -113,6 +129,12 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
         messages.append(message)
         on_update(messages)
         if not message.get("tool_calls"):  # no tool calls = the model is done (finish_reason alone is not trusted)
+            objection = ext.stop(message["content"]) if message["content"].strip() else None
+            if objection:  # a stop hook says the work is not done: the model reads why, and goes on
+                messages.append({"role": "user", "content": f"[harness] A stop hook of this workspace says the "
+                                                            f"task is not done yet: {objection}"})
+                on_update(messages)
+                continue
             if message["content"].strip() or nudged:  # an empty answer gets one [harness] nudge
                 save_transcript(transcript, messages)
                 return message["content"].strip() or NO_ANSWER
@@ -121,19 +143,33 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             on_update(messages)
             continue
         images = []  # (name, image part) for each picture view_image loads this turn
-        for call in message["tool_calls"]:
+
+        def run_one(call):  # what one call returns, and the pictures it loaded (a list per call: threads)
             name, arguments, problem = call["function"]["name"], call["function"]["arguments"], problems.get(call["id"])
-            shown = json.dumps(json.loads(arguments), ensure_ascii=False, sort_keys=True)  # one line, one spelling
-            echo(f"  [tool] {name}({shown})")
-            repeats.see(call, problem)
-            result = (f"ERROR: {problem}. {VALID_CALL}" if problem
-                      else checked_run(workspace, name, arguments, shell_timeout, approve, memory, images))
-            echo(f"    -> {(result.splitlines() or [''])[0][:160]}")
-            stats.tool_calls += 1
-            record.note(call, result)
-            # The one rule of the loop: each result answers its call by the id the server gave that call.
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-            on_update(messages)
+            if problem:
+                return f"ERROR: {problem}. {VALID_CALL}", []
+            loaded = []
+            return checked_run(workspace, name, arguments, shell_timeout, approve, memory, loaded, ext), loaded
+
+        def reads_only(call):
+            return ext.parallel and call["id"] not in problems and \
+                ext.read_only(call["function"]["name"], call["function"]["arguments"])
+
+        for group in batches(message["tool_calls"], reads_only):  # reads together; a write or command alone
+            if len(group) == 1:
+                show_call(echo, group[0])  # before it runs: its permission prompt follows the [tool] line
+            outcomes = run_together(group, run_one)
+            for call, (result, loaded) in zip(group, outcomes):
+                if len(group) > 1:
+                    show_call(echo, call)
+                repeats.see(call, problems.get(call["id"]))
+                echo(f"    -> {(result.splitlines() or [''])[0][:160]}")
+                stats.tool_calls += 1
+                record.note(call, result)
+                images += loaded
+                # The one rule of the loop: each result answers its call by the id the server gave that call.
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+                on_update(messages)
         if images:  # after ALL of this turn's results: a message between two of them breaks the pairing
             messages.append(image_followup_message([part for _, part in images], [name for name, _ in images]))
         if notice:  # after all of the turn's results: a message between two of them breaks the pairing
@@ -148,11 +184,16 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
                           f"warning: {brief(repeated)}", record.account())
 
 
-def ask(client, messages, context_window, budget):
+def show_call(echo, call):
+    shown = json.dumps(json.loads(call["function"]["arguments"]), ensure_ascii=False, sort_keys=True)
+    echo(f"  [tool] {call['function']['name']}({shown})")  # one line, one spelling
+
+
+def ask(client, messages, context_window, budget, tools=SCHEMAS):
     """One model call. When the server says the prompt does not fit its context, cut old tool results
     at once (the batch policy, forced; in place, so the history keeps the cut) and try once more."""
     try:
-        return client.chat(messages, tools=SCHEMAS, timeout=budget.seconds_left())
+        return client.chat(messages, tools=tools, timeout=budget.seconds_left())
     except ContextOverflow as overflow:
         window = min(overflow.context_window or context_window, context_window)  # the server's own size, if it said
         cut = batch_scissors(messages, window, high=0)
@@ -163,7 +204,7 @@ def ask(client, messages, context_window, budget):
               f"result(s) and trying once more.", file=sys.stderr, flush=True)
     messages[:] = cut
     try:
-        return client.chat(messages, tools=SCHEMAS, timeout=budget.seconds_left())
+        return client.chat(messages, tools=tools, timeout=budget.seconds_left())
     except ContextOverflow as overflow:
         raise LLMError(f"{overflow} (This was after cutting {stubbed} old tool result(s) and trying once more.)") \
             from None
@@ -188,20 +229,23 @@ def watch_context(watch, usage, messages):
               file=sys.stderr, flush=True)
 
 
-def checked_run(workspace, name, arguments, shell_timeout, approve, memory, images):
+def checked_run(workspace, name, arguments, shell_timeout, approve, memory, images, ext=NO_EXTENSIONS):
     """The choke point: every call passes here after it is parsed and before it runs. The hooks come
     first, so a blocked call never reaches the user; then writes, commands and URLs need the user's yes.
-    After the call ran, the post hooks may add what they found to its result: the model reads it next."""
-    arguments, problem = check_call(name, arguments)
+    After the call ran, the post hooks may add what they found to its result: the model reads it next.
+    A tool from extensions.py (MCP, task) passes the same hooks, prompt and post hooks as ours."""
+    ours = not ext.owns(name)
+    arguments, problem = check_call(name, arguments) if ours else ext.check(name, arguments)
     if problem:
         return problem
-    reason = pre_tool_use(workspace, name, arguments)
+    reason = pre_tool_use(workspace, name, arguments) or ext.pre_tool_use(name, arguments)
     if reason:
         return f"BLOCKED: {reason}"
-    if needs_permission(name, arguments) and not approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
+    asks = needs_permission(name, arguments) if ours else ext.needs_permission(name)
+    if asks and not approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
         return f"DENIED: the user did not allow this {name} call, so it did not run."
-    result = run_tool(workspace, name, arguments, shell_timeout, images)
-    return post_tool_use(workspace, name, arguments, result, memory)
+    result = run_tool(workspace, name, arguments, shell_timeout, images) if ours else ext.run(name, arguments)
+    return ext.post_tool_use(name, arguments, post_tool_use(workspace, name, arguments, result, memory))
 
 
 def save_transcript(path, messages):

@@ -50,3 +50,11 @@ def run_in_order(calls, run_one, is_read_only, max_workers=MAX_WORKERS):
             else:
                 done.extend(zip(run, pool.map(run_one, run)))  # map keeps the calls' order
     return done
+
+
+def run_together(calls, run_one, max_workers=MAX_WORKERS):
+    """Results of `run_one` for each call, in the calls' order; one call alone runs in this thread."""
+    if len(calls) == 1:
+        return [run_one(calls[0])]
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(calls))) as pool:
+        return list(pool.map(run_one, calls))

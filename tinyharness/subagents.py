@@ -48,3 +48,53 @@ def result_for_parent(answer, turns, tool_calls, files_written, stopped=None):
         return (f"NOT confirmed complete: the helper agent was stopped ({stopped}).\n"
                 f"{answer.strip() or '(it gave no answer)'}\n{line}")
     return f"{answer.strip() or '(the helper agent gave an empty answer)'}\n{line}"
+
+
+def run_child(description, parent, extensions, on_transcript=None):
+    """Run the sub-task in a fresh loop and return what the parent's model reads. `parent` holds the
+    parent run's client, workspace, stats, echo and settings; the child's model calls count in the
+    parent's [stats], because the user pays for them all."""
+    from .guards import Stopped          # here, not at the top: loop.py imports extensions, which imports us
+    from .loop import Stats, run_agent, system_prompt
+    stats = Stats()
+    messages = [{"role": "system", "content": system_prompt(parent["workspace"])}]
+    parent["echo"](f"  | subagent started: {description.splitlines()[0][:120]}")
+    answer, stopped = "", None
+    try:
+        answer = run_agent(description, parent["client"], parent["workspace"], stats,
+                           max_turns=extensions.subagent_max_turns, max_seconds=extensions.subagent_max_seconds,
+                           echo=lambda line: parent["echo"]("  |" + line), messages=messages,
+                           extensions=extensions.for_child(), **parent["settings"])
+    except Stopped as e:
+        stopped = str(e)
+    finally:
+        add_stats(parent["stats"], stats)
+        if on_transcript:
+            on_transcript(messages)
+    written = files_written(messages)
+    parent["echo"](f"  | subagent {'stopped' if stopped else 'done'}: {account(stats.turns, stats.tool_calls, written)}")
+    return result_for_parent(answer, stats.turns, stats.tool_calls, written, stopped)
+
+
+def add_stats(total, part):
+    total.turns += part.turns
+    total.tool_calls += part.tool_calls
+    total.prompt_tokens += part.prompt_tokens
+    total.completion_tokens += part.completion_tokens
+    total.uncounted += part.uncounted
+    if part.cached_tokens is not None:
+        total.cached_tokens = (total.cached_tokens or 0) + part.cached_tokens
+
+
+def files_written(messages):
+    """The paths of write_file calls whose result said OK, in order, each once."""
+    import json
+    results = {m.get("tool_call_id"): m.get("content", "") for m in messages if m.get("role") == "tool"}
+    written = []
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            if call["function"]["name"] == "write_file" and str(results.get(call["id"], "")).startswith("OK: wrote"):
+                path = json.loads(call["function"]["arguments"]).get("path")
+                if path not in written:
+                    written.append(path)
+    return written
