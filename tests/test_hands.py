@@ -170,3 +170,28 @@ def test_a_stop_hook_sends_the_model_back_to_work(workspace, tmp_path):
     assert server.requests[1]["messages"][-1]["content"] == (
         "[harness] A stop hook of this workspace says the task is not done yet: report.md is missing")
     assert (workspace / "report.md").exists() and result.stdout.strip().endswith("Done.")
+
+
+def test_a_pre_compact_hook_can_block_compaction_or_add_to_the_summary_request(workspace, tmp_path):
+    from tinyharness import cmdhooks, compact
+    from tinyharness.chat import Conversation
+    from tinyharness.extensions import Extensions
+    history = [{"role": "system", "content": "s"}]
+    for i in range(4):
+        history += [{"role": "user", "content": f"task {i}"}, {"role": "assistant", "content": f"done {i}"}]
+    for command, compacted in (("echo 'nothing is compacted today' >&2; exit 2", False),
+                               ("echo 'Keep the release codename.'", True)):
+        (workspace / ".tinyharness").mkdir(exist_ok=True)
+        (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps({"pre_compact": [{"command": command}]}))
+        hands = Extensions(hooks=cmdhooks.CommandHooks(cmdhooks.load(workspace), workspace, report=lambda t: None))
+        with ScriptedServer(script=["The summary."]) as server:
+            from tinyharness.llm import Client
+            settings = {"extensions": hands, "keep_turns": 1}
+            conversation = Conversation(Client(server.base_url, "m"), str(workspace), settings,
+                                        messages=[dict(m) for m in history], err=open("/dev/null", "w"))
+            assert conversation.compact("test") is compacted
+        if compacted:
+            assert server.requests[0]["messages"][-1]["content"].endswith("Keep the release codename.")
+            assert conversation.messages[1]["content"].startswith(compact.SUMMARY_MARK)
+        else:
+            assert server.requests == [] and len(conversation.messages) == len(history)

@@ -109,8 +109,14 @@ class Conversation:
         """Summarise the past; on failure keep the history and say so. Returns True when it compacted.
         The summary call is counted in `stats` (a model call like any other) when given."""
         self.notice(f"[compact] {reason}: asking the model for a summary...")
+        hands = self.settings.get("extensions")
+        verdict = hands.hook("pre_compact") if hands else None  # the workspace's command hooks, if any
+        if verdict and not verdict.allowed:
+            self.notice(f"[compact] a pre_compact hook blocked it, so the history is kept as it was: {verdict.reason}")
+            return False
         try:
-            done = compaction.compact(self.messages, self.tap, self.workspace, self.settings["keep_turns"])
+            done = compaction.compact(self.messages, self.tap, self.workspace, self.settings["keep_turns"],
+                                      extra=[verdict.output] if verdict and verdict.output else ())
         except compaction.CompactionFailed as e:
             self.notice(f"[compact] {e}")
             return False

@@ -14,7 +14,8 @@ The mechanism. `.tinyharness/hooks.json` in the workspace lists commands per eve
 `matcher` is a regular expression that must match the whole tool name (absent: every tool). The
 command runs with `/bin/sh -c` in the workspace and reads one JSON object on stdin: `event`,
 `tool_name`, `tool_input`, `workspace`, `session_id` (and `hook_event_name`/`cwd`, the names other
-harnesses use). Exit 0 allows; a `post_tool_use` hook's stdout is added to the result the model reads;
+harnesses use). Exit 0 allows; a `post_tool_use` hook's stdout is added to the result the model reads (a
+`pre_compact` hook's to the summary request);
 for the other events stdout must be empty or a JSON object (`{"decision": "block", "reason": "..."}`
 blocks). Exit 2 blocks, and the hook's stderr is the reason the model reads.
 
@@ -129,7 +130,7 @@ class CommandHooks:
         if done.returncode != 0:
             return Verdict(False, f"the hook `{command}` failed with exit code {done.returncode}"
                                   f"{': ' + err[:500] if err else ''}, so the call is refused", hook=command)
-        if event == "post_tool_use":
+        if event in ("post_tool_use", "pre_compact"):  # their output is text for the model
             return Verdict(True, output=out[:MAX_OUTPUT], hook=command)
         return decision(out, command)
 
