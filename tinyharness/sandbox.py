@@ -1,0 +1,614 @@
+"""The sandbox: what m3's regex cannot stop, the kernel does.
+
+m3 taught, honestly, that a command policy is text matching. `x=rm; $x -rf "$D"`, `find "$D" -delete`,
+a script written and then run, `git -c core.fsmonitor=...`, a hard link, `/proc/self/root/...`: the
+words never hold `rm -rf`, so no regex sees them. What every one of them has to do in the end is ask
+the kernel: open this file for writing, unlink that one, connect a socket, send a signal. This module
+makes the kernel say no, at the moment of the system call, whatever the spelling.
+
+Each `shell` command runs in a child process that, after `fork` and before `exec /bin/sh`, confines
+itself and everything it will start (the rules are inherited and can never be lifted):
+
+- **no new privileges** (`prctl(PR_SET_NO_NEW_PRIVS)`): a setuid program (`sudo`, `su`) gains nothing;
+  running as root, the capability bounding set is emptied too, so uid 0 keeps no capability after exec.
+- **Landlock** (Linux 5.13+, unprivileged, through three system calls made with ctypes): the child
+  declares every file right the running kernel knows (probed with `landlock_create_ruleset(NULL, 0,
+  VERSION)`) and then grants only these:
+  write, create, remove, rename: the workspace and a private temporary folder (`TMPDIR`, deleted
+  afterwards); read and execute: the system (`/usr`, `/bin`, `/sbin`, `/lib*`, `/opt`, `/proc`, the
+  CPU list in `/sys`, `/etc` entry by entry without `shadow`, `gshadow`, `sudoers`, `ssh` and
+  `ssl/private`), the Python that runs the harness (so `python3 -m pytest` works from a virtualenv),
+  the workspace, and each `--sandbox-read PATH`; read and write: `/dev/null`, `/dev/zero`,
+  `/dev/full`, `/dev/random`, `/dev/urandom`, `/dev/tty`. Nothing else of the user's: not the home
+  folder, not a folder beside the workspace. Landlock ABI 4 adds TCP: no rule grants a port, so every
+  TCP `connect` and `bind` fails. ABI 6 adds scoping: no signal to a process outside the sandbox
+  (`kill -9 <the harness>` fails) and no abstract UNIX socket outside it.
+- **a seccomp filter** (a 10-instruction BPF program, `prctl(PR_SET_SECCOMP)`): `socket()` fails for
+  every family but `AF_UNIX`, so UDP, raw sockets and netlink are gone too (Landlock alone lets UDP
+  out), and `io_uring_setup` fails, since io_uring can open sockets without the `socket()` call.
+  Why not a network namespace (`unshare(CLONE_NEWUSER | CLONE_NEWNET)`)? It would cut the network just
+  as well, but unprivileged user namespaces are switched off on many systems (Ubuntu 24.04's AppArmor
+  restricts them, hardened kernels disable them); seccomp needs no privilege and no setup on any
+  kernel since 3.5, and costs nothing at run time.
+- **resource limits** (`setrlimit`): CPU seconds (the shell timeout, per process), 1 GiB per file
+  (`yes > big.txt` stops there), no core files, and a process count of the user's current processes
+  plus 256 (RLIMIT_NPROC counts all processes of the user, so a fixed number could be too small; and
+  the kernel never enforces it for root: running as root, a fork bomb is NOT stopped).
+- **an environment without secrets**: `TINYHARNESS_API_KEY` and every variable whose name ends in
+  `_KEY` or `_TOKEN` or holds `SECRET`, `PASSWORD`, `PASSWD` or `CREDENTIAL` is not passed on, nor
+  `SSH_AUTH_SOCK`. `TMPDIR`, `TMP` and `TEMP` point at the private folder.
+- **no process left behind**: the harness makes itself a child subreaper
+  (`prctl(PR_SET_CHILD_SUBREAPER)`), so whatever the command leaves running - `setsid`, a double fork,
+  `nohup ... &` - is re-parented to the harness instead of to init. When the command ends or times
+  out, the harness walks `/proc` for every descendant of the command and every orphan it adopted
+  during the command, and kills them all, again and again until none is left.
+- **protected paths inside the workspace**: Landlock grants and never carves, so `.git/hooks/`,
+  `.git/config` and `.tinyharness/` cannot be made read-only inside a writable workspace. Instead the
+  harness snapshots them before the command and, afterwards, undoes every change and reports it: a
+  hook file put back (a new `*.sample` file, which git never runs, may stay), a config restored unless
+  every key it gained is a harmless one (`user.name`, `remote.origin.url`, ...: a key that runs a
+  program, like `core.fsmonitor` or `core.hooksPath`, is never on that list). The file tools refuse
+  those paths outright.
+
+**Fail closed.** On a kernel without Landlock, or with an ABI older than 6 (kernel 6.12; scoping is
+the newest rule above), or on an architecture the seccomp filter does not know, `shell` refuses to run
+anything and says why; `tinyharness run --sandbox off` runs commands unconfined, with a warning on
+every run.
+
+**How the rules get into the child.** `subprocess.Popen(preexec_fn=...)` runs Python in the forked
+child before `exec`: the rules are applied there, with everything prepared in the parent (ctypes
+functions, the BPF program) so that the child only makes system calls. The caveat: `preexec_fn` is not
+safe when the parent has other threads, because `fork` copies only the calling thread and a lock that
+another thread held stays locked forever in the child; the code run in the child takes no lock (no
+import, no logging, no print). The cleaner way is a helper that applies the rules and then execs the
+shell (`python -m tinyharness.sandbox --exec ...`, kept here for that comparison): a fresh
+interpreter costs about 15 ms a command, the `preexec_fn` way under 2 ms (see
+`benchmarks/sandbox.py`).
+
+**What it still cannot see.** Anything inside the workspace is fair game: a command can delete or
+rewrite every file there (use git). Reads of the system are allowed, so a command sees which programs
+are installed and the world-readable parts of `/etc` and `/proc`; running as root, root-owned files in
+those folders are readable too. `AF_UNIX` sockets stay open, and Landlock (up to ABI 7) does not check
+connecting to a socket file: a command could talk to `/var/run/docker.sock` or a desktop's D-Bus, if
+they exist and the user may use them. CPU and memory are not capped beyond the CPU-seconds limit, and
+the disk can still fill with many 1 GiB files. What the command prints, and what the model reads in the
+workspace, may still carry a prompt injection: the kernel stops what a command does, not what the
+model believes. And it is Linux only.
+
+**Check it yourself** (the sandbox is on by default):
+    tinyharness run --yes "run: x=rm; \\$x -rf ~/some-folder"   -> Permission denied
+    tinyharness run --yes "run: python3 -c 'import socket; socket.socket(2, 2)'"   -> PermissionError
+or without a model: `python -m tinyharness.sandbox --exec WORKSPACE -- sh -c 'touch ~/x'`.
+"""
+import ctypes
+import os
+import platform
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# --- Landlock: constants from <linux/landlock.h> -------------------------------------------------------
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446  # every arch
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+MIN_ABI = 6  # scoping (signals, abstract sockets) is the newest right this sandbox relies on
+
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR, MAKE_REG = 1 << 4, 1 << 5, 1 << 6, 1 << 7, 1 << 8
+MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 1 << 9, 1 << 10, 1 << 11, 1 << 12
+REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15  # ABI 2, 3, 5
+FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1}
+ALL_FS_RIGHTS = (1 << 16) - 1  # ABI 5 and later
+FILE_ONLY_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # what a rule on a file may grant
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
+
+READ_EXECUTE = EXECUTE | READ_FILE | READ_DIR
+DEVICE_RIGHTS = READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV
+
+SYSTEM_READ = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc",
+               "/sys/devices/system/cpu"]
+ETC_SECRETS = {"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh", "master.passwd"}
+ETC_EXPANDED = {"ssl": {"private"}}  # folders of /etc granted entry by entry, minus these names
+DEVICES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"]
+
+
+class RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1  # the kernel's struct is __attribute__((packed)): 12 bytes
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+# --- seccomp: a BPF program that refuses socket() for every family but AF_UNIX ---------------------------
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER = 38, 24, 36
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+EACCES, ENOSYS = 13, 38
+AF_UNIX = 1
+# machine -> (AUDIT_ARCH_*, socket's number, io_uring_setup's number, whether x32 numbers must be refused)
+ARCHITECTURES = {"x86_64": (0xC000003E, 41, 425, True), "aarch64": (0xC00000B7, 198, 425, False)}
+
+
+class SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+
+def network_filter(machine):
+    """The BPF program, or None on an architecture it does not know. It reads struct seccomp_data:
+    the syscall number at offset 0, the architecture at 4, the first argument's low half at 16."""
+    if machine not in ARCHITECTURES:
+        return None
+    arch, socket_nr, io_uring_nr, has_x32 = ARCHITECTURES[machine]
+    deny = SECCOMP_RET_ERRNO | EACCES
+    program = [
+        (BPF_LD_W_ABS, 0, 0, 4),                             # 0: arch
+        (BPF_JEQ_K, 1, 0, arch),                             # 1: native? go on : kill (a 32-bit syscall table)
+        (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),         # 2
+        (BPF_LD_W_ABS, 0, 0, 0),                             # 3: syscall number
+        (BPF_JGE_K, 4, 0, 0x40000000 if has_x32 else 0xFFFFFFFF),  # 4: x32 numbers -> 9 : 5
+        (BPF_JEQ_K, 0, 2, socket_nr),                        # 5: socket? 6 : 8
+        (BPF_LD_W_ABS, 0, 0, 16),                            # 6: its family (args[0], low 32 bits)
+        (BPF_JEQ_K, 3, 2, AF_UNIX),                          # 7: AF_UNIX -> allow (11) : deny (10)
+        (BPF_JEQ_K, 0, 2, io_uring_nr),                      # 8: io_uring_setup? 9 : allow (11)
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | ENOSYS),       # 9: as if the kernel had no io_uring (or x32)
+        (BPF_RET_K, 0, 0, deny),                             # 10
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),                # 11
+    ]
+    return program
+
+
+# --- system calls through ctypes ---------------------------------------------------------------------------
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def syscall(number, *args):
+    result = libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    if result < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return result
+
+
+def prctl(option, *args):
+    padded = [ctypes.c_ulong(a) if isinstance(a, int) else a for a in args] + [ctypes.c_ulong(0)] * (4 - len(args))
+    if libc.prctl(ctypes.c_int(option), *padded) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def landlock_abi():
+    """The Landlock ABI version of the running kernel, 0 when it has none (or Landlock is disabled)."""
+    if sys.platform != "linux":
+        return 0
+    try:
+        return syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.c_void_p(None), ctypes.c_size_t(0),
+                       ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
+    except OSError:  # ENOSYS: no Landlock in this kernel; EOPNOTSUPP: built in but switched off
+        return 0
+
+
+def unavailable_reason(abi=None, machine=None):
+    """Why this machine cannot run the sandbox, in one paragraph, or None when it can."""
+    abi = landlock_abi() if abi is None else abi
+    machine = platform.machine() if machine is None else machine
+    if sys.platform != "linux":
+        missing = f"it needs Linux, and this is {sys.platform}"
+    elif abi == 0:
+        missing = (f"this kernel ({platform.release()}) has no Landlock, or it is switched off (Landlock came in "
+                   "Linux 5.13; check that `lsm=` on the kernel command line includes landlock)")
+    elif abi < MIN_ABI:
+        missing = (f"this kernel ({platform.release()}) has Landlock ABI {abi}, and the sandbox needs ABI {MIN_ABI} "
+                   "(Linux 6.12) to keep signals inside the sandbox; ABI 4 (6.7) is needed to cut TCP")
+    elif network_filter(machine) is None:
+        missing = f"its network filter knows x86_64 and aarch64, not {machine}"
+    else:
+        return None
+    return (f"the shell is sandboxed and the sandbox cannot run here: {missing}. Nothing ran. To run commands "
+            "without a sandbox (the command regex is then all that stands between the model and your files), "
+            "start tinyharness again with --sandbox off, and read every command before you approve it.")
+
+
+# --- the rules the child applies to itself -----------------------------------------------------------------
+def read_paths(extra=()):
+    """The folders and files the sandbox may read and execute, besides the workspace."""
+    paths = [p for p in SYSTEM_READ if os.path.exists(p)]
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:  # the Python running the harness (a venv too)
+        paths.append(prefix)
+    paths += etc_entries("/etc")
+    return paths + [os.path.abspath(p) for p in extra]
+
+
+def etc_entries(folder, skip=ETC_SECRETS):
+    """/etc entry by entry, without the files that hold secrets: Landlock cannot carve them out of /etc."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    entries = []
+    for name in names:
+        if name in skip:
+            continue
+        path = os.path.join(folder, name)
+        if name in ETC_EXPANDED and os.path.isdir(path) and not os.path.islink(path):
+            entries += etc_entries(path, ETC_EXPANDED[name])
+        else:
+            entries.append(path)
+    return entries
+
+
+class Rules:
+    """Everything the child needs, prepared in the parent: the child then only makes system calls."""
+
+    def __init__(self, abi, write, read, cpu_seconds, max_processes, file_bytes=1 << 30):
+        self.abi = abi
+        self.fs = ALL_FS_RIGHTS if abi >= 5 else FS_RIGHTS_BY_ABI[abi]
+        self.attr = RulesetAttr(self.fs, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
+                                SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET if abi >= 6 else 0)
+        self.attr_size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+        self.grants = [(p, self.fs) for p in write] + [(p, READ_EXECUTE) for p in read] + \
+                      [(p, DEVICE_RIGHTS) for p in DEVICES] + [("/etc", READ_DIR)]  # listing /etc, not reading it
+        self.limits = [(resource.RLIMIT_CPU, cpu_seconds), (resource.RLIMIT_FSIZE, file_bytes),
+                       (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, max_processes)]
+        self.filter = network_filter(platform.machine())
+        self.program = (SockFilter * len(self.filter))(*self.filter)
+        self.fprog = SockFprog(len(self.filter), self.program)
+        self.beneath = PathBeneathAttr()
+        self.last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text()) if os.path.exists(
+            "/proc/sys/kernel/cap_last_cap") else 40
+        self.drop_capabilities = os.geteuid() == 0
+
+    def apply(self):
+        """Confine the calling process for good. Run in the child, between fork and exec."""
+        for which, value in self.limits:
+            hard = resource.getrlimit(which)[1]
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(which, (value, value))
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        if self.drop_capabilities:  # root: after exec, uid 0 gets only what the bounding set allows
+            for cap in range(self.last_cap + 1):
+                prctl(PR_CAPBSET_DROP, cap)
+        ruleset = syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(self.attr), ctypes.c_size_t(self.attr_size),
+                          ctypes.c_uint32(0))
+        try:
+            for path, rights in self.grants:
+                self.grant(ruleset, path, rights)
+            syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
+        finally:
+            os.close(ruleset)
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.fprog))
+
+    def grant(self, ruleset, path, rights):
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return  # a path that does not exist here (no /lib32) grants nothing
+        try:
+            if not os.path.isdir(f"/proc/self/fd/{fd}"):
+                rights &= FILE_ONLY_RIGHTS  # a right about folder entries on a file: the kernel says EINVAL
+            self.beneath.allowed_access = rights & self.fs
+            self.beneath.parent_fd = fd
+            syscall(SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH),
+                    ctypes.byref(self.beneath), ctypes.c_uint32(0))
+        finally:
+            os.close(fd)
+
+
+# --- the environment ---------------------------------------------------------------------------------------
+def is_secret(name):
+    upper = name.upper()
+    return (upper.endswith(("_KEY", "_TOKEN")) or upper in ("TINYHARNESS_API_KEY", "SSH_AUTH_SOCK")
+            or any(word in upper for word in ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")))
+
+
+def clean_environment(environ, tmpdir):
+    env = {k: v for k, v in environ.items() if not is_secret(k)}
+    env.update(TMPDIR=tmpdir, TMP=tmpdir, TEMP=tmpdir)
+    return env
+
+
+def user_process_count():
+    uid, count = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                count += entry.stat().st_uid == uid
+            except OSError:
+                pass
+    return count
+
+
+# --- processes left behind -----------------------------------------------------------------------------------
+def become_subreaper():
+    """Orphans of our commands come to us, not to init, so we can find and end them."""
+    try:
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+        return True
+    except OSError:
+        return False
+
+
+def parents():
+    """{pid: parent pid} for every process we can see."""
+    table = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                table[int(entry.name)] = int(fields[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    return table
+
+
+def children_of(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return {int(p) for p in f.read().split()}
+    except OSError:
+        return set()
+
+
+def descendants(roots, table):
+    found, todo = set(), list(roots)
+    kids = {}
+    for pid, parent in table.items():
+        kids.setdefault(parent, []).append(pid)
+    while todo:
+        pid = todo.pop()
+        for child in kids.get(pid, []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def end_everything(command_pid, adopted_before):
+    """Kill the command's whole tree and every orphan the harness adopted while it ran, until none is
+    left (a process can fork between one look and the kill), then reap the ones that became ours.
+    Returns how many processes were killed besides the command itself."""
+    me, killed = os.getpid(), set()
+    for _ in range(50):
+        table = parents()
+        new_orphans = {p for p, parent in table.items() if parent == me and p not in adopted_before}
+        victims = ({command_pid} | descendants({command_pid}, table) | new_orphans |
+                   descendants(new_orphans, table)) & set(table)
+        victims = {p for p in victims if not is_zombie(p)}
+        if not victims:
+            break
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        killed |= victims
+        time.sleep(0.002)
+    reap(killed - {command_pid}, me)
+    return len(killed - {command_pid})
+
+
+def is_zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except OSError:
+        return True  # gone already
+
+
+def reap(pids, me):
+    """Orphans that were re-parented to us are our zombies now: collect them."""
+    for pid in pids:
+        try:
+            if parents().get(pid) == me:
+                os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+# --- protected paths inside the workspace ---------------------------------------------------------------------
+PROTECTED = (".git/hooks", ".git/config", ".tinyharness")
+# git config keys a command may add: none of them runs a program (core.fsmonitor, core.hooksPath,
+# core.sshCommand, *.textconv, filter.*, alias.* ... are not here, so adding one is undone)
+HARMLESS_CONFIG = {"core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates",
+                   "core.ignorecase", "core.precomposeunicode", "core.symlinks", "user.name", "user.email",
+                   "init.defaultbranch", "branch.*.remote", "branch.*.merge", "remote.*.url", "remote.*.fetch"}
+
+
+def protected_path(path):
+    """The protected part a workspace-relative path lies in, or None: what the file tools refuse."""
+    parts = Path(path).parts
+    for i, part in enumerate(parts):
+        if part == ".tinyharness":
+            return ".tinyharness"
+        if part == ".git" and parts[i + 1:i + 2] in (("hooks",), ("config",)):
+            return f".git/{parts[i + 1]}"
+    return None
+
+
+def snapshot(workspace):
+    """{relative path: ("file", bytes, mode) | ("link", target) | ("dir",)} under the protected paths."""
+    seen = {}
+    for rel in PROTECTED:
+        path = Path(workspace, rel)
+        if path.is_symlink():
+            seen[rel] = ("link", os.readlink(path))
+        elif path.is_file():
+            seen[rel] = ("file", path.read_bytes(), path.stat().st_mode)
+        elif path.is_dir():
+            seen[rel] = ("dir",)
+            for top, dirs, files in os.walk(path):
+                for name in dirs + files:
+                    item = Path(top, name)
+                    key = item.relative_to(workspace).as_posix()
+                    if item.is_symlink():
+                        seen[key] = ("link", os.readlink(item))
+                    elif item.is_file():
+                        seen[key] = ("file", item.read_bytes(), item.stat().st_mode)
+                    else:
+                        seen[key] = ("dir",)
+    return seen
+
+
+def config_keys(data):
+    """{section.key: value} of a git config file, enough to tell harmless keys from the rest."""
+    keys, section = {}, ""
+    for raw in data.decode("utf-8", "replace").splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            head = line[1:line.find("]")] if "]" in line else line[1:]
+            name, _, sub = head.partition(" ")
+            section = name.lower() + (".*" if sub.strip() else "")
+            continue
+        key, _, value = line.partition("=")
+        keys.setdefault(f"{section}.{key.strip().lower()}", []).append(value.strip())
+    return keys
+
+
+def config_is_harmless(before, after):
+    old = config_keys(before or b"")
+    return all(k in HARMLESS_CONFIG or old.get(k) == v for k, v in config_keys(after).items())
+
+
+def restore(workspace, before):
+    """Undo every change under the protected paths; return what was undone, one line each."""
+    if not Path(workspace, ".git").is_dir() and any(k.startswith(".git/") for k in before):
+        return ["the command removed .git (the repository is gone; nothing was put back)"]
+    after, undone = snapshot(workspace), []
+    for key in sorted(set(before) | set(after), key=len, reverse=True):  # the deepest first
+        old, new = before.get(key), after.get(key)
+        if old == new or (old is None and key.startswith(".git/hooks/") and key.endswith(".sample")):
+            continue
+        if key == ".git/config" and new and new[0] == "file" and (old is None or old[0] == "file") \
+                and config_is_harmless(old[1] if old else None, new[1]):
+            continue
+        remove(Path(workspace, key))
+        undone.append(f"{key} ({'created' if old is None else 'deleted' if new is None else 'changed'})")
+    for key in sorted(before, key=len):  # the shallowest first: folders before what they hold
+        if before[key] != snapshot_one(workspace, key):
+            put_back(Path(workspace, key), before[key])
+    return undone
+
+
+def snapshot_one(workspace, key):
+    path = Path(workspace, key)
+    if path.is_symlink():
+        return ("link", os.readlink(path))
+    if path.is_file():
+        return ("file", path.read_bytes(), path.stat().st_mode)
+    return ("dir",) if path.is_dir() else None
+
+
+def remove(path):
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def put_back(path, state):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if state[0] == "dir":
+        remove(path) if path.exists() and not path.is_dir() else None
+        path.mkdir(exist_ok=True)
+    elif state[0] == "link":
+        remove(path)
+        path.symlink_to(state[1])
+    else:
+        remove(path)
+        path.write_bytes(state[1])
+        os.chmod(path, state[2] & 0o7777)
+
+
+# --- running one command ------------------------------------------------------------------------------------------
+class Sandbox:
+    """How `shell` runs commands: `Sandbox()` confines them, `Sandbox(enabled=False)` does not.
+    `extra_read`: more paths the commands may read (--sandbox-read)."""
+
+    def __init__(self, enabled=True, extra_read=()):
+        self.enabled, self.extra_read = enabled, list(extra_read)
+        self._abi = None
+
+    @property
+    def abi(self):
+        if self._abi is None:
+            self._abi = landlock_abi()
+        return self._abi
+
+    def problem(self):
+        """Why commands cannot run sandboxed here (one paragraph), or None."""
+        return unavailable_reason(self.abi) if self.enabled else None
+
+    def rules(self, workspace, tmpdir, timeout):
+        return Rules(self.abi, [workspace, tmpdir], [workspace, *read_paths(self.extra_read)],
+                     cpu_seconds=max(1, int(timeout) + 1), max_processes=user_process_count() + 256)
+
+    def start(self, workspace, command, timeout, **popen):
+        """Start the command (confined when enabled); return (process, finish) where finish() ends
+        what it left behind, removes its TMPDIR, undoes changes to protected paths and returns notes."""
+        if not self.enabled:
+            process = subprocess.Popen(command, shell=True, cwd=workspace, start_new_session=True, **popen)
+            return process, lambda: []
+        become_subreaper()
+        adopted_before = children_of(os.getpid())
+        tmpdir = tempfile.mkdtemp(prefix="tinyharness-tmp-")
+        before = snapshot(workspace)
+        workspace = os.path.realpath(workspace)
+        rules = self.rules(workspace, tmpdir, timeout)
+        try:
+            process = subprocess.Popen(["/bin/sh", "-c", command], cwd=workspace, start_new_session=True,
+                                       env=clean_environment(os.environ, tmpdir), preexec_fn=rules.apply, **popen)
+        except BaseException:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+            raise
+
+        def finish():
+            left = end_everything(process.pid, adopted_before)
+            shutil.rmtree(tmpdir, ignore_errors=True)
+            notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running"] if left else []
+            undone = restore(workspace, before)
+            if undone:
+                notes.append("[sandbox] protected paths were changed and have been put back: " + ", ".join(undone)
+                             + ". Hooks, git's config and the harness's own settings are for the user to change.")
+            return notes
+        return process, finish
+
+
+def helper_main(argv):
+    """`python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... -- PROGRAM ARGS...`: apply the
+    rules to this process, then exec PROGRAM in WORKSPACE (the other way to get the rules into a child)."""
+    if len(argv) < 4 or argv[0] != "--exec" or "--" not in argv:
+        print("usage: python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... -- PROGRAM [ARGS...]",
+              file=sys.stderr)
+        return 2
+    split = argv.index("--")
+    options, program = argv[1:split], argv[split + 1:]
+    workspace, extra = os.path.realpath(options[0]), [options[i + 1] for i, o in enumerate(options) if o == "--read"]
+    problem = unavailable_reason()
+    if problem or not program:
+        print(f"error: {problem or 'no program to run'}", file=sys.stderr)
+        return 1
+    tmpdir = os.environ.get("TMPDIR") or tempfile.gettempdir()
+    Rules(landlock_abi(), [workspace, tmpdir], [workspace, *read_paths(extra)], cpu_seconds=600,
+          max_processes=user_process_count() + 256).apply()
+    os.chdir(workspace)
+    os.execvpe(program[0], program, clean_environment(os.environ, tmpdir))
+
+
+if __name__ == "__main__":
+    sys.exit(helper_main(sys.argv[1:]))
