@@ -8,6 +8,7 @@ from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
 from .loop import Stats, Stopped, run_agent
+from .sandbox import Sandbox
 from .vision import ImageError, image_part, load_attachment
 
 
@@ -78,6 +79,17 @@ def add_run_flags(parser):
                               "the server's prompt cache). sliding: the m5 stage's scissors, every turn")
     cutting.add_argument("--no-scissors", dest="context_policy", action="store_const", const="none",
                          help="send every tool result whole, however old: --context-policy none (for A/B runs)")
+    parser.add_argument("--sandbox", choices=["on", "off"], default="on",
+                        help="on (default): every shell command runs confined by the kernel (Landlock, seccomp, "
+                             "resource limits; Linux 6.12 or later): it may write only in the workspace and a private "
+                             "TMPDIR, read the system and the workspace but nothing else of yours (no home folder), "
+                             "open no network socket, signal no process outside, leave no process behind; changes to "
+                             ".git/hooks, .git/config and .tinyharness/ are undone. It does not stop a command from "
+                             "changing anything inside the workspace. off: commands run unconfined (a warning says so "
+                             "on every run); where the sandbox cannot run, shell refuses until you choose off")
+    parser.add_argument("--sandbox-read", action="append", default=[], metavar="PATH",
+                        help="let sandboxed commands read (and run) PATH too, e.g. a toolchain in your home folder "
+                             "(repeatable)")
     parser.add_argument("--context-window", type=int, default=CONTEXT_WINDOW, metavar="TOKENS",
                         help="the model's context length: the policies cut to fit it, and a warning says when "
                              "the prompt nears it (default %(default)s)")
@@ -167,6 +179,13 @@ def run_command(args, parser):
         parser.error("--shell-timeout must be more than 0")
     if args.context_window < 1:
         parser.error("--context-window must be 1 or more")
+    missing = [p for p in args.sandbox_read if not os.path.exists(p)]
+    if missing:
+        parser.error(f"--sandbox-read: {missing[0]} does not exist")
+    sandbox = Sandbox(enabled=args.sandbox == "on", extra_read=args.sandbox_read)
+    if args.sandbox == "off":
+        print("warning: --sandbox off: shell commands run with all your rights; only the command regex and your "
+              "approval stand between the model and your files, keys and network.", file=sys.stderr)
     try:  # a bad image is a usage error (exit 2), found before any model call
         image = image_part(*load_attachment(args.image, os.getcwd())) if args.image else None
     except ImageError as e:
@@ -184,7 +203,7 @@ def run_command(args, parser):
     try:
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
                            args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds,
-                           args.context_policy, args.context_window, image=image)
+                           args.context_policy, args.context_window, image=image, sandbox=sandbox)
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
             print(printable(answer))

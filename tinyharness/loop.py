@@ -51,10 +51,11 @@ def system_prompt(workspace):
 
 def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, transcript=None,
               shell_timeout=SHELL_TIMEOUT, approve=ask_user, max_seconds=MAX_SECONDS, context_policy=DEFAULT_POLICY,
-              context_window=CONTEXT_WINDOW, image=None):
+              context_window=CONTEXT_WINDOW, image=None, sandbox=None):
     """Loop until the model answers without tool calls; return that answer. Raise Stopped, with an
     account of what was done, when a budget runs out or the model keeps repeating itself.
-    `context_policy` names one of context.POLICIES: how old tool results are cut before each call."""
+    `context_policy` names one of context.POLICIES: how old tool results are cut before each call.
+    `sandbox`: how shell commands run (sandbox.Sandbox; None = sandboxed, with the defaults)."""
     first = user_message_with_image(task, image) if image else {"role": "user", "content": task}  # image: from --image
     messages = [{"role": "system", "content": system_prompt(workspace)}, first]
     arrivals = ArrivalWatch()  # did each picture reach the model? The bill says
@@ -82,7 +83,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
         for number, call in enumerate(calls, 1):
             repeats.see(call)  # before it runs: running it replaces broken arguments with {}
             run_tool_call(call, f"call_{turn + 1}_{number}", workspace, messages, stats, echo, shell_timeout, approve,
-                          memory, images)
+                          memory, images, sandbox)
             record.note(call, messages[-1]["content"])
         if images:  # after ALL of this turn's results: a message between two of them breaks the pairing
             messages.append(image_followup_message([part for _, part in images], [name for name, _ in images]))
@@ -103,7 +104,7 @@ def watch_context(watch, usage, messages):
             print(warning, file=sys.stderr, flush=True)
 
 
-def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout, approve, memory, images):
+def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout, approve, memory, images, sandbox=None):
     """Run one call and append its result, paired to the call by the id the server gave it."""
     function = call.setdefault("function", {})
     name, arguments = function.get("name"), function.get("arguments")
@@ -114,11 +115,11 @@ def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeou
     call["id"] = call.get("id") or spare_id
     echo(f"  [tool] {name}({function['arguments']})")
     stats.tool_calls += 1
-    result = checked_run(workspace, name, arguments, shell_timeout, approve, memory, images)
+    result = checked_run(workspace, name, arguments, shell_timeout, approve, memory, images, sandbox)
     messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
 
 
-def checked_run(workspace, name, arguments, shell_timeout, approve, memory, images):
+def checked_run(workspace, name, arguments, shell_timeout, approve, memory, images, sandbox=None):
     """The choke point: every call passes here after it is parsed and before it runs. The hooks come
     first, so a blocked call never reaches the user; then writes, commands and URLs need the user's yes.
     After the call ran, the post hooks may add what they found to its result: the model reads it next."""
@@ -130,7 +131,7 @@ def checked_run(workspace, name, arguments, shell_timeout, approve, memory, imag
         return f"BLOCKED: {reason}"
     if needs_permission(name, arguments) and not approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
         return f"DENIED: the user did not allow this {name} call, so it did not run."
-    result = run_tool(workspace, name, arguments, shell_timeout, images)
+    result = run_tool(workspace, name, arguments, shell_timeout, images, sandbox)
     return post_tool_use(workspace, name, arguments, result, memory)
 
 

@@ -291,6 +291,14 @@ class Rules:
             os.close(ruleset)
         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.fprog))
 
+    def apply_in_child(self):
+        """apply(), or exit 126 with the reason on the command's output: a command never runs unconfined."""
+        try:
+            self.apply()
+        except BaseException as e:
+            os.write(2, f"[sandbox] could not confine the command, so it did not run: {e}\n".encode())
+            os._exit(126)
+
     def grant(self, ruleset, path, rights):
         try:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -305,6 +313,57 @@ class Rules:
                     ctypes.byref(self.beneath), ctypes.c_uint32(0))
         finally:
             os.close(fd)
+
+
+# --- the file tools: open beneath the workspace, at the moment of the call -------------------------------
+SYS_OPENAT2 = 437  # every arch; Linux 5.6
+RESOLVE_NO_MAGICLINKS, RESOLVE_BENEATH = 0x02, 0x08
+EXDEV = 18
+
+
+class OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def open_beneath(workspace, path, flags, mode=0o666):
+    """os.open(workspace/path), except that the kernel refuses, while it resolves the path, any step
+    that leaves the workspace: '..' above it, an absolute path, a symbolic link pointing out (even one
+    swapped in after the hooks checked the path), /proc/self/root. openat2(RESOLVE_BENEATH) on Linux;
+    elsewhere a walk one component at a time that follows no symbolic link at all."""
+    root = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if hasattr(os, "O_PATH") else \
+        os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if sys.platform == "linux":
+            try:
+                how = OpenHow(flags | os.O_CLOEXEC, mode if flags & (os.O_CREAT | getattr(os, "O_TMPFILE", 0)) else 0,
+                              RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+                return syscall(SYS_OPENAT2, ctypes.c_int(root), ctypes.c_char_p(os.fsencode(path)),
+                               ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+            except OSError as e:
+                if e.errno == EXDEV:
+                    raise PermissionError(e.errno, "the path leads out of the workspace (through '..', an absolute "
+                                                   "path or a symbolic link), and the file tools stay inside") from None
+                if e.errno != ENOSYS:
+                    raise
+        return walk_open(root, path, flags, mode)
+    finally:
+        os.close(root)
+
+
+def walk_open(root, path, flags, mode):
+    """The portable fallback: each folder opened relative to the last one with O_NOFOLLOW."""
+    parts = [p for p in Path(path).parts if p not in ("", ".")]
+    if Path(path).is_absolute() or ".." in parts:
+        raise PermissionError(EACCES, "the path leads out of the workspace, and the file tools stay inside")
+    folder = os.dup(root)
+    try:
+        for part in parts[:-1]:
+            step = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+            os.close(folder)
+            folder = step
+        return os.open(parts[-1] if parts else ".", flags | os.O_NOFOLLOW, mode, dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 # --- the environment ---------------------------------------------------------------------------------------
@@ -572,7 +631,7 @@ class Sandbox:
         rules = self.rules(workspace, tmpdir, timeout)
         try:
             process = subprocess.Popen(["/bin/sh", "-c", command], cwd=workspace, start_new_session=True,
-                                       env=clean_environment(os.environ, tmpdir), preexec_fn=rules.apply, **popen)
+                                       env=clean_environment(os.environ, tmpdir), preexec_fn=rules.apply_in_child, **popen)
         except BaseException:
             shutil.rmtree(tmpdir, ignore_errors=True)
             raise

@@ -15,6 +15,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+from .sandbox import Sandbox, open_beneath, protected_path
 from .vision import ImageError, image_part, load_image, view_image_result
 
 SHELL_TIMEOUT = 60  # seconds; --shell-timeout changes it
@@ -23,8 +24,12 @@ KEEP_BYTES = 100_000  # held from each end while a command runs, so one that pri
 
 
 def list_dir(workspace, path="."):
-    folder = Path(workspace) / path
-    names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+    folder = open_beneath(workspace, path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with os.scandir(folder) as entries:
+            names = sorted(e.name + ("/" if e.is_dir() else "") for e in entries)
+    finally:
+        os.close(folder)
     if not names:
         return f"OK: {path} is an empty folder"
     return f"OK: {path} has {len(names)} entr{'y' if len(names) == 1 else 'ies'}:\n" + "\n".join(names)
@@ -32,7 +37,7 @@ def list_dir(workspace, path="."):
 
 def read_file(workspace, path):
     # O_NONBLOCK: opening a FIFO that nobody writes to would otherwise wait forever
-    with open(os.open(Path(workspace) / path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
+    with open(open_beneath(workspace, path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
         kind = os.fstat(file.fileno()).st_mode
         if stat.S_ISDIR(kind):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
@@ -45,22 +50,44 @@ def read_file(workspace, path):
 def write_file(workspace, path, content):
     """Write a new file beside the target, then rename it over the target. A rename replaces what was
     there - a hard link to another file, a FIFO, a symlink - instead of writing through it, and a harness
-    that dies halfway leaves the old file or the new one, never half of one."""
-    target = Path(workspace) / path
-    if target.is_dir():
+    that dies halfway leaves the old file or the new one, never half of one. The folder is opened once,
+    beneath the workspace, and both steps happen in it: a link swapped in meanwhile changes nothing."""
+    protected = protected_path(path)
+    if protected:
+        raise PermissionError(errno.EACCES, f"{protected} is protected: what is written there runs later (git hooks, "
+                                            "git's config) or configures the harness; only the user changes it")
+    target = Path(path)
+    if target.name in ("", ".", ".."):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-    temp = target.parent / f".write-{secrets.token_hex(4)}.tmp"
-    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to any new file
+    folder = open_beneath(workspace, str(target.parent), os.O_PATH | os.O_DIRECTORY)
+    try:
+        replace_in(folder, target.name, content)
+    finally:
+        os.close(folder)
+    return f"OK: wrote {len(content)} characters to {path}"
+
+
+def replace_in(folder, name, content):
+    try:
+        old = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        old = None
+    if old and stat.S_ISDIR(old.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    temp = f".write-{secrets.token_hex(4)}.tmp"
+    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666, dir_fd=folder)  # umask applies
     try:
         with open(descriptor, "w", encoding="utf-8") as file:
             file.write(content)
-        if target.is_file():
-            os.chmod(temp, stat.S_IMODE(target.stat().st_mode))  # a script stays executable
-        os.replace(temp, target)
+            if old and stat.S_ISREG(old.st_mode):
+                os.fchmod(file.fileno(), stat.S_IMODE(old.st_mode))  # a script stays executable
+        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        temp.unlink(missing_ok=True)
+        try:
+            os.unlink(temp, dir_fd=folder)
+        except FileNotFoundError:
+            pass
         raise
-    return f"OK: wrote {len(content)} characters to {path}"
 
 
 NOTES_FILE = "agent_notes.md"
@@ -74,7 +101,7 @@ def save_note(workspace, text):
         return "ERROR: the note is empty; write the facts you will need later"
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        with open(os.open(Path(workspace) / NOTES_FILE, flags, 0o666), "a", encoding="utf-8") as file:
+        with open(open_beneath(workspace, NOTES_FILE, flags, 0o666), "a", encoding="utf-8") as file:
             info = os.fstat(file.fileno())
             if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
                 return (f"ERROR: cannot save the note: {NOTES_FILE} is not a plain file of its own (a hard link or "
@@ -86,12 +113,17 @@ def save_note(workspace, text):
     return f"OK: saved a note of {len(text.strip())} characters to {NOTES_FILE}"
 
 
-def shell(workspace, command, timeout=SHELL_TIMEOUT):
-    """Run one command in a new shell. The command gets its own process group (a new session), so the
-    timeout can kill everything it started, not just /bin/sh."""
-    process = subprocess.Popen(command, shell=True, cwd=workspace, start_new_session=True,
-                               stdin=subprocess.DEVNULL,  # a command that waits for input gets end-of-file
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
+    """Run one command in a new shell, confined by the sandbox (sandbox.py) unless it is switched off.
+    The command gets its own process group (a new session), and the sandbox finds what left the group,
+    so the timeout can kill everything it started, not just /bin/sh."""
+    sandbox = Sandbox() if sandbox is None else sandbox
+    problem = sandbox.problem()
+    if problem:
+        return f"ERROR: {problem}"
+    process, finish = sandbox.start(workspace, command, timeout,
+                                    stdin=subprocess.DEVNULL,  # a command that waits for input gets end-of-file
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     output = Output()
     reader = threading.Thread(target=output.collect, args=(process.stdout,), daemon=True)
     reader.start()
@@ -101,9 +133,11 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT):
     except subprocess.TimeoutExpired:
         timed_out = True
     kill_group(process.pid)  # also what the command left running in the background: it would hold the pipe open
+    notes = finish()  # sandboxed: every process it left, wherever it went, and the protected paths put back
     status = process.wait()
-    reader.join(timeout=1)  # a child that left the group (setsid) can keep the pipe open forever: stop reading
+    reader.join(timeout=1)  # unsandboxed, a child that left the group (setsid) can keep the pipe open: stop reading
     text = cut(decode(output.head + output.tail), output.dropped)
+    text = "\n".join([text] * bool(text) + notes)
     if timed_out:
         return (f"ERROR: timed out after {timeout:g} s; the command and everything it started were killed "
                 f"(exit status {status}). Output until then:\n{text}")
@@ -200,15 +234,15 @@ SCHEMAS = [
 PARAMETERS = {s["function"]["name"]: s["function"]["parameters"]["required"] for s in SCHEMAS}
 
 
-def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT, images=None):
+def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT, images=None, sandbox=None):
     """Run one call. Whatever goes wrong comes back as text that says what was wrong and what is valid;
-    the loop never crashes here."""
+    the loop never crashes here. `sandbox`: how shell commands run (sandbox.Sandbox; None = on, defaults)."""
     arguments, problem = check_call(name, arguments)
     if problem:
         return problem
     try:
         if name == "shell":
-            return shell(workspace, arguments["command"], timeout=shell_timeout)
+            return shell(workspace, arguments["command"], timeout=shell_timeout, sandbox=sandbox)
         if name == "view_image":  # images: where the loop collects this turn's pictures
             return view_image(workspace, arguments["path"], images)
         return TOOLS[name](workspace, **arguments)
