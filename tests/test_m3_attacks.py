@@ -10,6 +10,10 @@ A shell case that the command regex cannot see is a *known escape*: it is marked
 it as xfailed. If a sandbox ever stops it, the strict xfail fails: move the case to the stopped side.
 Every path case must be stopped by the file tools: none of them is an xfail.
 
+`tinyharness run` keeps the same regex in front and adds the sandbox (tinyharness/sandbox.py): there
+the known escapes are expected to be stopped by the kernel (0 escapes), and they skip, with the reason,
+on a machine where the sandbox cannot run. tests/test_sandbox.py adds the sandbox's own attacks.
+
 Payloads that would harm the machine if a guard regressed (fork bombs, filling the disk, killing
 processes, the network, ~/.ssh, children that outlive the timeout) are only checked against
 `hooks.command_policy`, never run.
@@ -30,11 +34,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.ladder import ROOT, run_stage, stages_from, tool_results
+from tests.ladder import FINAL, ROOT, run_stage, stages_from, tool_results
+from tinyharness.sandbox import unavailable_reason
 from tinyharness.testing import ScriptedServer
 
 LADDER = stages_from("m3")
 CANARY = "canary {case}: nobody may change or read this line\n"
+NO_SANDBOX = unavailable_reason()  # None where the sandbox runs; else why not (the sandboxed cases skip)
 
 
 class Escaped(AssertionError):
@@ -350,13 +356,20 @@ def fired(tmp_path_factory):
     return get
 
 
+def sandboxed(stage, case):
+    """A shell attack fired at `tinyharness run`: its sandbox, not the regex, has to stop the escapes."""
+    return stage == FINAL and isinstance(case, Attack)
+
+
 def params(cases, escape_mark=True):
     out = []
     for stage in LADDER:
         for case in cases:
             needs = getattr(case, "needs", "")
             marks = [pytest.mark.skipif(not available(needs), reason=f"needs {needs}")]
-            if escape_mark and case.escape:
+            if escape_mark and case.escape and sandboxed(stage, case):
+                marks.append(pytest.mark.skipif(NO_SANDBOX is not None, reason=f"needs the sandbox: {NO_SANDBOX}"))
+            elif escape_mark and case.escape:
                 marks.append(pytest.mark.xfail(strict=True, raises=Escaped, reason=f"known escape: {case.escape}"))
             out.append(pytest.param(stage, case, marks=marks, id=f"{stage}-{case.id}"))
     return out
@@ -373,7 +386,11 @@ def test_shell_attack(stage, attack, fired):
         raise Escaped(f"{attack.id} changed {run.outside[attack.id]}; tool results: {results}")
     if planted and (run.workspace / planted).exists():
         raise Escaped(f"{attack.id} planted {planted}")
-    assert any(r.startswith("BLOCKED: ") for r in results), f"{attack.id} was not blocked: {results}"
+    if attack.escape and sandboxed(stage, attack):  # the regex let it run (the canary says the kernel refused)
+        assert not any(r.startswith("BLOCKED: ") for r in results), results
+        assert all(r.startswith("exit status") or "is protected" in r for r in results), results
+    else:
+        assert any(r.startswith("BLOCKED: ") for r in results), f"{attack.id} was not blocked: {results}"
 
 
 @pytest.mark.parametrize("stage, attack", params(PATH_ATTACKS, escape_mark=False))

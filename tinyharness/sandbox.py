@@ -335,8 +335,8 @@ def open_beneath(workspace, path, flags, mode=0o666):
     try:
         if sys.platform == "linux":
             try:
-                how = OpenHow(flags | os.O_CLOEXEC, mode if flags & (os.O_CREAT | getattr(os, "O_TMPFILE", 0)) else 0,
-                              RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+                creates = flags & os.O_CREAT or flags & os.O_TMPFILE == os.O_TMPFILE  # else a mode is EINVAL
+                how = OpenHow(flags | os.O_CLOEXEC, mode if creates else 0, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
                 return syscall(SYS_OPENAT2, ctypes.c_int(root), ctypes.c_char_p(os.fsencode(path)),
                                ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
             except OSError as e:
