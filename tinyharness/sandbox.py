@@ -18,6 +18,8 @@ itself and everything it will start (the rules are inherited and can never be li
   afterwards); read and execute: the system (`/usr`, `/bin`, `/sbin`, `/lib*`, `/opt`, `/proc`, the
   CPU list in `/sys`, `/etc` entry by entry without `shadow`, `gshadow`, `sudoers`, `ssh` and
   `ssl/private`), the Python that runs the harness (so `python3 -m pytest` works from a virtualenv),
+  git's settings in the home folder (`~/.gitconfig`, `~/.config/git/{config,ignore,attributes}`: git
+  refuses to run when it may not read them; `~/.git-credentials` stays closed),
   the workspace, and each `--sandbox-read PATH`; read and write: `/dev/null`, `/dev/zero`,
   `/dev/full`, `/dev/random`, `/dev/urandom`, `/dev/tty`. Nothing else of the user's: not the home
   folder, not a folder beside the workspace. Landlock ABI 4 adds TCP: no rule grants a port, so every
@@ -113,8 +115,10 @@ DEVICE_RIGHTS = READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV
 
 SYSTEM_READ = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc",
                "/sys/devices/system/cpu"]
+GIT_SETTINGS = [".gitconfig", ".config/git/config", ".config/git/ignore", ".config/git/attributes"]  # in home
 ETC_SECRETS = {"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh", "master.passwd"}
 ETC_EXPANDED = {"ssl": {"private"}}  # folders of /etc granted entry by entry, minus these names
+FILE_BYTES = 1 << 30  # RLIMIT_FSIZE: no file written bigger than 1 GiB
 DEVICES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"]
 
 
@@ -229,6 +233,8 @@ def read_paths(extra=()):
     for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:  # the Python running the harness (a venv too)
         paths.append(prefix)
     paths += etc_entries("/etc")
+    home = os.path.expanduser("~")  # git stops with "fatal" when it may not read the user's git settings
+    paths += [os.path.join(home, name) for name in GIT_SETTINGS]
     return paths + [os.path.abspath(p) for p in extra]
 
 
@@ -253,7 +259,8 @@ def etc_entries(folder, skip=ETC_SECRETS):
 class Rules:
     """Everything the child needs, prepared in the parent: the child then only makes system calls."""
 
-    def __init__(self, abi, write, read, cpu_seconds, max_processes, file_bytes=1 << 30):
+    def __init__(self, abi, write, read, cpu_seconds, max_processes, file_bytes=None):
+        file_bytes = FILE_BYTES if file_bytes is None else file_bytes
         self.abi = abi
         self.fs = ALL_FS_RIGHTS if abi >= 5 else FS_RIGHTS_BY_ABI[abi]
         self.attr = RulesetAttr(self.fs, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
@@ -544,6 +551,12 @@ def config_is_harmless(before, after):
     return all(k in HARMLESS_CONFIG or old.get(k) == v for k, v in config_keys(after).items())
 
 
+def harmless_new_hook(key, old, new):
+    """git init makes .git/hooks full of *.sample files; git never runs those."""
+    return old is None and new is not None and (key == ".git/hooks" and new == ("dir",) or
+                                                key.startswith(".git/hooks/") and key.endswith(".sample"))
+
+
 def restore(workspace, before):
     """Undo every change under the protected paths; return what was undone, one line each."""
     if not Path(workspace, ".git").is_dir() and any(k.startswith(".git/") for k in before):
@@ -551,7 +564,7 @@ def restore(workspace, before):
     after, undone = snapshot(workspace), []
     for key in sorted(set(before) | set(after), key=len, reverse=True):  # the deepest first
         old, new = before.get(key), after.get(key)
-        if old == new or (old is None and key.startswith(".git/hooks/") and key.endswith(".sample")):
+        if old == new or harmless_new_hook(key, old, new):
             continue
         if key == ".git/config" and new and new[0] == "file" and (old is None or old[0] == "file") \
                 and config_is_harmless(old[1] if old else None, new[1]):
@@ -597,10 +610,10 @@ def put_back(path, state):
 # --- running one command ------------------------------------------------------------------------------------------
 class Sandbox:
     """How `shell` runs commands: `Sandbox()` confines them, `Sandbox(enabled=False)` does not.
-    `extra_read`: more paths the commands may read (--sandbox-read)."""
+    `extra_read`: more paths the commands may read (--sandbox-read); `file_bytes`: the largest file."""
 
-    def __init__(self, enabled=True, extra_read=()):
-        self.enabled, self.extra_read = enabled, list(extra_read)
+    def __init__(self, enabled=True, extra_read=(), file_bytes=FILE_BYTES):
+        self.enabled, self.extra_read, self.file_bytes = enabled, list(extra_read), file_bytes
         self._abi = None
 
     @property
@@ -615,7 +628,8 @@ class Sandbox:
 
     def rules(self, workspace, tmpdir, timeout):
         return Rules(self.abi, [workspace, tmpdir], [workspace, *read_paths(self.extra_read)],
-                     cpu_seconds=max(1, int(timeout) + 1), max_processes=user_process_count() + 256)
+                     cpu_seconds=max(1, int(timeout) + 1), max_processes=user_process_count() + 256,
+                     file_bytes=self.file_bytes)
 
     def start(self, workspace, command, timeout, **popen):
         """Start the command (confined when enabled); return (process, finish) where finish() ends

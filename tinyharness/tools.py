@@ -137,7 +137,8 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
     status = process.wait()
     reader.join(timeout=1)  # unsandboxed, a child that left the group (setsid) can keep the pipe open: stop reading
     text = cut(decode(output.head + output.tail), output.dropped)
-    text = "\n".join([text] * bool(text) + notes)
+    if notes:  # what the sandbox did after the command: on lines of their own, after its output
+        text = "\n".join(([text.rstrip("\n")] if text else []) + notes)
     if timed_out:
         return (f"ERROR: timed out after {timeout:g} s; the command and everything it started were killed "
                 f"(exit status {status}). Output until then:\n{text}")
