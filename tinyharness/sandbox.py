@@ -636,7 +636,7 @@ class Sandbox:
         what it left behind, removes its TMPDIR, undoes changes to protected paths and returns notes."""
         if not self.enabled:
             process = subprocess.Popen(command, shell=True, cwd=workspace, start_new_session=True, **popen)
-            return process, lambda: []
+            return process, lambda timed_out=False: []
         become_subreaper()
         adopted_before = children_of(os.getpid())
         tmpdir = tempfile.mkdtemp(prefix="tinyharness-tmp-")
@@ -650,10 +650,11 @@ class Sandbox:
             shutil.rmtree(tmpdir, ignore_errors=True)
             raise
 
-        def finish():
+        def finish(timed_out=False):
             left = end_everything(process.pid, adopted_before)
             shutil.rmtree(tmpdir, ignore_errors=True)
-            notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running"] if left else []
+            notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running"] \
+                if left and not timed_out else []  # a timeout's message says so already
             undone = restore(workspace, before)
             if undone:
                 notes.append("[sandbox] protected paths were changed and have been put back: " + ", ".join(undone)

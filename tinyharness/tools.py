@@ -133,7 +133,7 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
     except subprocess.TimeoutExpired:
         timed_out = True
     kill_group(process.pid)  # also what the command left running in the background: it would hold the pipe open
-    notes = finish()  # sandboxed: every process it left, wherever it went, and the protected paths put back
+    notes = finish(timed_out)  # sandboxed: every process it left, wherever it went, and the protected paths put back
     status = process.wait()
     reader.join(timeout=1)  # unsandboxed, a child that left the group (setsid) can keep the pipe open: stop reading
     text = cut(decode(output.head + output.tail), output.dropped)
