@@ -88,6 +88,7 @@ import platform
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -257,11 +258,11 @@ def etc_entries(folder, skip=ETC_SECRETS):
 
 
 class Rules:
-    """Everything the child needs, prepared in the parent: the child then only makes system calls."""
+    """The confinement of one command. The parent builds the Landlock ruleset (a file descriptor the
+    child inherits across fork) and everything else it can; the child only makes system calls."""
 
     def __init__(self, abi, write, read, cpu_seconds, max_processes, file_bytes=None):
         file_bytes = FILE_BYTES if file_bytes is None else file_bytes
-        self.abi = abi
         self.fs = ALL_FS_RIGHTS if abi >= 5 else FS_RIGHTS_BY_ABI[abi]
         self.attr = RulesetAttr(self.fs, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
                                 SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET if abi >= 6 else 0)
@@ -273,13 +274,38 @@ class Rules:
         self.filter = network_filter(platform.machine())
         self.program = (SockFilter * len(self.filter))(*self.filter)
         self.fprog = SockFprog(len(self.filter), self.program)
-        self.beneath = PathBeneathAttr()
         self.last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text()) if os.path.exists(
             "/proc/sys/kernel/cap_last_cap") else 40
         self.drop_capabilities = os.geteuid() == 0
+        self.ruleset = None
+
+    def build(self):
+        """Create the Landlock ruleset and add every grant: in the parent, where it costs no fork time."""
+        self.ruleset = syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(self.attr), ctypes.c_size_t(self.attr_size),
+                               ctypes.c_uint32(0))
+        beneath = PathBeneathAttr()
+        for path, rights in self.grants:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # a path that does not exist here (no /lib32) grants nothing
+            try:
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    rights &= FILE_ONLY_RIGHTS  # a right about folder entries on a file: the kernel says EINVAL
+                beneath.allowed_access, beneath.parent_fd = rights & self.fs, fd
+                syscall(SYS_LANDLOCK_ADD_RULE, ctypes.c_int(self.ruleset), ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH),
+                        ctypes.byref(beneath), ctypes.c_uint32(0))
+            finally:
+                os.close(fd)
+        return self
+
+    def close(self):
+        if self.ruleset is not None:
+            os.close(self.ruleset)
+            self.ruleset = None
 
     def apply(self):
-        """Confine the calling process for good. Run in the child, between fork and exec."""
+        """Confine the calling process for good: in the child, between fork and exec."""
         for which, value in self.limits:
             hard = resource.getrlimit(which)[1]
             value = value if hard == resource.RLIM_INFINITY else min(value, hard)
@@ -288,14 +314,7 @@ class Rules:
         if self.drop_capabilities:  # root: after exec, uid 0 gets only what the bounding set allows
             for cap in range(self.last_cap + 1):
                 prctl(PR_CAPBSET_DROP, cap)
-        ruleset = syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(self.attr), ctypes.c_size_t(self.attr_size),
-                          ctypes.c_uint32(0))
-        try:
-            for path, rights in self.grants:
-                self.grant(ruleset, path, rights)
-            syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
-        finally:
-            os.close(ruleset)
+        syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(self.ruleset), ctypes.c_uint32(0))
         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.fprog))
 
     def apply_in_child(self):
@@ -305,21 +324,6 @@ class Rules:
         except BaseException as e:
             os.write(2, f"[sandbox] could not confine the command, so it did not run: {e}\n".encode())
             os._exit(126)
-
-    def grant(self, ruleset, path, rights):
-        try:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError:
-            return  # a path that does not exist here (no /lib32) grants nothing
-        try:
-            if not os.path.isdir(f"/proc/self/fd/{fd}"):
-                rights &= FILE_ONLY_RIGHTS  # a right about folder entries on a file: the kernel says EINVAL
-            self.beneath.allowed_access = rights & self.fs
-            self.beneath.parent_fd = fd
-            syscall(SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH),
-                    ctypes.byref(self.beneath), ctypes.c_uint32(0))
-        finally:
-            os.close(fd)
 
 
 # --- the file tools: open beneath the workspace, at the moment of the call -------------------------------
@@ -408,53 +412,63 @@ def become_subreaper():
 
 
 def parents():
-    """{pid: parent pid} for every process we can see."""
+    """{pid: parent pid} for every process we can see (the slow way: one file per process)."""
     table = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
                 with open(f"/proc/{entry.name}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-                table[int(entry.name)] = int(fields[1])
+                    table[int(entry.name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 pass
     return table
 
 
-def children_of(pid):
+def child_lister():
+    """A function pid -> its children, for one look at the process tree. /proc/PID/task/TID/children
+    (one file per thread) reads only the tree we care about; without it, the whole /proc is read once."""
+    if os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
+        return children_from_proc
+    table = parents()
+    return lambda pid: {p for p, parent in table.items() if parent == pid}
+
+
+def children_from_proc(pid):
+    kids = set()
     try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return {int(p) for p in f.read().split()}
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return set()
+        return kids
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids.update(int(p) for p in f.read().split())
+        except OSError:
+            pass  # the thread or the process ended meanwhile
+    return kids
 
 
-def descendants(roots, table):
-    found, todo = set(), list(roots)
-    kids = {}
-    for pid, parent in table.items():
-        kids.setdefault(parent, []).append(pid)
+def tree(roots, children):
+    found, todo = set(roots), list(roots)
     while todo:
-        pid = todo.pop()
-        for child in kids.get(pid, []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
+        for child in children(todo.pop()) - found:
+            found.add(child)
+            todo.append(child)
     return found
 
 
 def end_everything(command_pid, adopted_before):
-    """Kill the command's whole tree and every orphan the harness adopted while it ran, until none is
-    left (a process can fork between one look and the kill), then reap the ones that became ours.
-    Returns how many processes were killed besides the command itself."""
+    """Kill the command's whole tree and every orphan the harness adopted while it ran, again until none
+    is left (a process can fork between one look and the kill), then reap the orphans that became ours
+    (the command itself is left for Popen.wait). Returns how many processes were killed besides it."""
     me, killed = os.getpid(), set()
-    for _ in range(50):
-        table = parents()
-        new_orphans = {p for p, parent in table.items() if parent == me and p not in adopted_before}
-        victims = ({command_pid} | descendants({command_pid}, table) | new_orphans |
-                   descendants(new_orphans, table)) & set(table)
-        victims = {p for p in victims if not is_zombie(p)}
-        if not victims:
+    for _ in range(100):
+        children = child_lister()
+        found = tree((children(me) - adopted_before) | {command_pid}, children)
+        victims = {p for p in found if not is_zombie(p)}
+        # A dying process hands its children to us before it turns zombie: read ours again AFTER the
+        # zombie checks, or one handed over meanwhile would be missed.
+        if not victims and children(me) - adopted_before <= found:
             break
         for pid in victims:
             try:
@@ -462,27 +476,22 @@ def end_everything(command_pid, adopted_before):
             except (ProcessLookupError, PermissionError):
                 pass
         killed |= victims
-        time.sleep(0.002)
-    reap(killed - {command_pid}, me)
+        time.sleep(0.001)
+    for pid in child_lister()(me) - adopted_before - {command_pid}:
+        try:
+            os.kill(pid, signal.SIGKILL)  # a child of ours cannot have been replaced: a zombie, or now dying
+            os.waitpid(pid, 0)  # collected, or it stays a zombie for as long as the harness runs
+        except (ChildProcessError, ProcessLookupError):
+            pass
     return len(killed - {command_pid})
 
 
 def is_zombie(pid):
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
     except OSError:
         return True  # gone already
-
-
-def reap(pids, me):
-    """Orphans that were re-parented to us are our zombies now: collect them."""
-    for pid in pids:
-        try:
-            if parents().get(pid) == me:
-                os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
 
 
 # --- protected paths inside the workspace ---------------------------------------------------------------------
@@ -638,17 +647,20 @@ class Sandbox:
             process = subprocess.Popen(command, shell=True, cwd=workspace, start_new_session=True, **popen)
             return process, lambda timed_out=False: []
         become_subreaper()
-        adopted_before = children_of(os.getpid())
+        adopted_before = child_lister()(os.getpid())
         tmpdir = tempfile.mkdtemp(prefix="tinyharness-tmp-")
         before = snapshot(workspace)
         workspace = os.path.realpath(workspace)
         rules = self.rules(workspace, tmpdir, timeout)
         try:
+            rules.build()
             process = subprocess.Popen(["/bin/sh", "-c", command], cwd=workspace, start_new_session=True,
                                        env=clean_environment(os.environ, tmpdir), preexec_fn=rules.apply_in_child, **popen)
         except BaseException:
             shutil.rmtree(tmpdir, ignore_errors=True)
             raise
+        finally:
+            rules.close()  # the child has its own copy of the descriptor, and closes it at exec
 
         def finish(timed_out=False):
             left = end_everything(process.pid, adopted_before)
@@ -679,7 +691,7 @@ def helper_main(argv):
         return 1
     tmpdir = os.environ.get("TMPDIR") or tempfile.gettempdir()
     Rules(landlock_abi(), [workspace, tmpdir], [workspace, *read_paths(extra)], cpu_seconds=600,
-          max_processes=user_process_count() + 256).apply()
+          max_processes=user_process_count() + 256).build().apply()
     os.chdir(workspace)
     os.execvpe(program[0], program, clean_environment(os.environ, tmpdir))
 
