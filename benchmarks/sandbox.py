@@ -72,12 +72,14 @@ def main(argv=None):
             *timed(lambda: subprocess.run(helper, stdout=subprocess.DEVNULL, check=True), args.runs), base=plain[0])
         print("the sandbox's own parts, alone:")
         tmpdir = tempfile.mkdtemp()
-        row("prepare the rules (parent)", *timed(lambda: on.rules(workspace, tmpdir, 60), args.runs))
-        rules = on.rules(workspace, tmpdir, 60)
+        row("prepare the rules + build ruleset", *timed(lambda: on.rules(workspace, tmpdir, 60).build().close(),
+                                                         args.runs))
+        rules = on.rules(workspace, tmpdir, 60).build()
         row("apply them (fork + apply + exit)", *timed(lambda: fork_and(rules.apply), args.runs))
         row("walk /proc for leftovers", *timed(lambda: sb.end_everything(2 ** 22 + 1, set()), args.runs))
         row("snapshot + compare protected paths", *timed(lambda: sb.restore(workspace, sb.snapshot(workspace)),
                                                           args.runs))
+        rules.close()
         os.rmdir(tmpdir)
     return 0
 
