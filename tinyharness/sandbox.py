@@ -63,9 +63,10 @@ functions, the BPF program) so that the child only makes system calls. The cavea
 safe when the parent has other threads, because `fork` copies only the calling thread and a lock that
 another thread held stays locked forever in the child; the code run in the child takes no lock (no
 import, no logging, no print). The cleaner way is a helper that applies the rules and then execs the
-shell (`python -m tinyharness.sandbox --exec ...`, kept here for that comparison): a fresh
-interpreter costs about 15 ms a command, the `preexec_fn` way under 2 ms (see
-`benchmarks/sandbox.py`).
+shell (`python -m tinyharness.sandbox --exec ...`, kept here for that comparison and for use by
+hand), but a fresh interpreter costs about 35 ms a command, the `preexec_fn` way about 5 ms
+(`python -m benchmarks.sandbox`). To keep the child's part small, the parent also builds the
+Landlock ruleset: the child inherits its file descriptor and only calls `landlock_restrict_self`.
 
 **What it still cannot see.** Anything inside the workspace is fair game: a command can delete or
 rewrite every file there (use git). Reads of the system are allowed, so a command sees which programs
