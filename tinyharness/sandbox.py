@@ -11,7 +11,7 @@ itself and everything it will start (the rules are inherited and can never be li
 
 - **no new privileges** (`prctl(PR_SET_NO_NEW_PRIVS)`): a setuid program (`sudo`, `su`) gains nothing;
   running as root, the capability bounding set is emptied too, so uid 0 keeps no capability after exec.
-- **Landlock** (Linux 5.13+, unprivileged, through three system calls made with ctypes): the child
+- **Landlock** (Linux 5.13+, unprivileged, through three system calls made with ctypes): the ruleset
   declares every file right the running kernel knows (probed with `landlock_create_ruleset(NULL, 0,
   VERSION)`) and then grants only these:
   write, create, remove, rename: the workspace and a private temporary folder (`TMPDIR`, deleted
@@ -25,7 +25,7 @@ itself and everything it will start (the rules are inherited and can never be li
   folder, not a folder beside the workspace. Landlock ABI 4 adds TCP: no rule grants a port, so every
   TCP `connect` and `bind` fails. ABI 6 adds scoping: no signal to a process outside the sandbox
   (`kill -9 <the harness>` fails) and no abstract UNIX socket outside it.
-- **a seccomp filter** (a 10-instruction BPF program, `prctl(PR_SET_SECCOMP)`): `socket()` fails for
+- **a seccomp filter** (a 12-instruction BPF program, `prctl(PR_SET_SECCOMP)`): `socket()` fails for
   every family but `AF_UNIX`, so UDP, raw sockets and netlink are gone too (Landlock alone lets UDP
   out), and `io_uring_setup` fails, since io_uring can open sockets without the `socket()` call.
   Why not a network namespace (`unshare(CLONE_NEWUSER | CLONE_NEWNET)`)? It would cut the network just
@@ -50,7 +50,10 @@ itself and everything it will start (the rules are inherited and can never be li
   hook file put back (a new `*.sample` file, which git never runs, may stay), a config restored unless
   every key it gained is a harmless one (`user.name`, `remote.origin.url`, ...: a key that runs a
   program, like `core.fsmonitor` or `core.hooksPath`, is never on that list). The file tools refuse
-  those paths outright.
+  those paths outright, at any depth. The limits of undoing: only the workspace's own `.git` and
+  `.tinyharness` are watched by the shell (a nested repository's hooks are not); a hook planted and
+  triggered within one command (`... > .git/hooks/pre-commit && git commit`) runs before it is undone,
+  but inside the sandbox; what is undone is what would run later, outside it, at the user's next commit.
 
 **Fail closed.** On a kernel without Landlock, or with an ABI older than 6 (kernel 6.12; scoping is
 the newest rule above), or on an architecture the seccomp filter does not know, `shell` refuses to run
@@ -71,7 +74,8 @@ Landlock ruleset: the child inherits its file descriptor and only calls `landloc
 **What it still cannot see.** Anything inside the workspace is fair game: a command can delete or
 rewrite every file there (use git). Reads of the system are allowed, so a command sees which programs
 are installed and the world-readable parts of `/etc` and `/proc`; running as root, root-owned files in
-those folders are readable too. `AF_UNIX` sockets stay open, and Landlock (up to ABI 7) does not check
+those folders are readable too. `/tmp` itself is closed: a program that ignores `TMPDIR` fails there.
+`AF_UNIX` sockets stay open, and Landlock (up to ABI 7) does not check
 connecting to a socket file: a command could talk to `/var/run/docker.sock` or a desktop's D-Bus, if
 they exist and the user may use them. CPU and memory are not capped beyond the CPU-seconds limit, and
 the disk can still fill with many 1 GiB files. What the command prints, and what the model reads in the
