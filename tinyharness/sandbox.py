@@ -465,8 +465,9 @@ def tree(roots, children):
 def end_everything(command_pid, adopted_before):
     """Kill the command's whole tree and every orphan the harness adopted while it ran, again until none
     is left (a process can fork between one look and the kill), then reap the orphans that became ours
-    (the command itself is left for Popen.wait). Returns how many processes were killed besides it."""
-    me, killed = os.getpid(), set()
+    (the command itself is left for Popen.wait). Returns how many of them had left the command's
+    process group (setsid, setpgid, a daemon): those the plain group kill would have missed."""
+    me, escaped = os.getpid(), set()
     for _ in range(100):
         children = child_lister()
         found = tree((children(me) - adopted_before) | {command_pid}, children)
@@ -477,10 +478,11 @@ def end_everything(command_pid, adopted_before):
             break
         for pid in victims:
             try:
+                if os.getpgid(pid) != command_pid:  # left the command's group: the group kill missed it
+                    escaped.add(pid)
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        killed |= victims
         time.sleep(0.001)
     for pid in child_lister()(me) - adopted_before - {command_pid}:
         try:
@@ -488,7 +490,7 @@ def end_everything(command_pid, adopted_before):
             os.waitpid(pid, 0)  # collected, or it stays a zombie for as long as the harness runs
         except (ChildProcessError, ProcessLookupError):
             pass
-    return len(killed - {command_pid})
+    return len(escaped - {command_pid})
 
 
 def is_zombie(pid):
@@ -670,7 +672,8 @@ class Sandbox:
         def finish(timed_out=False):
             left = end_everything(process.pid, adopted_before)
             shutil.rmtree(tmpdir, ignore_errors=True)
-            notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running"] \
+            notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running outside its "
+                     "process group"] \
                 if left and not timed_out else []  # a timeout's message says so already
             undone = restore(workspace, before)
             if undone:
