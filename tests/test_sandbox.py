@@ -18,9 +18,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.ladder import run_stage, tool_results
+from tests.ladder import ROOT, run_stage, tool_results
 from tinyharness import hooks, tools
-from tinyharness.sandbox import Sandbox, config_is_harmless, protected_path, unavailable_reason
+from tinyharness import sandbox as sandbox_module
+from tinyharness.sandbox import Sandbox, config_is_harmless, protected_path, unavailable_reason, walk_open
 from tinyharness.testing import ScriptedServer
 
 NO_SANDBOX = unavailable_reason()
@@ -320,3 +321,39 @@ def test_one_attack_of_each_family_fails_under_run_yes(place, listeners):
     finally:
         victim.kill()
         victim.wait()
+
+
+@needs_sandbox
+def test_a_rule_that_cannot_be_applied_stops_the_command_before_it_runs(place, monkeypatch):
+    def broken(self):
+        raise OSError(22, "Invalid argument")
+    monkeypatch.setattr(sandbox_module.Rules, "apply", broken)
+    result = run(place.ws, "touch ran")
+    assert result.startswith("exit status 126") and "could not confine the command" in result
+    assert not (place.ws / "ran").exists()
+
+
+@needs_sandbox
+def test_the_helper_applies_the_same_rules_then_execs(place):
+    helper = subprocess.run([PY, "-m", "tinyharness.sandbox", "--exec", str(place.ws), "--", "sh", "-c",
+                             f"echo x > {place.canary}; echo ok > inside.txt; grep NoNewPrivs /proc/self/status"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert "Permission denied" in helper.stderr and "NoNewPrivs:\t1" in helper.stdout, helper
+    assert untouched(place) and (place.ws / "inside.txt").read_text() == "ok\n"
+
+
+def test_the_portable_walk_follows_no_link_and_no_dotdot(place):
+    """What the file tools use where openat2 is missing (other POSIX systems, Linux before 5.6)."""
+    (place.ws / "sub").mkdir()
+    (place.ws / "sub" / "f.txt").write_text("inside")
+    (place.ws / "out").symlink_to(place.outside, target_is_directory=True)
+    root = os.open(place.ws, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with open(walk_open(root, "sub/f.txt", os.O_RDONLY, 0)) as f:
+            assert f.read() == "inside"
+        for path, error in [("out/canary.txt", OSError), ("../outside/canary.txt", PermissionError),
+                            (str(place.canary), PermissionError)]:
+            with pytest.raises(error):
+                os.close(walk_open(root, path, os.O_RDONLY, 0))
+    finally:
+        os.close(root)

@@ -90,7 +90,6 @@ or without a model: `python -m tinyharness.sandbox --exec WORKSPACE -- sh -c 'to
 import ctypes
 import os
 import platform
-import resource
 import shutil
 import signal
 import stat
@@ -99,6 +98,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+try:
+    import resource  # POSIX only; this module is imported everywhere, and confines only on Linux
+except ImportError:
+    resource = None
 
 # --- Landlock: constants from <linux/landlock.h> -------------------------------------------------------
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446  # every arch
@@ -182,7 +186,7 @@ def network_filter(machine):
 
 
 # --- system calls through ctypes ---------------------------------------------------------------------------
-libc = ctypes.CDLL(None, use_errno=True)
+libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 
 
 def syscall(number, *args):
@@ -333,6 +337,7 @@ class Rules:
 
 # --- the file tools: open beneath the workspace, at the moment of the call -------------------------------
 SYS_OPENAT2 = 437  # every arch; Linux 5.6
+BENEATH = sys.platform != "win32" and os.open in os.supports_dir_fd  # folders as descriptors: not on Windows
 RESOLVE_NO_MAGICLINKS, RESOLVE_BENEATH = 0x02, 0x08
 EXDEV = 18
 
@@ -345,9 +350,11 @@ def open_beneath(workspace, path, flags, mode=0o666):
     """os.open(workspace/path), except that the kernel refuses, while it resolves the path, any step
     that leaves the workspace: '..' above it, an absolute path, a symbolic link pointing out (even one
     swapped in after the hooks checked the path), /proc/self/root. openat2(RESOLVE_BENEATH) on Linux;
-    elsewhere a walk one component at a time that follows no symbolic link at all."""
-    root = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if hasattr(os, "O_PATH") else \
-        os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    on other POSIX systems a walk one component at a time that follows no symbolic link at all; on
+    Windows (no *at() calls) the plain path, as checked by the hooks just before."""
+    if not BENEATH:
+        return os.open(os.path.join(workspace, path), flags, mode)
+    root = os.open(workspace, getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         if sys.platform == "linux":
             try:
@@ -683,22 +690,27 @@ class Sandbox:
         return process, finish
 
 
+HELPER_USAGE = "usage: python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp DIR] -- PROGRAM [ARGS...]"
+
+
 def helper_main(argv):
-    """`python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... -- PROGRAM ARGS...`: apply the
-    rules to this process, then exec PROGRAM in WORKSPACE (the other way to get the rules into a child)."""
+    """`python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp DIR] -- PROGRAM ARGS...`:
+    apply the rules to this process, then exec PROGRAM in WORKSPACE (the other way to get the rules into
+    a child). --tmp: a private folder made by the caller, who removes it; without it, TMPDIR is the
+    workspace (never the shared /tmp: that would open every other user's and program's files there)."""
     if len(argv) < 4 or argv[0] != "--exec" or "--" not in argv:
-        print("usage: python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... -- PROGRAM [ARGS...]",
-              file=sys.stderr)
+        print(HELPER_USAGE, file=sys.stderr)
         return 2
     split = argv.index("--")
     options, program = argv[1:split], argv[split + 1:]
-    workspace, extra = os.path.realpath(options[0]), [options[i + 1] for i, o in enumerate(options) if o == "--read"]
+    workspace = os.path.realpath(options[0])
+    value = lambda name: [options[i + 1] for i, o in enumerate(options[:-1]) if o == name]
+    tmpdir = os.path.realpath((value("--tmp") or [workspace])[-1])
     problem = unavailable_reason()
     if problem or not program:
         print(f"error: {problem or 'no program to run'}", file=sys.stderr)
         return 1
-    tmpdir = os.environ.get("TMPDIR") or tempfile.gettempdir()
-    Rules(landlock_abi(), [workspace, tmpdir], [workspace, *read_paths(extra)], cpu_seconds=600,
+    Rules(landlock_abi(), [workspace, tmpdir], [workspace, *read_paths(value("--read"))], cpu_seconds=600,
           max_processes=user_process_count() + 256).build().apply()
     os.chdir(workspace)
     os.execvpe(program[0], program, clean_environment(os.environ, tmpdir))

@@ -15,7 +15,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from .sandbox import Sandbox, open_beneath, protected_path
+from .sandbox import BENEATH, Sandbox, open_beneath, protected_path
 from .vision import ImageError, image_part, load_image, view_image_result
 
 SHELL_TIMEOUT = 60  # seconds; --shell-timeout changes it
@@ -24,12 +24,15 @@ KEEP_BYTES = 100_000  # held from each end while a command runs, so one that pri
 
 
 def list_dir(workspace, path="."):
-    folder = open_beneath(workspace, path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        with os.scandir(folder) as entries:
-            names = sorted(e.name + ("/" if e.is_dir() else "") for e in entries)
-    finally:
-        os.close(folder)
+    if not BENEATH:  # Windows: no folder descriptors, the path as the hooks checked it
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in (Path(workspace) / path).iterdir())
+    else:
+        folder = open_beneath(workspace, path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with os.scandir(folder) as entries:
+                names = sorted(e.name + ("/" if e.is_dir() else "") for e in entries)
+        finally:
+            os.close(folder)
     if not names:
         return f"OK: {path} is an empty folder"
     return f"OK: {path} has {len(names)} entr{'y' if len(names) == 1 else 'ies'}:\n" + "\n".join(names)
@@ -59,29 +62,35 @@ def write_file(workspace, path, content):
     target = Path(path)
     if target.name in ("", ".", ".."):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-    folder = open_beneath(workspace, str(target.parent), os.O_PATH | os.O_DIRECTORY)
+    if not BENEATH:  # Windows: the path as the hooks checked it, without folder descriptors
+        replace_in(None, str(Path(workspace, target.parent)), target.name, content)
+        return f"OK: wrote {len(content)} characters to {path}"
+    folder = open_beneath(workspace, str(target.parent), getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY)
     try:
-        replace_in(folder, target.name, content)
+        replace_in(folder, None, target.name, content)
     finally:
         os.close(folder)
     return f"OK: wrote {len(content)} characters to {path}"
 
 
-def replace_in(folder, name, content):
+def replace_in(folder, folder_path, name, content):
+    """The write itself, in a folder given as a descriptor (every name relative to it) or as a path."""
+    at = (lambda n: n) if folder is not None else (lambda n: os.path.join(folder_path, n))
     try:
-        old = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        old = os.stat(at(name), dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:
         old = None
     if old and stat.S_ISDIR(old.st_mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-    temp = f".write-{secrets.token_hex(4)}.tmp"
-    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666, dir_fd=folder)  # umask applies
+    temp = at(f".write-{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    descriptor = os.open(temp, flags, 0o666, dir_fd=folder)  # the umask applies, as to any new file
     try:
         with open(descriptor, "w", encoding="utf-8") as file:
             file.write(content)
-            if old and stat.S_ISREG(old.st_mode):
-                os.fchmod(file.fileno(), stat.S_IMODE(old.st_mode))  # a script stays executable
-        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        if old and stat.S_ISREG(old.st_mode):
+            os.chmod(temp, stat.S_IMODE(old.st_mode), dir_fd=folder)  # a script stays executable
+        os.replace(temp, at(name), src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
         try:
             os.unlink(temp, dir_fd=folder)
