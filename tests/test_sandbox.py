@@ -8,7 +8,6 @@ with the reason on a machine without it; the fail-closed tests run everywhere.
 """
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -237,7 +236,8 @@ def test_a_setsid_child_and_a_double_fork_are_gone_when_the_command_ends(place):
     marker = f"{time.time_ns() % 10_000_000 / 1000:.3f}"  # a sleep length no other process uses
     started = time.monotonic()
     result = run(place.ws, f"setsid sh -c 'sleep {marker}; touch later1' > /dev/null 2>&1 & "
-                           f"( ( sleep {marker}; touch later2 ) & ) ; nohup sleep {marker} > /dev/null 2>&1 & echo started")
+                           f"( ( sleep {marker}; touch later2 ) & ) ; nohup sleep {marker} > /dev/null 2>&1 & "
+                           "sleep 0.3; echo started")  # time for setsid to have left the group
     assert time.monotonic() - started < 5 and "started" in result, result
     assert running(f"sleep {marker}") == [] and "[sandbox] ended" in result, result
 
@@ -357,3 +357,18 @@ def test_the_portable_walk_follows_no_link_and_no_dotdot(place):
                 os.close(walk_open(root, path, os.O_RDONLY, 0))
     finally:
         os.close(root)
+
+
+@needs_sandbox
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_undoing_never_works_through_a_link_the_command_planted(place):
+    """The harness undoes changes with the user's full rights: a hooks folder swapped for a link to the
+    outside must not make it delete or write there."""
+    subprocess.run(["git", "init", "-q", str(place.ws)], check=True)
+    (place.outside / "pre-commit.sample").write_text(CANARY)
+    hooks_before = sorted(p.name for p in (place.ws / ".git" / "hooks").iterdir())
+    result = run(place.ws, f"rm -rf .git/hooks && ln -s {place.outside} .git/hooks")
+    assert sorted(os.listdir(place.outside)) == ["canary.txt", "pre-commit.sample"]
+    assert all(p.read_text() == CANARY for p in place.outside.iterdir())
+    assert not (place.ws / ".git" / "hooks").is_symlink(), result
+    assert sorted(p.name for p in (place.ws / ".git" / "hooks").iterdir()) == hooks_before

@@ -581,9 +581,12 @@ def harmless_new_hook(key, old, new):
 
 
 def restore(workspace, before):
-    """Undo every change under the protected paths; return what was undone, one line each."""
-    if not Path(workspace, ".git").is_dir() and any(k.startswith(".git/") for k in before):
-        return ["the command removed .git (the repository is gone; nothing was put back)"]
+    """Undo every change under the protected paths; return what was undone, one line each. The harness
+    runs with all the user's rights here, so it never works through a link the command may have planted:
+    a path with a symbolic link on its way is left alone (the link itself is a change, and is undone)."""
+    git = Path(workspace, ".git")
+    if any(k.startswith(".git/") for k in before) and (git.is_symlink() or not git.is_dir()):
+        return ["the command removed or replaced .git (nothing was put back: check the repository)"]
     after, undone = snapshot(workspace), []
     for key in sorted(set(before) | set(after), key=len, reverse=True):  # the deepest first
         old, new = before.get(key), after.get(key)
@@ -592,12 +595,23 @@ def restore(workspace, before):
         if key == ".git/config" and new and new[0] == "file" and (old is None or old[0] == "file") \
                 and config_is_harmless(old[1] if old else None, new[1]):
             continue
-        remove(Path(workspace, key))
+        if no_link_on_the_way(workspace, key):
+            remove(Path(workspace, key))
         undone.append(f"{key} ({'created' if old is None else 'deleted' if new is None else 'changed'})")
     for key in sorted(before, key=len):  # the shallowest first: folders before what they hold
-        if before[key] != snapshot_one(workspace, key):
+        if before[key] != snapshot_one(workspace, key) and no_link_on_the_way(workspace, key):
             put_back(Path(workspace, key), before[key])
     return undone
+
+
+def no_link_on_the_way(workspace, key):
+    """True when every folder between the workspace and `key` is a real folder, not a symbolic link."""
+    path = Path(workspace)
+    for part in Path(key).parts[:-1]:
+        path = path / part
+        if path.is_symlink() or not path.is_dir():
+            return not path.exists() and not path.is_symlink()  # missing: put_back will make real folders
+    return True
 
 
 def snapshot_one(workspace, key):
