@@ -141,6 +141,11 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
         timed_out = False
     except subprocess.TimeoutExpired:
         timed_out = True
+    except BaseException:  # Ctrl-C: the command leads its own session, so the terminal's signal missed it
+        kill_group(process.pid)
+        finish(True)  # and what left the group, the private TMPDIR, the protected paths
+        process.wait()
+        raise
     kill_group(process.pid)  # also what the command left running in the background: it would hold the pipe open
     notes = finish(timed_out)  # sandboxed: every process it left, wherever it went, and the protected paths put back
     status = process.wait()
