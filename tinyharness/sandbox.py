@@ -21,7 +21,8 @@ itself and everything it will start (the rules are inherited and can never be li
   git's settings in the home folder (`~/.gitconfig`, `~/.config/git/{config,ignore,attributes}`: git
   refuses to run when it may not read them; `~/.git-credentials` stays closed),
   the workspace, and each `--sandbox-read PATH`; read and write: `/dev/null`, `/dev/zero`,
-  `/dev/full`, `/dev/random`, `/dev/urandom`, `/dev/tty`. Nothing else of the user's: not the home
+  `/dev/full`, `/dev/random`, `/dev/urandom` (no terminal: the command runs in a session of its own,
+  without one, so it cannot type into yours with the TIOCSTI ioctl). Nothing else of the user's: not the home
   folder, not a folder beside the workspace. Landlock ABI 4 adds TCP: no rule grants a port, so every
   TCP `connect` and `bind` fails. ABI 6 adds scoping: no signal to a process outside the sandbox
   (`kill -9 <the harness>` fails) and no abstract UNIX socket outside it.
@@ -121,7 +122,7 @@ NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
 
 READ_EXECUTE = EXECUTE | READ_FILE | READ_DIR
-DEVICE_RIGHTS = READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV
+DEVICE_RIGHTS = READ_FILE | WRITE_FILE | TRUNCATE  # no ioctl: TIOCSTI on a terminal types into your shell
 
 SYSTEM_READ = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc",
                "/sys/devices/system/cpu"]
@@ -129,7 +130,7 @@ GIT_SETTINGS = [".gitconfig", ".config/git/config", ".config/git/ignore", ".conf
 ETC_SECRETS = {"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh", "master.passwd"}
 ETC_EXPANDED = {"ssl": {"private"}}  # folders of /etc granted entry by entry, minus these names
 FILE_BYTES = 1 << 30  # RLIMIT_FSIZE: no file written bigger than 1 GiB
-DEVICES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"]
+DEVICES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"]  # no terminal: none is ours
 
 
 class RulesetAttr(ctypes.Structure):
