@@ -56,6 +56,10 @@ itself and everything it will start (the rules are inherited and can never be li
   triggered within one command (`... > .git/hooks/pre-commit && git commit`) runs before it is undone,
   but inside the sandbox; what is undone is what would run later, outside it, at the user's next commit.
 
+The model only reads text, and `Permission denied` alone sends a small model looking for another
+way (sudo, another path): when a command's output shows a refusal, the result ends with one
+`[sandbox]` line saying what the sandbox allows and that the task should say what it needs.
+
 **Fail closed.** On a kernel without Landlock, or with an ABI older than 6 (kernel 6.12; scoping is
 the newest rule above), or on an architecture the seccomp filter does not know, `shell` refuses to run
 anything and says why; `tinyharness run --sandbox off` runs commands unconfined, with a warning on
@@ -703,6 +707,18 @@ class Sandbox:
                              + ". Hooks, git's config and the harness's own settings are for the user to change.")
             return notes
         return process, finish
+
+
+REFUSALS = ("Permission denied", "Operation not permitted", "Errno 13", "Errno 1]")
+HINT = ("[sandbox] this command ran in the sandbox: it may write only in the workspace and $TMPDIR, read only the "
+        "system and the workspace, open no network connection and signal no process outside, so a refusal above may "
+        "be the sandbox's. Do not look for a way around it; if the task needs more, say so in your answer.")
+
+
+def hint_for(output):
+    """The sandbox's one-line explanation, for an output that shows a refusal; None otherwise. A small
+    model that reads only 'Permission denied' tries sudo, or another path; this tells it why."""
+    return HINT if any(word in output for word in REFUSALS) else None
 
 
 HELPER_USAGE = "usage: python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp DIR] -- PROGRAM [ARGS...]"

@@ -15,7 +15,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from .sandbox import BENEATH, Sandbox, open_beneath, protected_path
+from .sandbox import BENEATH, Sandbox, hint_for, open_beneath, protected_path
 from .vision import ImageError, image_part, load_image, view_image_result
 
 SHELL_TIMEOUT = 60  # seconds; --shell-timeout changes it
@@ -150,6 +150,8 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
     status = process.wait()
     reader.join(timeout=1)  # unsandboxed, a child that left the group (setsid) can keep the pipe open: stop reading
     text = cut(decode(output.head + output.tail), output.dropped)
+    if sandbox.enabled and hint_for(text):
+        notes.append(hint_for(text))
     if notes:  # what the sandbox did after the command: on lines of their own, after its output
         text = "\n".join(([text.rstrip("\n")] if text else []) + notes)
     if timed_out:
