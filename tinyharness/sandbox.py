@@ -93,6 +93,7 @@ model believes. And it is Linux only.
 or without a model: `python -m tinyharness.sandbox --exec WORKSPACE -- sh -c 'touch ~/x'`.
 """
 import ctypes
+import hashlib
 import os
 import platform
 import shutil
@@ -533,28 +534,39 @@ def protected_path(path):
     return None
 
 
-def snapshot(workspace):
-    """{relative path: ("file", bytes, mode) | ("link", target) | ("dir",)} under the protected paths."""
+def snapshot(workspace, contents=None):
+    """{relative path: ("file", sha256, mode) | ("link", target) | ("dir",)} under the protected paths.
+    `contents`, when given, receives each file's bytes (the state to put back: the user's own files).
+    After the command only digests are taken, read in chunks: a 1 GiB file planted there costs time,
+    not the harness's memory."""
     seen = {}
     for rel in PROTECTED:
         path = Path(workspace, rel)
-        if path.is_symlink():
-            seen[rel] = ("link", os.readlink(path))
-        elif path.is_file():
-            seen[rel] = ("file", path.read_bytes(), path.stat().st_mode)
-        elif path.is_dir():
+        if path.is_dir() and not path.is_symlink():
             seen[rel] = ("dir",)
             for top, dirs, files in os.walk(path):
                 for name in dirs + files:
-                    item = Path(top, name)
-                    key = item.relative_to(workspace).as_posix()
-                    if item.is_symlink():
-                        seen[key] = ("link", os.readlink(item))
-                    elif item.is_file():
-                        seen[key] = ("file", item.read_bytes(), item.stat().st_mode)
-                    else:
-                        seen[key] = ("dir",)
-    return seen
+                    key = Path(top, name).relative_to(workspace).as_posix()
+                    seen[key] = state_of(Path(top, name), key, contents)
+        else:
+            seen[rel] = state_of(path, rel, contents)
+    return {k: v for k, v in seen.items() if v is not None}
+
+
+def state_of(path, key, contents=None):
+    if path.is_symlink():
+        return ("link", os.readlink(path))
+    if path.is_file():
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+                if contents is not None:
+                    contents[key] = contents.get(key, b"") + chunk
+        if contents is not None:
+            contents.setdefault(key, b"")
+        return ("file", digest.hexdigest(), path.stat().st_mode)
+    return ("dir",) if path.is_dir() else None
 
 
 def config_keys(data):
@@ -585,28 +597,37 @@ def harmless_new_hook(key, old, new):
                                                 key.startswith(".git/hooks/") and key.endswith(".sample"))
 
 
-def restore(workspace, before):
-    """Undo every change under the protected paths; return what was undone, one line each. The harness
-    runs with all the user's rights here, so it never works through a link the command may have planted:
-    a path with a symbolic link on its way is left alone (the link itself is a change, and is undone)."""
+def restore(workspace, before, contents):
+    """Undo every change under the protected paths (`before` and `contents` from snapshot); return what
+    was undone, one line each. The harness runs with all the user's rights here, so it never works
+    through a link the command may have planted: a path with a symbolic link on its way is left alone
+    (the link itself is a change, and is undone)."""
     git = Path(workspace, ".git")
     if any(k.startswith(".git/") for k in before) and (git.is_symlink() or not git.is_dir()):
         return ["the command removed or replaced .git (nothing was put back: check the repository)"]
     after, undone = snapshot(workspace), []
     for key in sorted(set(before) | set(after), key=len, reverse=True):  # the deepest first
         old, new = before.get(key), after.get(key)
-        if old == new or harmless_new_hook(key, old, new):
-            continue
-        if key == ".git/config" and new and new[0] == "file" and (old is None or old[0] == "file") \
-                and config_is_harmless(old[1] if old else None, new[1]):
+        if old == new or harmless_new_hook(key, old, new) or harmless_config(workspace, key, old, new, contents):
             continue
         if no_link_on_the_way(workspace, key):
             remove(Path(workspace, key))
         undone.append(f"{key} ({'created' if old is None else 'deleted' if new is None else 'changed'})")
     for key in sorted(before, key=len):  # the shallowest first: folders before what they hold
-        if before[key] != snapshot_one(workspace, key) and no_link_on_the_way(workspace, key):
-            put_back(Path(workspace, key), before[key])
+        path = Path(workspace, key)
+        if before[key] != state_of(path, key) and no_link_on_the_way(workspace, key):
+            put_back(path, before[key], contents.get(key))
     return undone
+
+
+def harmless_config(workspace, key, old, new, contents):
+    """A .git/config that only gained harmless keys (git init, git config user.name) stays."""
+    if key != ".git/config" or not new or new[0] != "file" or (old and old[0] != "file"):
+        return False
+    path = Path(workspace, key)
+    if path.stat().st_size > 1 << 20 or not no_link_on_the_way(workspace, key):
+        return False
+    return config_is_harmless(contents.get(key) if old else None, path.read_bytes())
 
 
 def no_link_on_the_way(workspace, key):
@@ -619,15 +640,6 @@ def no_link_on_the_way(workspace, key):
     return True
 
 
-def snapshot_one(workspace, key):
-    path = Path(workspace, key)
-    if path.is_symlink():
-        return ("link", os.readlink(path))
-    if path.is_file():
-        return ("file", path.read_bytes(), path.stat().st_mode)
-    return ("dir",) if path.is_dir() else None
-
-
 def remove(path):
     if path.is_symlink() or path.is_file():
         path.unlink()
@@ -635,17 +647,18 @@ def remove(path):
         shutil.rmtree(path)
 
 
-def put_back(path, state):
+def put_back(path, state, data):
     path.parent.mkdir(parents=True, exist_ok=True)
     if state[0] == "dir":
-        remove(path) if path.exists() and not path.is_dir() else None
+        if path.is_symlink() or path.exists() and not path.is_dir():
+            remove(path)
         path.mkdir(exist_ok=True)
     elif state[0] == "link":
         remove(path)
         path.symlink_to(state[1])
     else:
         remove(path)
-        path.write_bytes(state[1])
+        path.write_bytes(data)
         os.chmod(path, state[2] & 0o7777)
 
 
@@ -682,7 +695,8 @@ class Sandbox:
         become_subreaper()
         adopted_before = child_lister()(os.getpid())
         tmpdir = tempfile.mkdtemp(prefix="tinyharness-tmp-")
-        before = snapshot(workspace)
+        contents = {}
+        before = snapshot(workspace, contents)
         workspace = os.path.realpath(workspace)
         rules = self.rules(workspace, tmpdir, timeout)
         try:
@@ -701,7 +715,7 @@ class Sandbox:
             notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running outside its "
                      "process group"] \
                 if left and not timed_out else []  # a timeout's message says so already
-            undone = restore(workspace, before)
+            undone = restore(workspace, before, contents)
             if undone:
                 notes.append("[sandbox] protected paths were changed and have been put back: " + ", ".join(undone)
                              + ". Hooks, git's config and the harness's own settings are for the user to change.")
