@@ -704,14 +704,14 @@ class Sandbox:
             process = subprocess.Popen(["/bin/sh", "-c", command], cwd=workspace, start_new_session=True,
                                        env=clean_environment(os.environ, tmpdir), preexec_fn=rules.apply_in_child, **popen)
         except BaseException:
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            remove_tmpdir(tmpdir)
             raise
         finally:
             rules.close()  # the child has its own copy of the descriptor, and closes it at exec
 
         def finish(timed_out=False):
             left = end_everything(process.pid, adopted_before)
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            remove_tmpdir(tmpdir)
             notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running outside its "
                      "process group"] \
                 if left and not timed_out else []  # a timeout's message says so already
@@ -733,6 +733,13 @@ def hint_for(output):
     """The sandbox's one-line explanation, for an output that shows a refusal; None otherwise. A small
     model that reads only 'Permission denied' tries sudo, or another path; this tells it why."""
     return HINT if any(word in output for word in REFUSALS) else None
+
+
+def remove_tmpdir(tmpdir):
+    try:
+        os.rmdir(tmpdir)  # most commands leave it empty: 2 ms cheaper than rmtree
+    except OSError:
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 HELPER_USAGE = "usage: python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp DIR] -- PROGRAM [ARGS...]"
