@@ -56,8 +56,8 @@ def main(argv=None):
     parser.add_argument("--command", default="true", help="the shell command to run (default %(default)s)")
     args = parser.parse_args(argv)
     problem = sb.unavailable_reason()
-    print(f"kernel {os.uname().release}, Landlock ABI {sb.landlock_abi()}, {os.cpu_count()} CPUs, "
-          f"command {args.command!r}, {args.runs} runs each")
+    print(f"kernel {os.uname().release}, Landlock ABI {sb.landlock_abi()}, {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f}, command {args.command!r}, {args.runs} runs each")
     with tempfile.TemporaryDirectory() as workspace:
         if shutil.which("git"):  # a repository, as most workspaces are: its hooks and config get snapshotted
             subprocess.run(["git", "init", "-q", workspace], check=True)

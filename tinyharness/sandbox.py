@@ -34,9 +34,11 @@ itself and everything it will start (the rules are inherited and can never be li
   restricts them, hardened kernels disable them); seccomp needs no privilege and no setup on any
   kernel since 3.5, and costs nothing at run time.
 - **resource limits** (`setrlimit`): CPU seconds (the shell timeout, per process), 1 GiB per file
-  (`yes > big.txt` stops there), no core files, and a process count of the user's current processes
-  plus 256 (RLIMIT_NPROC counts all processes of the user, so a fixed number could be too small; and
-  the kernel never enforces it for root: running as root, a fork bomb is NOT stopped).
+  (`yes > big.txt` stops there), no core files, and a task count of 256 more than the whole machine
+  runs now (RLIMIT_NPROC counts every process and thread of the user, not of the command, so a fixed
+  number could stop the first fork of a user with a busy desktop; the machine's total, one read of
+  /proc/loadavg, is an upper bound of the user's). The kernel never enforces it for root: running as
+  root, a fork bomb is NOT stopped.
 - **an environment without secrets**: `TINYHARNESS_API_KEY` and every variable whose name ends in
   `_KEY` or `_TOKEN` or holds `SECRET`, `PASSWORD`, `PASSWD` or `CREDENTIAL` is not passed on, nor
   `SSH_AUTH_SOCK`. `TMPDIR`, `TMP` and `TEMP` point at the private folder.
@@ -134,6 +136,7 @@ SYSTEM_READ = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "
 GIT_SETTINGS = [".gitconfig", ".config/git/config", ".config/git/ignore", ".config/git/attributes"]  # in home
 ETC_SECRETS = {"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh", "master.passwd"}
 ETC_EXPANDED = {"ssl": {"private"}}  # folders of /etc granted entry by entry, minus these names
+NEW_TASKS = 256  # RLIMIT_NPROC: this many processes and threads more than the machine runs now
 FILE_BYTES = 1 << 30  # RLIMIT_FSIZE: no file written bigger than 1 GiB
 DEVICES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"]  # no terminal: none is ours
 
@@ -408,15 +411,15 @@ def clean_environment(environ, tmpdir):
     return env
 
 
-def user_process_count():
-    uid, count = os.getuid(), 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                count += entry.stat().st_uid == uid
-            except OSError:
-                pass
-    return count
+def tasks_now():
+    """How many tasks (processes and threads) the whole machine runs now, from /proc/loadavg ("5/812").
+    RLIMIT_NPROC counts the user's tasks, threads included, and we cannot cheaply count only those:
+    the machine's total is an upper bound, so `tasks_now() + 256` never stops the first fork."""
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[1])
+    except (OSError, IndexError, ValueError):
+        return 4096
 
 
 # --- processes left behind -----------------------------------------------------------------------------------
@@ -683,7 +686,7 @@ class Sandbox:
 
     def rules(self, workspace, tmpdir, timeout):
         return Rules(self.abi, [workspace, tmpdir], [workspace, *read_paths(self.extra_read)],
-                     cpu_seconds=max(1, int(timeout) + 1), max_processes=user_process_count() + 256,
+                     cpu_seconds=max(1, int(timeout) + 1), max_processes=tasks_now() + NEW_TASKS,
                      file_bytes=self.file_bytes)
 
     def start(self, workspace, command, timeout, **popen):
@@ -763,7 +766,7 @@ def helper_main(argv):
         print(f"error: {problem or 'no program to run'}", file=sys.stderr)
         return 1
     Rules(landlock_abi(), [workspace, tmpdir], [workspace, *read_paths(value("--read"))], cpu_seconds=600,
-          max_processes=user_process_count() + 256).build().apply()
+          max_processes=tasks_now() + NEW_TASKS).build().apply()
     os.chdir(workspace)
     os.execvpe(program[0], program, clean_environment(os.environ, tmpdir))
 
