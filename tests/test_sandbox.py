@@ -378,16 +378,11 @@ def test_undoing_never_works_through_a_link_the_command_planted(place):
 @needs_sandbox
 def test_ctrl_c_during_a_command_ends_everything_it_started(place, monkeypatch):
     marker = f"{time.time_ns() % 10_000_000 / 1000 + 3:.3f}"
-    real_wait = subprocess.Popen.wait
-    calls = []
 
-    def interrupted(self, timeout=None):
-        calls.append(timeout)
-        if len(calls) == 1:  # the shell tool's wait for the command: the user presses Ctrl-C
-            time.sleep(0.5)
-            raise KeyboardInterrupt
-        return real_wait(self, timeout)
-    monkeypatch.setattr(subprocess.Popen, "wait", interrupted)
+    def interrupted(process, timeout):  # the shell tool waits for the command; the user presses Ctrl-C
+        time.sleep(0.5)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(tools, "wait", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run(place.ws, f"setsid sleep {marker} & sleep {marker}")
     assert running(f"sleep {marker}") == []
