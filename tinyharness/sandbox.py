@@ -74,8 +74,8 @@ safe when the parent has other threads, because `fork` copies only the calling t
 another thread held stays locked forever in the child; the code run in the child takes no lock (no
 import, no logging, no print). The cleaner way is a helper that applies the rules and then execs the
 shell (`python -m tinyharness.sandbox --exec ...`, kept here for that comparison and for use by
-hand), but a fresh interpreter costs about 35 ms a command, the `preexec_fn` way about 5 ms
-(`python -m benchmarks.sandbox`). To keep the child's part small, the parent also builds the
+hand), but a fresh interpreter costs about 40 ms a command, the `preexec_fn` way 5 to 12 ms
+(`python -m benchmarks.sandbox`; most of it is `fork` of the whole harness, which `preexec_fn` forces). To keep the child's part small, the parent also builds the
 Landlock ruleset: the child inherits its file descriptor and only calls `landlock_restrict_self`.
 
 **What it still cannot see.** Anything inside the workspace is fair game: a command can delete or
