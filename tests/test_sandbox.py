@@ -279,11 +279,17 @@ def test_without_landlock_the_shell_refuses_and_says_how_to_run_anyway(place, ab
     assert "--sandbox off" in result and not (place.ws / "ran").exists()
 
 
-def test_off_runs_unconfined_with_a_warning_on_every_run_and_help_says_so(place):
+def test_the_flags_off_with_a_warning_sandbox_read_and_help(place):
     with ScriptedServer(script=[{"tool_calls": [{"name": "shell", "arguments": {"command": "echo hi"}}]}, "done"]) as s:
         result = run_stage("tinyharness", place.ws, "--yes", "--sandbox", "off", "--base-url", s.base_url, "task")
     assert result.returncode == 0 and "warning: --sandbox off" in result.stderr
     assert list(tool_results(s.requests[-1]).values()) == ["exit status 0\nhi\n"]
+    if NO_SANDBOX is None:  # --sandbox-read reaches the sandbox: the canary can be read, still not written
+        read = [{"name": "shell", "arguments": {"command": f"cat {place.canary}; echo x >> {place.canary}"}}]
+        with ScriptedServer(script=[{"tool_calls": read}, "done"]) as s:
+            run_stage("tinyharness", place.ws, "--yes", "--sandbox-read", str(place.outside), "--base-url",
+                      s.base_url, "task")
+        assert CANARY in str(s.requests[-1]) and untouched(place)
     missing = run_stage("tinyharness", place.ws, "--sandbox-read", str(place.root / "nope"), "task")
     assert missing.returncode == 2 and "--sandbox-read" in missing.stderr
     usage = run_stage("tinyharness", place.ws, "--help")
