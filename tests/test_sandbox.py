@@ -289,7 +289,7 @@ def test_the_flags_off_with_a_warning_sandbox_read_and_help(place):
         with ScriptedServer(script=[{"tool_calls": read}, "done"]) as s:
             run_stage("tinyharness", place.ws, "--yes", "--sandbox-read", str(place.outside), "--base-url",
                       s.base_url, "task")
-        assert CANARY in str(s.requests[-1]) and untouched(place)
+        assert CANARY.strip() in str(s.requests[-1]) and untouched(place)
     missing = run_stage("tinyharness", place.ws, "--sandbox-read", str(place.root / "nope"), "task")
     assert missing.returncode == 2 and "--sandbox-read" in missing.stderr
     usage = run_stage("tinyharness", place.ws, "--help")
