@@ -323,7 +323,7 @@ def test_one_attack_of_each_family_fails_under_run_yes(place, listeners):
         results = tool_results(server.requests[-1])
         assert result.returncode == 0 and not any(r.startswith("BLOCKED") for r in results.values()), "\n".join(results.values())
         assert all(c.read_text() == CANARY for c in out.glob("*/canary.txt")) and len(list(out.glob("*/canary.txt"))) == 3
-        assert CANARY not in str(server.requests) and not reached(listeners) and victim.poll() is None
+        assert CANARY.strip() not in str(server.requests) and not reached(listeners) and victim.poll() is None
         assert not (place.ws / "left.txt").exists() and "[sandbox] ended 1 process" in results["left-behind"]
     finally:
         victim.kill()
