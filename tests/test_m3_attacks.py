@@ -407,7 +407,7 @@ def test_path_attack_is_stopped_by_the_file_tools(stage, attack, fired):
     outcome = {tool: text.split(":", 1)[0] for tool, text in zip(expected_outcomes(attack), results)}
     assert outcome == expected_outcomes(attack), results
     assert not run.changed(attack.id), f"{attack.id} changed {run.outside[attack.id]}"
-    assert CANARY.format(case=attack.id) not in run.sent, "the canary's text reached the model"
+    assert CANARY.format(case=attack.id).strip() not in run.sent, "the canary's text reached the model"
     if attack.id == "tilde":
         assert not (run.workspace / "~").exists(), "'~' must be refused, not made into a folder"
 
