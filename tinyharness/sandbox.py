@@ -697,9 +697,9 @@ class Sandbox:
             return process, lambda timed_out=False: []
         become_subreaper()
         adopted_before = child_lister()(os.getpid())
-        tmpdir = tempfile.mkdtemp(prefix="tinyharness-tmp-")
         contents = {}
         before = snapshot(workspace, contents)
+        tmpdir = tempfile.mkdtemp(prefix="tinyharness-tmp-")
         workspace = os.path.realpath(workspace)
         rules = self.rules(workspace, tmpdir, timeout)
         try:
@@ -718,7 +718,10 @@ class Sandbox:
             notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running outside its "
                      "process group"] \
                 if left and not timed_out else []  # a timeout's message says so already
-            undone = restore(workspace, before, contents)
+            try:
+                undone = restore(workspace, before, contents)
+            except OSError as e:  # the command's output still reaches the model, with this said
+                undone = [f"(putting them back failed: {e}; check .git/hooks, .git/config and .tinyharness)"]
             if undone:
                 notes.append("[sandbox] protected paths were changed and have been put back: " + ", ".join(undone)
                              + ". Hooks, git's config and the harness's own settings are for the user to change.")
