@@ -249,10 +249,13 @@ def unavailable_reason(abi=None, machine=None):
 def read_paths(extra=()):
     """The folders and files the sandbox may read and execute, besides the workspace."""
     paths = [p for p in SYSTEM_READ if os.path.exists(p)]
+    home = os.path.realpath(os.path.expanduser("~"))
     for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:  # the Python running the harness (a venv too)
-        paths.append(prefix)
+        prefix = os.path.realpath(prefix)
+        if not Path(home).is_relative_to(prefix):  # never a prefix that holds the whole home folder (or /)
+            paths.append(prefix)
     paths += etc_entries("/etc")
-    home = os.path.expanduser("~")  # git stops with "fatal" when it may not read the user's git settings
+    # git stops with "fatal" when it may not read the user's git settings
     paths += [os.path.join(home, name) for name in GIT_SETTINGS]
     return paths + [os.path.abspath(p) for p in extra]
 
