@@ -44,6 +44,7 @@ def run_stage(stage, workspace, *args, stdin="", timeout=60, env=None, approve=F
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env["PYTHONIOENCODING"] = "utf-8"
+    full_env["XDG_DATA_HOME"] = str(Path(workspace).parent / "data")  # sessions go to the test's folder, not home
     full_env.update(env or {})
     return subprocess.run(command(stage, *args), cwd=workspace, input=stdin, capture_output=True,
                           text=True, encoding="utf-8", errors="replace", timeout=timeout, env=full_env)

@@ -9,6 +9,7 @@ from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
 from .loop import Stats, Stopped, run_agent
+from .sessions import UsageTap, start_or_warn
 from .vision import ImageError, image_part, load_attachment
 
 
@@ -92,6 +93,11 @@ class StreamPrinter:
 
 def add_run_flags(parser):
     parser.add_argument("task", help="what the agent should do, in plain words")
+    add_agent_flags(parser)
+
+
+def add_agent_flags(parser):
+    """The flags `run` and `chat` share: the model, the budgets, the tools' permissions, the context."""
     parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
                         help="model name (env TINYHARNESS_MODEL, default %(default)s)")
     parser.add_argument("--base-url", default=os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL),
@@ -100,6 +106,9 @@ def add_run_flags(parser):
     parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS, metavar="SECONDS",
                         help="stop before the next model call once this long has passed (default %(default)s)")
     parser.add_argument("--transcript", metavar="PATH", help="write the whole conversation as JSON to PATH")
+    parser.add_argument("--no-session", action="store_true",
+                        help="do not write the session file (by default every run and chat is appended, event by "
+                             "event, to $XDG_DATA_HOME/tinyharness/sessions/, else ~/.local/share/...)")
     parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
                         help="print the answer as it arrives (default: on when the output is a terminal)")
     parser.add_argument("--shell-timeout", type=float, default=60, metavar="SECONDS",
@@ -139,6 +148,26 @@ def build_parser():
                          description="Run the agent on TASK, using the current folder as its workspace.")
     add_run_flags(run)
     run.set_defaults(usage=run)  # its own checks print `usage: tinyharness run ...`, not the top-level line
+    from .chat import add_chat_flags
+    chat = sub.add_parser("chat", help="a conversation with the agent in the current folder (sessions are kept)",
+                          description="Talk with the agent in the current folder: each message runs the same loop, "
+                                      "tools, hooks and guards as `run`, with its own --max-turns and --max-seconds. "
+                                      "/help inside lists the commands. With standard input not a terminal, each "
+                                      "line is one message.", epilog=EXIT_CODES)
+    add_chat_flags(chat)
+    add_agent_flags(chat)
+    chat.set_defaults(usage=chat)
+    sub.add_parser("sessions", help="list the saved sessions: id, folder, started, turns, first task",
+                   description="List the sessions in $XDG_DATA_HOME/tinyharness/sessions/ "
+                               "(else ~/.local/share/tinyharness/sessions/), newest first.")
+    view = sub.add_parser("view", help="turn a session or a --transcript file into one HTML page",
+                          description="Write a self-contained HTML page (no network, no external files) showing "
+                                      "FILE's turns, tool calls, results, cuts, summaries and tokens per turn; "
+                                      "print its path.")
+    view.add_argument("file", metavar="FILE", help="a session (.jsonl) or a --transcript (.json) file")
+    view.add_argument("-o", "--output", metavar="PATH", help="where to write the page (default: FILE with .html)")
+    view.add_argument("--open", action="store_true", help="open the page in the web browser")
+    view.set_defaults(usage=view)
     demo = sub.add_parser("demo", help="the notes task end to end, with the model's turns replayed (no server needed)",
                           description="Copy examples/notes to a temporary folder and run the real loop and tools on "
                                       "it, against a scripted server that replays the model's five turns. The "
@@ -192,11 +221,22 @@ def dispatch(argv):
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     usage = getattr(args, "usage", parser)  # the subcommand's own parser, where it set one
+    if args.command in ("run", "chat") and (problem := usage_problem(args, extra)):
+        usage.error(problem)
     if args.command == "run":
-        return run_command(args, usage, extra)
+        return run_command(args, usage)
     if extra:
         usage.error(f"unrecognized arguments: {' '.join(extra)}")
     sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
+    if args.command == "chat":
+        from .chat import chat_command
+        return chat_command(args, usage)
+    if args.command == "sessions":
+        from .sessions import sessions_command
+        return sessions_command()
+    if args.command == "view":
+        from .view import view_command
+        return view_command(args.file, args.output, args.open)
     if args.command == "demo":
         from .demo import run_demo
         return run_demo(keep=args.keep)
@@ -222,9 +262,7 @@ def fake_server(args):
         return 1
 
 
-def run_command(args, parser, extra):
-    if problem := usage_problem(args, extra):
-        parser.error(problem)
+def run_command(args, parser):
     sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
     if not args.task.strip():
         parser.error("the task is empty")
@@ -246,6 +284,9 @@ def run_command(args, parser, extra):
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
     stats = Stats()
     echo = printer.echo
+    session = None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr)
+    if session:
+        client = UsageTap(client, session)  # the session notes each call's usage beside its answer
 
     def ask(prompt):
         printer.end_line()  # a streamed line still open would run into the question
@@ -253,7 +294,8 @@ def run_command(args, parser, extra):
     try:
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
                            args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds,
-                           args.context_policy, args.context_window, image=image)
+                           args.context_policy, args.context_window, image=image,
+                           on_update=session.sync if session else None)
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
             print(printable(answer))
@@ -273,6 +315,9 @@ def run_command(args, parser, extra):
         return 130
     finally:
         print(stats.line(), file=sys.stderr)
+        if session:
+            session.end("run")
+            session.close()
 
 
 def course_command(args):
