@@ -35,9 +35,10 @@ def call_main(stage, *args):
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
-    """No TINYHARNESS_* from the caller's shell, and the workspace is a fresh folder."""
+    """No TINYHARNESS_* from the caller's shell, the workspace is a fresh folder, sessions stay in the test's."""
     for name in [n for n in os.environ if n.startswith("TINYHARNESS_")]:
         monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
 
 
@@ -144,7 +145,7 @@ def test_readme_lists_exit_code_130():
 @pytest.mark.parametrize("stage", LADDER)
 def test_ctrl_c_while_waiting_for_the_model_exits_130_without_a_traceback(stage, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
-    env.update(PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8")
+    env.update(PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8", XDG_DATA_HOME=str(tmp_path / "data"))
     with ScriptedServer(script=[{"content": "too late", "delay": 30}]) as server:
         proc = subprocess.Popen(command(stage, "--base-url", server.base_url, "hi"), cwd=tmp_path, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -227,3 +228,11 @@ def test_the_demo_keeps_its_folder_when_asked_and_says_where(tmp_path, monkeypat
     assert "300 KM" in (tmp_path / name / "notes" / "budget.md").read_text(encoding="utf-8")
     text = "\n".join(said)
     assert f"The workspace is kept in {tmp_path / name}; delete that folder when you are done" in text
+
+
+@pytest.mark.parametrize("args", [["--base-url", "notaurl"], ["--transcript", "no/such/folder/t.json"], ["hello", "there"]])
+def test_chat_checks_its_command_line_like_run(args, capsys):
+    with pytest.raises(SystemExit) as stop:
+        tinyharness_main("chat", *args)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "usage: tinyharness chat" in err and "Traceback" not in err, err
