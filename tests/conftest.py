@@ -5,6 +5,24 @@ import pytest
 from tests.ladder import ROOT
 
 
+def pytest_addoption(parser):
+    parser.addoption("--stage", metavar="FOLDER",
+                     help="only the ladder tests of one stage (e.g. m4_guards): a test parametrised with another "
+                          "stage is deselected. `-k m4_guards` alone also selects all of test_m4_guards.py, "
+                          "on every later stage too")
+
+
+def pytest_collection_modifyitems(config, items):
+    stage = config.getoption("--stage")
+    if not stage:
+        return
+    other = [item for item in items if getattr(item, "callspec", None) and item.callspec.params.get("stage", stage) != stage]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        dropped = set(other)
+        items[:] = [item for item in items if item not in dropped]
+
+
 @pytest.fixture
 def notes_workspace(tmp_path):
     """A fresh copy of examples/notes, the course's demo workspace."""
