@@ -2,7 +2,7 @@ import shutil
 
 import pytest
 
-from tests.ladder import ROOT
+from tests.ladder import FINAL, ROOT, STAGES
 
 
 def pytest_addoption(parser):
@@ -16,11 +16,17 @@ def pytest_collection_modifyitems(config, items):
     stage = config.getoption("--stage")
     if not stage:
         return
-    other = [item for item in items if getattr(item, "callspec", None) and item.callspec.params.get("stage", stage) != stage]
+    other = [item for item in items if stage_of(item) not in (None, stage)]
     if other:
         config.hook.pytest_deselected(items=other)
         dropped = set(other)
         items[:] = [item for item in items if item not in dropped]
+
+
+def stage_of(item):
+    """The stage a test is parametrised with (any parameter whose value names a stage), or None."""
+    params = item.callspec.params.values() if hasattr(item, "callspec") else ()
+    return next((value for value in params if isinstance(value, str) and value in (*STAGES, FINAL)), None)
 
 
 @pytest.fixture
