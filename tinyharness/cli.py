@@ -190,16 +190,30 @@ def build_parser():
     fake.set_defaults(usage=fake)
     sub.add_parser("eval", add_help=False, help="measure models or harness settings on five tasks, judged by "
                                                 "the end state (`tinyharness eval --help`)")
-    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, check",
-                            description="Follow the course: see your progress, diff two stages, take a quiz, run a stage's tests.")
+    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, start, check",
+                            description="Follow the course: see your progress, diff two stages, take a quiz, "
+                                        "write a stage's key functions yourself, run a stage's tests.")
     course_sub = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
-    course_sub.add_parser("list", help="the stages, one line each, with your quiz progress")
+    course_sub.add_parser("list", help="the stages, one line each, with your quiz and exercise progress")
     diff = course_sub.add_parser("diff", help="a unified diff of two stages' code")
     diff.add_argument("a", help="a stage, e.g. m0")
     diff.add_argument("b", help="a later stage, e.g. m1")
     diff.add_argument("--docs", action="store_true", help="include README.md and QUIZ.md")
     course_sub.add_parser("quiz", help="take a stage's three-question quiz").add_argument("stage")
-    course_sub.add_parser("check", help="run the tests of one stage").add_argument("stage")
+    start = course_sub.add_parser("start", help="copy a stage with its lesson's functions left for you to write",
+                                  description="Write your copy of a stage into DIR/<stage folder>: the same code, "
+                                              "except that the functions the lesson is about raise "
+                                              "NotImplementedError for you to fill in (the stage README's "
+                                              "'Your turn' says what to write). Then: course check STAGE --mine DIR.")
+    start.add_argument("stage", help="a stage, e.g. m3")
+    start.add_argument("dir", metavar="DIR", nargs="?", default=".", help="the parent folder of your copy (default: here)")
+    start.add_argument("--force", action="store_true", help="replace an existing copy (your changes are lost)")
+    check = course_sub.add_parser("check", help="run the tests of one stage, or grade your copy with --mine",
+                                  description="Run the tests of one stage. With --mine, run the tests of what the "
+                                              "stage introduced against your copy of it, and say what passes, "
+                                              "what fails first, and a hint.")
+    check.add_argument("stage", help="a stage, e.g. m3")
+    check.add_argument("--mine", metavar="DIR", help="your copy: the folder `course start` wrote (or its parent)")
     return parser
 
 
@@ -328,4 +342,6 @@ def course_command(args):
         return course.course_diff(args.a, args.b, include_docs=args.docs)
     if args.course_command == "quiz":
         return course.course_quiz(args.stage)
-    return course.course_check(args.stage)
+    if args.course_command == "start":
+        return course.course_start(args.stage, args.dir, args.force)
+    return course.course_check(args.stage, mine=args.mine)
