@@ -69,12 +69,21 @@ def run_stage(stage, workspace, *args, stdin="", timeout=60, env=None, approve=F
     full_env["PYTHONIOENCODING"] = "utf-8"
     full_env["XDG_DATA_HOME"] = str(Path(workspace).parent / "data")  # sessions go to the test's folder, not home
     full_env.update(env or {})
-    in_process = (in_process and not os.environ.get("LADDER_SUBPROCESS") and import_roots(stage) == [str(ROOT)]
-                  and threading.current_thread() is threading.main_thread())  # a learner's copy: its own process
+    in_process = (in_process and not os.environ.get("LADDER_SUBPROCESS") and imported_as_a_process_would(stage)
+                  and threading.current_thread() is threading.main_thread())
     if not in_process:
         return subprocess.run(command(stage, *args), cwd=workspace, input=stdin, capture_output=True,
                               text=True, encoding="utf-8", errors="replace", timeout=timeout, env=full_env)
     return run_in_process(stage, workspace, list(args), stdin, timeout, full_env)
+
+
+def imported_as_a_process_would(stage):
+    """True when this process has the stage from where its own process would import it: the repository,
+    or the learner's copy that `course check --mine` loaded (tests/exercise_check.py)."""
+    if stage == FINAL:
+        return True
+    here = Path(importlib.import_module(stage).__file__).resolve().parent.parent
+    return here == Path(import_roots(stage)[0]).resolve()
 
 
 class _TimedOut(BaseException):
