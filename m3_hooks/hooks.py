@@ -13,7 +13,7 @@ from pathlib import Path
 FILE_TOOLS = ("list_dir", "read_file", "write_file")
 NEEDS_PERMISSION = ("write_file", "shell")
 MAX_PATH_CHARS = 4096
-MAX_COMMAND_CHARS = 10_000  # a longer command is refused, never waved through unread
+MAX_COMMAND_CHARS = 10_000  # longer text is refused unread (length_guard), never waved through
 
 
 # exercise(m3): Write path_guard: return a reason to block a file tool whose path, once resolved (following '..' and symlinks), is not inside the resolved workspace, or that holds a NUL byte, starts with '~' or is a hard-linked file to read.
@@ -22,9 +22,6 @@ def path_guard(workspace, name, args):
     if name not in FILE_TOOLS:
         return None
     path = args["path"]
-    if len(path) > MAX_PATH_CHARS:  # first: resolving (and quoting) a megabyte of path costs minutes
-        return (f"the path is {len(path):,} characters long; no file system takes a path longer than "
-                f"{MAX_PATH_CHARS:,} characters (Linux's PATH_MAX), so it names no file")
     if "\x00" in path:
         return "the path contains a NUL byte, which no file name can hold"
     if Path(path).parts[:1] and Path(path).parts[0].startswith("~"):
@@ -91,12 +88,21 @@ COMMAND_RULES = [
 
 def command_policy(command):
     """The reason a shell command is refused, or None. The first rule that matches wins."""
-    if len(command) > MAX_COMMAND_CHARS:  # a script pasted into `python -c` or a here-document
-        return (f"the command is {len(command):,} characters long, over the {MAX_COMMAND_CHARS:,} this policy "
-                "reads. Write the script to a file with write_file, then run that file with a short command.")
     for pattern, why in COMMAND_RULES:
         if re.search(pattern, command):
             return f"the command looks like {why}. If the task needs it, say so in your answer and let the user run it."
+    return None
+
+
+def length_guard(workspace, name, args):
+    """First of the hooks: text too long to judge is refused unread, never waved through. Resolving a
+    megabyte of path takes minutes, and a long command is a script better kept in a file."""
+    if name in FILE_TOOLS and len(args["path"]) > MAX_PATH_CHARS:
+        return (f"the path is {len(args['path']):,} characters long; no file system takes a path longer than "
+                f"{MAX_PATH_CHARS:,} characters (Linux's PATH_MAX), so it names no file")
+    if name == "shell" and len(args["command"]) > MAX_COMMAND_CHARS:  # a script pasted into `python -c`
+        return (f"the command is {len(args['command']):,} characters long, over the {MAX_COMMAND_CHARS:,} the "
+                "command policy reads. Write the script to a file with write_file, then run that file.")
     return None
 
 
@@ -104,7 +110,7 @@ def shell_policy(workspace, name, args):
     return command_policy(args["command"]) if name == "shell" else None
 
 
-PRE_TOOL_USE = [path_guard, shell_policy]
+PRE_TOOL_USE = [length_guard, path_guard, shell_policy]
 
 
 def pre_tool_use(workspace, name, args):

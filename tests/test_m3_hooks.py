@@ -177,7 +177,7 @@ def test_a_megabyte_command_or_path_is_refused_at_once_by_every_hook(stage, shap
         assert seconds < 5, f"{name} took {seconds:.1f} s to judge a {len(text):,}-character {shape}"
         assert isinstance(verdict, str) and f"{len(text):,} characters long" in verdict, (name, verdict[:200])
         assert len(verdict) < 400, "the reason must not quote the megabyte back to the model"
-    assert "write_file" in hooks.command_policy(text), "the refusal says what to do instead"
+    assert "write_file" in hooks.pre_tool_use(str(workspace), "shell", {"command": text}), "it says what to do instead"
 
 
 @pytest.mark.parametrize("stage", LADDER)
@@ -191,12 +191,14 @@ def test_every_command_rule_runs_in_linear_time(stage):
 
 
 @pytest.mark.parametrize("stage", LADDER)
-def test_the_length_limits_sit_just_past_what_is_judged(stage):
+def test_the_length_limits_sit_just_past_what_is_judged(stage, workspace):
     hooks = stage_hooks(stage)
+    judge = lambda name, **args: hooks.pre_tool_use(str(workspace), name, args)
     padding = " " * (hooks.MAX_COMMAND_CHARS - len("echo ") - len("rm -rf build"))
-    assert hooks.command_policy("echo " + padding + "rm -rf build").startswith("the command looks like a recursive")
-    assert hooks.command_policy("echo " + "x" * (hooks.MAX_COMMAND_CHARS - 5)) is None
-    assert "characters long" in hooks.command_policy("echo " + "x" * (hooks.MAX_COMMAND_CHARS - 4))
+    assert judge("shell", command="echo " + padding + "rm -rf build").startswith("the command looks like a recursive")
+    assert judge("shell", command="echo " + "x" * (hooks.MAX_COMMAND_CHARS - 5)) is None
+    assert "characters long" in judge("shell", command="echo " + "x" * (hooks.MAX_COMMAND_CHARS - 4))
     long_name = "n" * hooks.MAX_PATH_CHARS
-    assert hooks.path_guard(".", "read_file", {"path": long_name}) is None  # the OS says ERROR, as before
-    assert "characters long" in hooks.path_guard(".", "read_file", {"path": long_name + "n"})
+    assert judge("read_file", path=long_name) is None  # the OS says ERROR, as before
+    assert "characters long" in judge("read_file", path=long_name + "n")
+    assert hooks.PRE_TOOL_USE[0] is hooks.length_guard, "the other hooks never see what is too long to judge"
