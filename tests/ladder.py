@@ -9,14 +9,17 @@ stage`, without starting a Python (and importing requests) for each of a thousan
 where the process itself matters (signals, a crash, the interpreter's exit) passes in_process=False;
 LADDER_SUBPROCESS=1 runs every test that way, to check that nothing depends on the shortcut.
 """
+import atexit
 import contextlib
 import importlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -56,6 +59,18 @@ def import_roots(stage):
     return [str(ROOT)]
 
 
+_SESSIONS_HOME = []
+
+
+def sessions_home():
+    """One temporary data folder for the whole test run (removed at exit). Next to the workspace it
+    would look like something an attack created outside it (tests/test_m3_attacks.py)."""
+    if not _SESSIONS_HOME:
+        _SESSIONS_HOME.append(tempfile.mkdtemp(prefix="tinyharness-test-data-"))
+        atexit.register(shutil.rmtree, _SESSIONS_HOME[0], True)
+    return _SESSIONS_HOME[0]
+
+
 def run_stage(stage, workspace, *args, stdin="", timeout=60, env=None, approve=False, in_process=True):
     """Run a stage's CLI in `workspace` (its cwd); return a CompletedProcess (text mode).
 
@@ -67,7 +82,7 @@ def run_stage(stage, workspace, *args, stdin="", timeout=60, env=None, approve=F
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
     full_env["PYTHONPATH"] = os.pathsep.join(import_roots(stage)) + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env["PYTHONIOENCODING"] = "utf-8"
-    full_env["XDG_DATA_HOME"] = str(Path(workspace).parent / "data")  # sessions go to the test's folder, not home
+    full_env["XDG_DATA_HOME"] = sessions_home()  # sessions go to a folder of the test run: not home, not beside the workspace
     full_env.update(env or {})
     in_process = (in_process and not os.environ.get("LADDER_SUBPROCESS") and imported_as_a_process_would(stage)
                   and threading.current_thread() is threading.main_thread())
