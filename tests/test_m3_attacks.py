@@ -299,7 +299,6 @@ def fire(stage, root, cases):
         calls += [{"name": tool, "arguments": args, "id": f"{case_id}#{i}"}
                   for i, (tool, args) in enumerate(make_calls(workspace, outside[case_id]))]
     (root / "home").mkdir(exist_ok=True)  # $HOME for the run (the '~' case plants its canary there)
-    (root / "data").mkdir(exist_ok=True)  # where the harness keeps its session files (tests/ladder.py)
     before = {case_id: snapshot(folder) for case_id, folder in outside.items()}
     listing = set(os.listdir(root))
     with ScriptedServer(script=[{"tool_calls": calls}, "done"]) as server:
