@@ -318,7 +318,8 @@ def test_one_attack_of_each_family_fails_under_run_yes(place, listeners):
     calls = [{"name": "shell", "arguments": {"command": c}, "id": family} for family, c in attacks.items()]
     try:
         with ScriptedServer(script=[{"tool_calls": calls}, "done"]) as server:
-            result = run_stage("tinyharness", place.ws, "--yes", "--base-url", server.base_url, "attack", timeout=30)
+            result = run_stage("tinyharness", place.ws, "--yes", "--base-url", server.base_url, "attack", timeout=30,
+                               in_process=False)  # the real CLI process: subreaper, environment and all
         time.sleep(2.5)  # long enough for the left-behind child to have written, had it lived
         results = tool_results(server.requests[-1])
         assert result.returncode == 0 and not any(r.startswith("BLOCKED") for r in results.values()), "\n".join(results.values())
