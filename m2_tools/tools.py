@@ -76,6 +76,7 @@ class Output:
         pipe.close()
 
 
+# exercise(m2): Write kill_group: kill the command's whole process group (not only /bin/sh), and treat a group that has already ended as done.
 def kill_group(pid):
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -188,6 +189,7 @@ def usage(name):
     return json.dumps({p: "<string>" for p in PARAMETERS[name]})
 
 
+# exercise(m2): Write explain: turn an OSError into words about this path (which folder is missing, which step is a file), followed by the system's own [Errno N] words.
 def explain(error, workspace, path):
     """The OS error in words about this path, then the system's own words ([Errno 2] No such file...)."""
     words = f"[Errno {error.errno}] {error.strerror}" if error.errno else str(error)

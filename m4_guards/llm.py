@@ -53,6 +53,7 @@ class Client:
         self.timeout = timeout  # a cold model can take a minute or more to load
         self.max_reply_tokens = max_reply_tokens
 
+    # exercise(m0): Write Client.chat: POST the model, the messages, max_tokens (and the tools, when given) to self.url, and return parse_completion's (message, usage, finish_reason), turning every failure into an LLMError that gives advice.
     def chat(self, messages, tools=None, timeout=None):
         """Send the conversation; return (canonical assistant message, usage, finish_reason).
 

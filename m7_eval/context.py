@@ -46,6 +46,7 @@ def stub(message, described):
     return {**message, "content": text}
 
 
+# exercise(m5): Write older_results: the positions of the tool results older than the newest `keep` that the model has already seen (those before its last reply).
 def older_results(messages, keep):
     """Positions of the tool results older than the newest `keep` that the model has already seen.
     Results added after the model's last reply have never been sent: cutting one would hide it for good."""
@@ -61,6 +62,7 @@ def cuttable(message, limit):
             and not content.startswith(STUB_PREFIX))
 
 
+# exercise(m5): Write sliding_scissors: return a new list in which every old, cuttable tool result is replaced by its stub and every other message is unchanged.
 def sliding_scissors(messages, keep=2, limit=200):
     """Stub every tool result older than the newest `keep` that is longer than `limit` characters.
 

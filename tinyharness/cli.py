@@ -8,6 +8,7 @@ from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
 from .loop import Stats, Stopped, run_agent
+from .sessions import UsageTap, start_or_warn
 from .vision import ImageError, image_part, load_attachment
 
 
@@ -55,6 +56,11 @@ class StreamPrinter:
 
 def add_run_flags(parser):
     parser.add_argument("task", help="what the agent should do, in plain words")
+    add_agent_flags(parser)
+
+
+def add_agent_flags(parser):
+    """The flags `run` and `chat` share: the model, the budgets, the tools' permissions, the context."""
     parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
                         help="model name (env TINYHARNESS_MODEL, default %(default)s)")
     parser.add_argument("--base-url", default=os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL),
@@ -63,6 +69,9 @@ def add_run_flags(parser):
     parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS, metavar="SECONDS",
                         help="stop before the next model call once this long has passed (default %(default)s)")
     parser.add_argument("--transcript", metavar="PATH", help="write the whole conversation as JSON to PATH")
+    parser.add_argument("--no-session", action="store_true",
+                        help="do not write the session file (by default every run and chat is appended, event by "
+                             "event, to $XDG_DATA_HOME/tinyharness/sessions/, else ~/.local/share/...)")
     parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
                         help="print the answer as it arrives (default: on when the output is a terminal)")
     parser.add_argument("--shell-timeout", type=float, default=60, metavar="SECONDS",
@@ -92,6 +101,24 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_run_flags(sub.add_parser("run", help="run the agent on a task in the current folder",
                                  description="Run the agent on TASK, using the current folder as its workspace."))
+    from .chat import add_chat_flags
+    chat = sub.add_parser("chat", help="a conversation with the agent in the current folder (sessions are kept)",
+                          description="Talk with the agent in the current folder: each message runs the same loop, "
+                                      "tools, hooks and guards as `run`, with its own --max-turns and --max-seconds. "
+                                      "/help inside lists the commands. With standard input not a terminal, each "
+                                      "line is one message.")
+    add_chat_flags(chat)
+    add_agent_flags(chat)
+    sub.add_parser("sessions", help="list the saved sessions: id, folder, started, turns, first task",
+                   description="List the sessions in $XDG_DATA_HOME/tinyharness/sessions/ "
+                               "(else ~/.local/share/tinyharness/sessions/), newest first.")
+    view = sub.add_parser("view", help="turn a session or a --transcript file into one HTML page",
+                          description="Write a self-contained HTML page (no network, no external files) showing "
+                                      "FILE's turns, tool calls, results, cuts, summaries and tokens per turn; "
+                                      "print its path.")
+    view.add_argument("file", metavar="FILE", help="a session (.jsonl) or a --transcript (.json) file")
+    view.add_argument("-o", "--output", metavar="PATH", help="where to write the page (default: FILE with .html)")
+    view.add_argument("--open", action="store_true", help="open the page in the web browser")
     sub.add_parser("demo", help="the notes task end to end, with the model's turns replayed (no server needed)",
                    description="Copy examples/notes to a temporary folder and run the real loop and tools on it, "
                                "against a scripted server that replays the model's five turns.")
@@ -110,16 +137,30 @@ def build_parser():
     fake.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
     sub.add_parser("eval", add_help=False, help="measure models or harness settings on five tasks, judged by "
                                                 "the end state (`tinyharness eval --help`)")
-    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, check",
-                            description="Follow the course: see your progress, diff two stages, take a quiz, run a stage's tests.")
+    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, start, check",
+                            description="Follow the course: see your progress, diff two stages, take a quiz, "
+                                        "write a stage's key functions yourself, run a stage's tests.")
     course_sub = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
-    course_sub.add_parser("list", help="the stages, one line each, with your quiz progress")
+    course_sub.add_parser("list", help="the stages, one line each, with your quiz and exercise progress")
     diff = course_sub.add_parser("diff", help="a unified diff of two stages' code")
     diff.add_argument("a", help="a stage, e.g. m0")
     diff.add_argument("b", help="a later stage, e.g. m1")
     diff.add_argument("--docs", action="store_true", help="include README.md and QUIZ.md")
     course_sub.add_parser("quiz", help="take a stage's three-question quiz").add_argument("stage")
-    course_sub.add_parser("check", help="run the tests of one stage").add_argument("stage")
+    start = course_sub.add_parser("start", help="copy a stage with its lesson's functions left for you to write",
+                                  description="Write your copy of a stage into DIR/<stage folder>: the same code, "
+                                              "except that the functions the lesson is about raise "
+                                              "NotImplementedError for you to fill in (the stage README's "
+                                              "'Your turn' says what to write). Then: course check STAGE --mine DIR.")
+    start.add_argument("stage", help="a stage, e.g. m3")
+    start.add_argument("dir", metavar="DIR", nargs="?", default=".", help="the parent folder of your copy (default: here)")
+    start.add_argument("--force", action="store_true", help="replace an existing copy (your changes are lost)")
+    check = course_sub.add_parser("check", help="run the tests of one stage, or grade your copy with --mine",
+                                  description="Run the tests of one stage. With --mine, run the tests of what the "
+                                              "stage introduced against your copy of it, and say what passes, "
+                                              "what fails first, and a hint.")
+    check.add_argument("stage", help="a stage, e.g. m3")
+    check.add_argument("--mine", metavar="DIR", help="your copy: the folder `course start` wrote (or its parent)")
     return parser
 
 
@@ -140,6 +181,15 @@ def dispatch(argv):
     sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
     if args.command == "run":
         return run_command(args, parser)
+    if args.command == "chat":
+        from .chat import chat_command
+        return chat_command(args, parser)
+    if args.command == "sessions":
+        from .sessions import sessions_command
+        return sessions_command()
+    if args.command == "view":
+        from .view import view_command
+        return view_command(args.file, args.output, args.open)
     if args.command == "demo":
         from .demo import run_demo
         return run_demo()
@@ -177,6 +227,9 @@ def run_command(args, parser):
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
     stats = Stats()
     echo = printer.echo
+    session = None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr)
+    if session:
+        client = UsageTap(client, session)  # the session notes each call's usage beside its answer
 
     def ask(prompt):
         printer.end_line()  # a streamed line still open would run into the question
@@ -184,7 +237,8 @@ def run_command(args, parser):
     try:
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
                            args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds,
-                           args.context_policy, args.context_window, image=image)
+                           args.context_policy, args.context_window, image=image,
+                           on_update=session.sync if session else None)
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
             print(printable(answer))
@@ -204,6 +258,9 @@ def run_command(args, parser):
         return 130
     finally:
         print(stats.line(), file=sys.stderr)
+        if session:
+            session.end("run")
+            session.close()
 
 
 def course_command(args):
@@ -214,4 +271,6 @@ def course_command(args):
         return course.course_diff(args.a, args.b, include_docs=args.docs)
     if args.course_command == "quiz":
         return course.course_quiz(args.stage)
-    return course.course_check(args.stage)
+    if args.course_command == "start":
+        return course.course_start(args.stage, args.dir, args.force)
+    return course.course_check(args.stage, mine=args.mine)

@@ -117,6 +117,7 @@ def subprocess_runner(harness, max_turns, timeout):
     def run(job):
         env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        env["XDG_DATA_HOME"] = str(Path(job.workspace).parent / "data")  # the run's session stays with the run
         code, out, err = run_process(harness_command(harness, job, max_turns), job.workspace, timeout, env)
         return Output(code, out, err)
     return run

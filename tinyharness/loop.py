@@ -51,12 +51,18 @@ def system_prompt(workspace):
 
 def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, transcript=None,
               shell_timeout=SHELL_TIMEOUT, approve=ask_user, max_seconds=MAX_SECONDS, context_policy=DEFAULT_POLICY,
-              context_window=CONTEXT_WINDOW, image=None):
+              context_window=CONTEXT_WINDOW, image=None, messages=None, on_update=None):
     """Loop until the model answers without tool calls; return that answer. Raise Stopped, with an
     account of what was done, when a budget runs out or the model keeps repeating itself.
-    `context_policy` names one of context.POLICIES: how old tool results are cut before each call."""
+    `context_policy` names one of context.POLICIES: how old tool results are cut before each call.
+    `messages`: a conversation to continue (chat): the task is added to it, and it is kept up to date
+    in place, so the caller still has the whole history when the run ends, stops or is interrupted.
+    `on_update(messages)` is called whenever messages were added (the session file appends them)."""
     first = user_message_with_image(task, image) if image else {"role": "user", "content": task}  # image: from --image
-    messages = [{"role": "system", "content": system_prompt(workspace)}, first]
+    messages = [{"role": "system", "content": system_prompt(workspace)}] if messages is None else messages
+    messages.append(first)
+    on_update = on_update or (lambda messages: None)
+    on_update(messages)
     arrivals = ArrivalWatch()  # did each picture reach the model? The bill says
     budget, repeats, record = Budget(max_turns, max_seconds), RepeatGuard(), Record()
     policy, watch = POLICIES[context_policy], ContextWatch(context_window)
@@ -66,7 +72,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
         if limit:
             raise Stopped(limit, record.account())
         # Keep what the policy returns: a result cut once stays cut, the same bytes every turn (see context.py).
-        messages = policy(messages, context_window)
+        messages[:] = policy(messages, context_window)  # in place: a chat's caller holds this list
         message, usage, _ = client.chat(messages, tools=SCHEMAS)
         stats.count_turn(usage)
         watch_context(watch, usage, messages)
@@ -74,6 +80,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
         if arrived:
             print(arrived, file=sys.stderr, flush=True)
         messages.append(message)
+        on_update(messages)
         calls = message.get("tool_calls") or []
         if not calls:  # no tool calls = the model is done (finish_reason alone is not trusted)
             save_transcript(transcript, messages)
@@ -84,12 +91,14 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             run_tool_call(call, f"call_{turn + 1}_{number}", workspace, messages, stats, echo, shell_timeout, approve,
                           memory, images)
             record.note(call, messages[-1]["content"])
+            on_update(messages)
         if images:  # after ALL of this turn's results: a message between two of them breaks the pairing
             messages.append(image_followup_message([part for _, part in images], [name for name, _ in images]))
         repeated = repeats.end_turn()
         if repeated and repeats.warnings == 1:  # after all of this turn's results, never between them
             messages.append({"role": "user", "content": repeat_warning(repeated)})
         save_transcript(transcript, messages)
+        on_update(messages)
         if repeated and repeats.warnings > 1:
             raise Stopped(f"the model made the same call {REPEAT_LIMIT} times in a row again, after a [harness] "
                           f"warning: {brief(repeated)}", record.account())
