@@ -143,7 +143,7 @@ class Client:
             if "timed out" in str(e):
                 raise LLMError(f"The model server at {self.url} stopped sending its streamed answer for "
                                f"{wait:g} s. It may be overloaded or stuck; check its log and try again.") from None
-            done = False
+            done, data_seen = False, True   # a broken connection is a cut stream, not an empty answer
         if not data_seen:
             raise self.empty_stream()
         assembler.finish()
