@@ -66,7 +66,7 @@ class Client:
             with requests.post(self.url, json=body, headers=headers, timeout=wait, stream=True) as response:
                 raw = read_body(response, time.monotonic() + wait)
         except requests.exceptions.RequestException as e:
-            raise LLMError(explain_network_error(e, self.url, wait)) from None
+            raise LLMError(explain_network_error(e, self.url, wait, wait < self.timeout)) from None
         if response.status_code != 200:
             raise status_error(response.status_code, raw, self.url, self.model)
         return parse_completion(raw, self.url, self.model)
@@ -278,8 +278,12 @@ def is_count(value):
 
 # --- Errors, in words --------------------------------------------------------------------------
 
-def explain_network_error(error, url, timeout):
+def explain_network_error(error, url, timeout, budget=False):
+    """budget: the timeout was the time left of the run (--max-seconds), not the client's own."""
     text = str(error)
+    if isinstance(error, requests.exceptions.Timeout) and budget:
+        return (f"The model server at {url} did not finish its answer within the {timeout:g} s left of the "
+                "run's time limit (--max-seconds). Give the run more time, or ask for less at once.")
     if isinstance(error, requests.exceptions.Timeout):
         return (f"The model server at {url} did not answer within {timeout:g} s. "
                 "A large model may still be loading; try again, or try a smaller model.")
