@@ -68,7 +68,7 @@ def course_list(output=print, root=None) -> int:
         line = (f"{name:<{name_width}}  {title:<{title_width}}  {quiz.progress_label(entry):<{quiz_width}}  "
                 f"{exercises.progress_label(stage, passed)}")
         output(line.rstrip())
-    todo = [name for name, _, entry in rows if not entry or entry["best"] < entry["total"]]
+    todo = [name for name, _, entry in rows if not quiz.passed(entry)]  # passed: all right once
     if todo:
         output(f"\nNext: tinyharness course quiz {todo[0].split('_')[0]}")
     else:
@@ -118,6 +118,7 @@ def course_diff(a: str, b: str, output=None, color=None, include_docs=False, roo
 
 
 def course_quiz(stage: str, root=None) -> int:
+    """0 finished (the score is in `course list`), 1 stopped before the end (nothing saved), 130 Ctrl-C."""
     root = _checkout(root)
     if root is None:
         return 2
