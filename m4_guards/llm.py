@@ -383,9 +383,10 @@ def context_overflow(raw, detail, url):
     return ContextOverflow(overflow_message(prompt, window, f"The server at {url} said: {detail}"), prompt, window)
 
 
-def overflow_message(prompt, window, said):
-    numbers = f" ({prompt or '?'} prompt tokens, the window holds {window or '?'})"
-    return (f"The conversation no longer fits the model's context window{numbers}. {said}. "
-            "What to do: give the task in smaller steps; use a model with a longer context; give the server "
-            "a bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has --context-window, "
-            "set it to the server's real window so old tool results are cut in time.")
+def overflow_message(prompt, window, said, sure=True):
+    numbers = [f"{prompt} prompt tokens" if prompt else "", f"the window holds {window}" if window else ""]
+    numbers = f" ({'; '.join(n for n in numbers if n)})" if any(numbers) else ""
+    lead = f"The conversation no longer fits the model's context window{numbers}. " if sure else ""
+    return (f"{lead}{said}. What to do: give the task in smaller steps; use a model with a longer context; give "
+            "the server a bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has "
+            "--context-window, set it to the server's real window so old tool results are cut in time.")

@@ -175,10 +175,10 @@ class Client:
 
     def empty_stream(self):
         """An HTTP 200 with no data at all: llama-cpp-python's way of saying the prompt did not fit."""
-        said = (f"The server at {self.url} answered with an empty stream (HTTP 200, no data), which is most "
-                "likely a context overflow: llama-cpp-python answers a prompt longer than its window this way "
-                "when streaming (--no-stream shows the server's own error)")
-        return ContextOverflow(overflow_message(None, None, said))
+        said = (f"The server at {self.url} answered with an empty stream (HTTP 200, no data). That is most likely "
+                "a context overflow, the conversation no longer fitting the model's context window: llama-cpp-python "
+                "answers so when streaming (--no-stream shows the server's own error)")
+        return ContextOverflow(overflow_message(None, None, said, sure=False))
 
 
 def reply_timeout(timeout, limit):
@@ -492,12 +492,13 @@ def context_overflow(raw, detail, url):
     return ContextOverflow(overflow_message(prompt, window, f"The server at {url} said: {detail}"), prompt, window)
 
 
-def overflow_message(prompt, window, said):
-    numbers = f" ({prompt or '?'} prompt tokens, the window holds {window or '?'})"
-    return (f"The conversation no longer fits the model's context window{numbers}. {said}. "
-            "What to do: give the task in smaller steps; use a model with a longer context; give the server "
-            "a bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has --context-window, "
-            "set it to the server's real window so old tool results are cut in time.")
+def overflow_message(prompt, window, said, sure=True):
+    numbers = [f"{prompt} prompt tokens" if prompt else "", f"the window holds {window}" if window else ""]
+    numbers = f" ({'; '.join(n for n in numbers if n)})" if any(numbers) else ""
+    lead = f"The conversation no longer fits the model's context window{numbers}. " if sure else ""
+    return (f"{lead}{said}. What to do: give the task in smaller steps; use a model with a longer context; give "
+            "the server a bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has "
+            "--context-window, set it to the server's real window so old tool results are cut in time.")
 
 
 # --- Putting a stream back together ------------------------------------------------------------
