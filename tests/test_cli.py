@@ -9,15 +9,15 @@ import requests
 from tests.ladder import ROOT
 
 
-def tinyharness(*args, cwd=None, timeout=60, stdin=""):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8"}
+def tinyharness(*args, cwd=None, timeout=60, stdin="", env=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8", **(env or {})}
     env = {k: v for k, v in env.items() if k not in ("TINYHARNESS_BASE_URL", "TINYHARNESS_MODEL")}
     return subprocess.run([sys.executable, "-m", "tinyharness", *args], cwd=cwd or ROOT, capture_output=True,
                           text=True, timeout=timeout, env=env, input=stdin)
 
 
 def test_demo_runs_the_notes_task_offline(tmp_path):
-    result = tinyharness("demo", cwd=tmp_path)
+    result = tinyharness("demo", "--keep", cwd=tmp_path, env={"TMPDIR": str(tmp_path)})  # kept: read what it wrote
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "REPLAYED" in out
