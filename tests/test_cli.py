@@ -52,7 +52,7 @@ def test_fake_server_command_serves_a_script(tmp_path):
         line = proc.stdout.readline()
         assert line.startswith("Scripted model server on http://127.0.0.1:"), line
         base_url = line.split(" on ", 1)[1].split()[0]
-        answer = requests.post(base_url + "/chat/completions", json={"model": "m", "messages": []}, timeout=10).json()
+        answer = requests.post(base_url + "/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}, timeout=10).json()
         assert answer["choices"][0]["message"]["content"] == "hello from the script"
     finally:
         proc.terminate()

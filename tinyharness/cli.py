@@ -5,7 +5,7 @@ import sys
 from urllib.parse import urlsplit
 
 from .hooks import approve_everything, ask_user
-from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
+from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, MAX_REPLY_TOKENS, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
 from .loop import Stats, Stopped, run_agent
@@ -105,7 +105,14 @@ def add_agent_flags(parser):
                         help="OpenAI-compatible endpoint (env TINYHARNESS_BASE_URL, default %(default)s)")
     parser.add_argument("--max-turns", type=int, default=MAX_TURNS, help="most model calls in one run (default %(default)s)")
     parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS, metavar="SECONDS",
-                        help="stop before the next model call once this long has passed (default %(default)s)")
+                        help="stop before the next model call once this long has passed; what is left is also the "
+                             "longest one model reply may take (default %(default)s)")
+    parser.add_argument("--max-tokens", type=int, metavar="N",
+                        help="stop before the next model call once the run has used N tokens, prompt plus completion, "
+                             "as the server counted them (default: no limit)")
+    parser.add_argument("--max-reply-tokens", type=int, default=MAX_REPLY_TOKENS, metavar="N",
+                        help="the most tokens one model reply may have (sent as max_tokens); a reply cut there is "
+                             "not an answer: the model is told once, the second cut stops the run (default %(default)s)")
     parser.add_argument("--transcript", metavar="PATH", help="write the whole conversation as JSON to PATH")
     parser.add_argument("--no-session", action="store_true",
                         help="do not write the session file (by default every run and chat is appended, event by "
@@ -312,6 +319,10 @@ def run_command(args, parser):
         parser.error("--shell-timeout must be more than 0")
     if args.context_window < 1:
         parser.error("--context-window must be 1 or more")
+    if args.max_reply_tokens < 1:
+        parser.error("--max-reply-tokens must be 1 or more")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        parser.error("--max-tokens must be 1 or more")
     sandbox = sandbox_from_args(args, parser)
     try:  # a bad image is a usage error (exit 2), found before any model call
         image = image_part(*load_attachment(args.image, os.getcwd())) if args.image is not None else None
@@ -320,7 +331,8 @@ def run_command(args, parser):
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
-                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
+                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
+                    max_reply_tokens=args.max_reply_tokens)
     stats = Stats()
     echo = printer.echo
     session = None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr)
@@ -334,7 +346,8 @@ def run_command(args, parser):
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
                            args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds,
                            args.context_policy, args.context_window, image=image,
-                           on_update=session.sync if session else None, sandbox=sandbox)
+                           on_update=session.sync if session else None, max_tokens=args.max_tokens,
+                           sandbox=sandbox)
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
             print(printable(answer))

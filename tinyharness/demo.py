@@ -19,26 +19,22 @@ TASK = "Find the testing budget in my notes and save it to budget.md."
 
 
 class NarratingClient:
-    """Wraps the real client to announce each model turn before the loop acts on it."""
+    """Wraps the real client to announce each model turn before the loop acts on it. (The loop itself
+    shows each call's result, on the `->` line under it.)"""
 
     def __init__(self, client, say):
         self.client, self.say, self.turn = client, say, 0
 
-    def chat(self, messages, tools=None):
-        self.show_new_results(messages)
-        message, usage = self.client.chat(messages, tools)
+    def __getattr__(self, name):  # everything else (max_reply_tokens, ...) is the real client's
+        return getattr(self.client, name)
+
+    def chat(self, messages, tools=None, **options):
+        message, usage, finish_reason = self.client.chat(messages, tools, **options)
         self.turn += 1
         calls = message.get("tool_calls") or []
         action = f"asks for {len(calls)} tool call(s):" if calls else "answers without tool calls, so the loop ends:"
         self.say(f"\nTurn {self.turn} - the model (replayed) {action}")
-        return message, usage
-
-    def show_new_results(self, messages):
-        """The tool results the loop appended since the model's last turn: what the model reads next."""
-        last_turn = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=len(messages))
-        for result in messages[last_turn + 1:]:
-            first_line = (result.get("content") or "").replace("\n", " | ")
-            self.say(f"    -> {first_line[:90]}{'...' if len(first_line) > 90 else ''}")
+        return message, usage, finish_reason
 
 
 def run_demo(say=print, keep=False):
