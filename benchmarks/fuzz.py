@@ -243,9 +243,9 @@ def stage_name(name):
     """m4 or m4_guards -> m4_guards; tinyharness stays."""
     if name == FINAL:
         return FINAL
-    found = [s for s in STAGES if s == name or s.split("_")[0] == name]
+    found = [s for s in STAGES[1:] if s == name or s.split("_")[0] == name]   # m0 runs no loop
     if not found:
-        raise SystemExit(f"unknown stage {name!r}; choose one of {', '.join(STAGES[1:] + [FINAL])}")
+        raise ValueError(f"unknown stage {name!r}; choose one of {', '.join(STAGES[1:] + [FINAL])}")
     return found[0]
 
 
@@ -376,7 +376,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be 1 or more")
-    result = fuzz(args.stage, args.runs, args.seed, args.limit, args.show)
+    try:
+        stage = stage_name(args.stage)
+    except ValueError as e:
+        parser.error(str(e))
+    result = fuzz(stage, args.runs, args.seed, args.limit, args.show)
     return 0 if not (result["crashes"] or result["hangs"] or result["poisoned"]) else 1
 
 

@@ -393,13 +393,24 @@ def test_an_overflow_error_event_is_a_context_overflow():
     assert (caught.value.prompt_tokens, caught.value.context_window) == (9100, 8192)
 
 
+def read_request(conn):
+    """The whole request (headers, then Content-Length bytes): closing with unread bytes resets the connection."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int(next((line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0))
+    while len(rest) < length:
+        rest += conn.recv(65536)
+
+
 def test_a_stream_that_runs_past_the_time_left_is_given_up():
     body = sse(*[chunk({"content": "word "}) for _ in range(3)], chunk({}, "stop"), "[DONE]")
     listener = socket.create_server(("127.0.0.1", 0))
 
     def slow_stream():                          # one piece every 0.2 s: no single read times out
         conn, _ = listener.accept()
-        conn.recv(65536)
+        read_request(conn)
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
         for event in body.split("\n\n"):
             try:

@@ -97,6 +97,7 @@ class Conversation:
                              self.settings["max_seconds"], self.settings["context_policy"],
                              self.settings["context_window"], image=image, messages=self.messages,
                              on_update=self.sync, extensions=self.settings.get("extensions"),
+                             sandbox=self.settings.get("sandbox"),
                              on_subagent=self.keep_subagent)
         except BaseException:
             close_open_calls(self.messages)
@@ -425,7 +426,8 @@ def chat_command(args, parser):
         return 2
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
-    settings = {"extensions": hands, "max_turns": args.max_turns, "max_seconds": args.max_seconds, "transcript": args.transcript,
+    from .cli import sandbox_from_args
+    settings = {"extensions": hands, "sandbox": sandbox_from_args(args, parser), "max_turns": args.max_turns, "max_seconds": args.max_seconds, "transcript": args.transcript,
                 "shell_timeout": args.shell_timeout, "approve": approve, "context_policy": args.context_policy,
                 "context_window": args.context_window, "compact_at": args.compact_at, "keep_turns": args.keep_turns}
     conversation = Conversation(client, workspace, settings, writer, messages)

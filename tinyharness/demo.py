@@ -37,14 +37,31 @@ class NarratingClient:
         return message, usage, finish_reason
 
 
-def run_demo(say=print):
+def run_demo(say=print, keep=False):
     notes, script_file = ROOT / "examples" / "notes", ROOT / "examples" / "notes.script.json"
     if not notes.is_dir() or not script_file.is_file():
         print("error: the demo needs examples/notes and examples/notes.script.json from a checkout of the "
               "tinyharness repository; run it from there (pip install -e .).", file=sys.stderr)
         return 1
-    workspace = Path(tempfile.mkdtemp(prefix="tinyharness-demo-")) / "notes"
-    shutil.copytree(notes, workspace)
+    folder = Path(tempfile.mkdtemp(prefix="tinyharness-demo-"))
+    try:
+        replay(folder / "notes", script_file, say)
+    finally:  # a demo that fails or is interrupted leaves nothing behind either
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    if keep:
+        say(f"\nThe workspace is kept in {folder}; delete that folder when you are done with it.\n"
+            f"Now with a real model: start Ollama (`ollama serve`, `ollama pull qwen3:8b`), then\n"
+            f"  cd {folder / 'notes'} && rm budget.md && tinyharness run \"{TASK}\"")
+    else:
+        say(f"\nThe workspace was a temporary folder and is gone (`tinyharness demo --keep` keeps it).\n"
+            f"Now with a real model: start Ollama (`ollama serve`, `ollama pull qwen3:8b`), copy examples/notes\n"
+            f"somewhere, and in that folder run: tinyharness run \"{TASK}\"")
+    return 0
+
+
+def replay(workspace, script_file, say):
+    shutil.copytree(ROOT / "examples" / "notes", workspace)
     say("tinyharness demo: the notes task, end to end, with no model server.")
     say("The model's turns are REPLAYED from examples/notes.script.json by a scripted server on 127.0.0.1;")
     say("the loop, the tools, the files and the HTTP requests are real.\n")
@@ -59,9 +76,6 @@ def run_demo(say=print):
     say(answer)
     show_written_file(workspace / "budget.md", say)
     say(stats.line())
-    say(f"\nNow with a real model: start Ollama (`ollama serve`, `ollama pull qwen3:8b`), then\n"
-        f"  cd {workspace} && rm budget.md && tinyharness run \"{TASK}\"")
-    return 0
 
 
 def show_written_file(path, say):

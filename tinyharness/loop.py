@@ -67,7 +67,7 @@ def system_prompt(workspace):
 def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, transcript=None,
               shell_timeout=SHELL_TIMEOUT, approve=ask_user, max_seconds=MAX_SECONDS, context_policy=DEFAULT_POLICY,
               context_window=CONTEXT_WINDOW, image=None, messages=None, on_update=None, max_tokens=None,
-              extensions=None, on_subagent=None):
+              sandbox=None, extensions=None, on_subagent=None):
     """Loop until the model answers without tool calls; return that answer. Raise Stopped, with an
     account of what was done, when a budget runs out or the model keeps repeating itself.
     `context_policy` names one of context.POLICIES: how old tool results are cut before each call.
@@ -76,7 +76,8 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
     `on_update(messages)` is called whenever messages were added (the session file appends them).
     `max_tokens` (or None) bounds the prompt and completion tokens of the run, by the server's counts.
     `extensions` (extensions.py): MCP tools, the task tool, command hooks, parallel reads; `on_subagent`
-    gets each subagent's messages when it ends (the session keeps them)."""
+    gets each subagent's messages when it ends (the session keeps them).
+    `sandbox`: how shell commands run (sandbox.Sandbox; None = sandboxed, with the defaults)."""
     ext = extensions or NO_EXTENSIONS
     refused = ext.user_prompt_submit(task)
     if refused:
@@ -84,7 +85,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
     if ext.subagents:  # the child gets this run's client, settings and hooks, and a fresh context
         parent = {"client": client, "workspace": workspace, "stats": stats, "echo": echo,
                   "settings": {"shell_timeout": shell_timeout, "approve": approve, "context_policy": context_policy,
-                               "context_window": context_window}}
+                               "context_window": context_window, "sandbox": sandbox}}
         ext.run_task = lambda description: run_child(description, parent, ext, on_subagent)
     first = user_message_with_image(task, image) if image else {"role": "user", "content": task}  # image: from --image
     messages = [{"role": "system", "content": system_prompt(workspace)}] if messages is None else messages
@@ -149,7 +150,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             if problem:
                 return f"ERROR: {problem}. {VALID_CALL}", []
             loaded = []
-            return checked_run(workspace, name, arguments, shell_timeout, approve, memory, loaded, ext), loaded
+            return checked_run(workspace, name, arguments, shell_timeout, approve, memory, loaded, sandbox, ext), loaded
 
         def reads_only(call):
             return ext.parallel and call["id"] not in problems and \
@@ -229,7 +230,7 @@ def watch_context(watch, usage, messages):
               file=sys.stderr, flush=True)
 
 
-def checked_run(workspace, name, arguments, shell_timeout, approve, memory, images, ext=NO_EXTENSIONS):
+def checked_run(workspace, name, arguments, shell_timeout, approve, memory, images, sandbox=None, ext=NO_EXTENSIONS):
     """The choke point: every call passes here after it is parsed and before it runs. The hooks come
     first, so a blocked call never reaches the user; then writes, commands and URLs need the user's yes.
     After the call ran, the post hooks may add what they found to its result: the model reads it next.
@@ -244,7 +245,7 @@ def checked_run(workspace, name, arguments, shell_timeout, approve, memory, imag
     asks = needs_permission(name, arguments) if ours else ext.needs_permission(name)
     if asks and not approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
         return f"DENIED: the user did not allow this {name} call, so it did not run."
-    result = run_tool(workspace, name, arguments, shell_timeout, images) if ours else ext.run(name, arguments)
+    result = run_tool(workspace, name, arguments, shell_timeout, images, sandbox) if ours else ext.run(name, arguments)
     return ext.post_tool_use(name, arguments, post_tool_use(workspace, name, arguments, result, memory))
 
 
