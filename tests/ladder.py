@@ -84,12 +84,17 @@ def run_stage(stage, workspace, *args, stdin="", timeout=60, env=None, approve=F
     full_env["PYTHONIOENCODING"] = "utf-8"
     full_env["XDG_DATA_HOME"] = sessions_home()  # sessions go to a folder of the test run: not home, not beside the workspace
     full_env.update(env or {})
-    in_process = (in_process and not os.environ.get("LADDER_SUBPROCESS") and imported_as_a_process_would(stage)
-                  and threading.current_thread() is threading.main_thread())
-    if not in_process:
+    if not (in_process and can_run_in_process(stage)):
         return subprocess.run(command(stage, *args), cwd=workspace, input=stdin, capture_output=True,
                               text=True, encoding="utf-8", errors="replace", timeout=timeout, env=full_env)
     return run_in_process(stage, workspace, list(args), stdin, timeout, full_env)
+
+
+def can_run_in_process(stage):
+    """Whether a run of the stage in this process stands for its process: not under LADDER_SUBPROCESS=1,
+    with the stage imported from where the process would import it, on the thread that owns signals."""
+    return (not os.environ.get("LADDER_SUBPROCESS") and imported_as_a_process_would(stage)
+            and threading.current_thread() is threading.main_thread())
 
 
 def imported_as_a_process_would(stage):
@@ -105,14 +110,16 @@ class _TimedOut(BaseException):
     """Raised into the run by the alarm; a BaseException, so no `except Exception` in the harness eats it."""
 
 
-def run_in_process(stage, workspace, argv, stdin, timeout, env):
-    """`python -m stage ARGV`, in this process: same main(), same streams, exit code as the process's."""
-    if stage == FINAL:
+def run_in_process(stage, workspace, argv, stdin, timeout, env, main=None, shown_as=None):
+    """`python -m stage ARGV`, in this process: same main(), same streams, exit code as the process's.
+    Another command line of the stage (its eval) passes its own `main` and the argv it stands for."""
+    if main is None and stage == FINAL:
         main = lambda argv: importlib.import_module("tinyharness.cli").main(["run", *argv])
-    else:
+    elif main is None:
         main = importlib.import_module(f"{stage}.__main__").main
+    shown_as = shown_as or command(stage, *argv)
     out, err = io.BytesIO(), io.BytesIO()
-    with _process_state(workspace, env, stdin, out, err), _alarm(timeout, command(stage, *argv)):
+    with _process_state(workspace, env, stdin, out, err), _alarm(timeout, shown_as):
         try:
             code = main(argv)
         except SystemExit as e:  # argparse's usage errors, sys.exit(): what the process would exit with
@@ -121,7 +128,7 @@ def run_in_process(stage, workspace, argv, stdin, timeout, env):
             traceback.print_exc()
             code = 1
     text = lambda buffer: buffer.getvalue().decode("utf-8", errors="replace")
-    return subprocess.CompletedProcess(command(stage, *argv), code, text(out), text(err))
+    return subprocess.CompletedProcess(shown_as, code, text(out), text(err))
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.ladder import FINAL_LEVEL, ROOT
+from tests.ladder import FINAL, FINAL_LEVEL, ROOT
 from tinyharness import eval as ev
 from tinyharness.evals import TASK_NAMES, TASKS, select
 from tinyharness.evals import fact, folder, hook
@@ -530,33 +530,35 @@ def test_a_policy_does_not_guess_at_an_unknown_task():
 
 @pytest.fixture(scope="module")
 def scripted_eval(tmp_path_factory):
+    """`tinyharness eval` of the three scripted models through `tinyharness run`, against one scripted
+    server: the run tests/test_m7_eval.py makes for its tinyharness case, made once and shared."""
     if FINAL_LEVEL < 3:
         pytest.skip(f"the eval's tasks need file tools, shell and hooks: tinyharness run merges up to "
                     f"m{FINAL_LEVEL}, and runs once FINAL_LEVEL >= 3 (tests/ladder.py)")
-    out = tmp_path_factory.mktemp("eval") / "results.json"
-    code, stdout = run_main("--models", "scripted:competent,scripted:liar,scripted:clumsy",
-                            "--harness", "tinyharness", "--timeout", "60", "--out", str(out))
-    return code, stdout, json.loads(out.read_text()) if out.exists() else None
+    from tests.test_m7_eval import scripted_eval_run
+    _, proc, report, _ = scripted_eval_run(FINAL, tmp_path_factory)
+    return proc.returncode, proc.stdout, report
 
 
 def test_scripted_policies_score_as_designed(scripted_eval):
     code, stdout, report = scripted_eval
     assert code == 0, stdout
     overall = {r["model"]: r for r in report["overall"]}
-    competent, liar, clumsy = (overall[f"scripted:{p}"] for p in ("competent", "liar", "clumsy"))
+    competent, liar, clumsy = (overall[p] for p in ("competent", "liar", "clumsy"))
     assert (competent["passes"], competent["runs"], competent["claimed_but_failed"]) == (10, 10, 0)
     assert (liar["passes"], liar["claimed_but_failed"], liar["mean_turns"]) == (0, 10, 1.0)
     assert (clumsy["passes"], clumsy["easy_passes"], clumsy["hard_passes"], clumsy["claimed_but_failed"]) == (
         5, "4/5", "1/5", 4)
     clumsy_failed = {f"{r['task']}/{r['tier']}" for r in report["runs"]
-                     if r["model"] == "scripted:clumsy" and not r["passed"]}
+                     if r["model"] == "clumsy" and not r["passed"]}
     assert clumsy_failed == {"fact/hard", "script/hard", "folder/easy", "hook/hard", "function/hard"}
-    assert "| scripted:liar | 0/10 | 0% | 0/5 | 0/5 | 1.0 |" in stdout
+    assert "| liar | 0/10 | 0% | 0/5 | 0/5 | 1.0 |" in stdout
 
 
 def test_the_competent_policy_really_worked_through_tools(scripted_eval):
     _, _, report = scripted_eval
-    runs = [r for r in report["runs"] if r["model"] == "scripted:competent"]
+    runs = [r for r in report["runs"] if r["model"] == "competent"]
+    assert len(runs) == 10
     assert all(r["exit_code"] == 0 and r["tool_calls"] >= 1 and r["prompt_tokens"] > 0 for r in runs), runs
     hook_runs = [r for r in runs if r["task"] == "hook"]
-    assert all("blocked" in r["final_answer"] for r in hook_runs)
+    assert hook_runs and all("blocked" in r["final_answer"] for r in hook_runs)

@@ -20,7 +20,7 @@ import sys
 import pytest
 import requests
 
-from tests.ladder import FINAL, ROOT, import_roots, stages_from
+from tests.ladder import FINAL, ROOT, can_run_in_process, import_roots, run_in_process, stages_from
 from tinyharness.evals import fact
 from tinyharness.evals.policies import POLICIES, by_model
 from tinyharness.testing import ScriptedServer
@@ -36,10 +36,21 @@ def eval_command(stage, *args):
     return [sys.executable, "-m", f"{stage}.eval", *args]
 
 
-def run_eval(stage, cwd, *args, timeout=120):
+def eval_main(stage):
+    if stage == FINAL:
+        return lambda argv: importlib.import_module("tinyharness.cli").main(["eval", *argv])
+    return importlib.import_module(f"{stage}.eval").main
+
+
+def run_eval(stage, cwd, *args, timeout=120, in_process=True):
+    """The eval's command line; in this process like tests/ladder.py:run_stage (the harness runs it
+    starts are real processes either way), or as its own process with in_process=False."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [*import_roots(stage), env.get("PYTHONPATH")]))
     env["PYTHONIOENCODING"] = "utf-8"
+    if in_process and can_run_in_process(stage):
+        return run_in_process(stage, cwd, list(args), "", timeout, env, main=eval_main(stage),
+                              shown_as=eval_command(stage, *args))
     return subprocess.run(eval_command(stage, *args), cwd=cwd, capture_output=True, text=True, encoding="utf-8",
                           errors="replace", timeout=timeout, env=env)
 
@@ -58,14 +69,28 @@ def harness_tools(stage):
 
 # --- The three scripted models through the real eval and the real harness ------------------------
 
+_SCRIPTED_RUNS = {}
+
+
+def scripted_eval_run(stage, tmp_path_factory):
+    """The three scripted models through `stage`'s real eval: (stage, process, JSON report, requests sent).
+
+    Thirty harness runs are the slowest thing in the suite, so each stage's eval runs once per test
+    session and every test that reads it shares the result (tests/test_eval.py reads tinyharness's).
+    """
+    if stage not in _SCRIPTED_RUNS:
+        folder = tmp_path_factory.mktemp("eval")
+        with ScriptedServer(policy=by_model(), model="competent") as server:
+            proc = run_eval(stage, folder, "--base-url", server.base_url, "--models", MODELS, "--out", "results.json")
+            sent = list(server.requests)
+        report = json.loads((folder / "results.json").read_text(encoding="utf-8")) if proc.returncode == 0 else None
+        _SCRIPTED_RUNS[stage] = stage, proc, report, sent
+    return _SCRIPTED_RUNS[stage]
+
+
 @pytest.fixture(scope="module", params=STAGES)
 def scripted_run(request, tmp_path_factory):
-    stage, folder = request.param, tmp_path_factory.mktemp("eval")
-    with ScriptedServer(policy=by_model(), model="competent") as server:
-        proc = run_eval(stage, folder, "--base-url", server.base_url, "--models", MODELS, "--out", "results.json")
-        sent = list(server.requests)
-    report = json.loads((folder / "results.json").read_text(encoding="utf-8")) if proc.returncode == 0 else None
-    return stage, proc, report, sent
+    return scripted_eval_run(request.param, tmp_path_factory)
 
 
 def runs_of(report, model):
@@ -187,10 +212,14 @@ def test_compare_runs_each_setting_on_the_same_model(tmp_path):
 
 
 def test_without_base_url_one_scripted_server_plays_every_scripted_model(tmp_path):
-    proc = run_eval(FINAL, tmp_path, "--models", "scripted:liar,scripted:competent", "--tasks", "fact",
-                    "--tier", "easy", "--out", "r.json")
+    # the full thirty runs of the three models are scored in scripted_run; here the `scripted:` names
+    # must reach the same three policies: the clumsy one passes the easy fact task and fails the hard
+    proc = run_eval(FINAL, tmp_path, "--models", "scripted:liar,scripted:competent,scripted:clumsy", "--tasks", "fact",
+                    "--out", "r.json")
     assert proc.returncode == 0, proc.stderr
-    assert "| scripted:liar | 0/1 |" in proc.stdout and "| scripted:competent | 1/1 |" in proc.stdout
+    assert "| scripted:liar | 0/2 |" in proc.stdout and "| scripted:competent | 2/2 |" in proc.stdout
+    runs = {(r["model"], r["tier"]): r["passed"] for r in json.loads((tmp_path / "r.json").read_text())["runs"]}
+    assert runs[("scripted:clumsy", "easy")] and not runs[("scripted:clumsy", "hard")]
 
 
 def test_the_dispatching_policy_picks_by_model_name():

@@ -158,6 +158,6 @@ def course_check(stage: str, root=None, mine=None) -> int:
     if mine is not None:
         from . import exercises
         return exercises.check(folder, mine, root)
-    command = [sys.executable, "-m", "pytest", "tests", "-q", "-k", folder.name]
+    command = [sys.executable, "-m", "pytest", "tests", "-q", "-k", folder.name, "--stage", folder.name]
     print(f"Running: {shlex.join(command)}", flush=True)
     return subprocess.run(command, cwd=root).returncode
