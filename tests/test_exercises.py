@@ -8,6 +8,7 @@ subtly wrong solutions fail with the behaviour they break named in the report.
 import json
 import os
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -160,30 +161,11 @@ def test_list_shows_the_exercise_progress(progress, tmp_path):
 
 
 # --- The real check: the sweeps -------------------------------------------------------------------
-
-@pytest.mark.parametrize("stage", STAGES)
-def test_the_copy_with_its_holes_filled_back_passes_the_check(stage, tmp_path, progress):
-    copy = start(stage, tmp_path)
-    fill(copy, stage_bodies(stage))
-    code, text = check(copy)
-    assert code == 0, text
-    assert f"{stage} was imported from {copy.resolve()}" in text       # the copy ran, not the repository's stage
-    assert "FAIL" not in text and f"Exercise {exercises.short_name(stage)} done" in text
-    assert stage in exercises.load_passed()
-
-
-@pytest.mark.parametrize("stage", STAGES)
-def test_every_hole_alone_fails_the_check(stage, tmp_path):
-    bodies = stage_bodies(stage)
-    for open_hole in bodies:
-        copy = tmp_path / open_hole[1] / stage
-        exercises.write_exercise(stage_dir(stage), copy)
-        fill(copy, {key: body for key, body in bodies.items() if key != open_hole})
-        code, text = check(copy, first_failure=True)
-        assert code == 1, f"no test of {stage} fails while {open_hole} is not written:\n{text}"
-        assert "First failure: " in text and "Run again: tinyharness course check" in text
-        assert f"Still to write: {open_hole[0]}:{open_hole[1]}" in text
-
+#
+# Each check is a pytest subprocess over the stage's tests, the slowest thing in this file. A stage's
+# checks (its copy filled back, each hole left open alone, its subtly wrong solutions) are independent
+# copies in their own folders: they run side by side, two at a time, once per test session, and each
+# test below asserts on its own part of the results.
 
 def counted_ids(body):
     """m1's own run_agent, except that it pairs each result to an id it counted itself."""
@@ -217,13 +199,60 @@ return [i for i, m in enumerate(messages) if m.get("role") == "tool" and i < las
 ''', "old long results are stubbed and the newest two kept"),
 }
 
+SWEEP_WORKERS = 2  # the test process only waits on its checks: two keep both cores of a small machine busy
+_SWEEPS = {}
+
+
+def sweep(stage, tmp_path_factory):
+    """The stage's real checks, run once: {"filled": (code, report, copy, passed), each hole and each
+    wrong case: (code, report, copy)}; `passed` is the exercise progress read right after the checks."""
+    if stage in _SWEEPS:
+        return _SWEEPS[stage]
+    bodies, jobs = stage_bodies(stage), {}
+    filled = start(stage, tmp_path_factory.mktemp("filled"))
+    fill(filled, bodies)
+    jobs["filled"] = (filled, False)
+    for open_hole in bodies:                                           # every hole alone
+        copy = tmp_path_factory.mktemp("hole") / stage
+        exercises.write_exercise(stage_dir(stage), copy)
+        fill(copy, {key: body for key, body in bodies.items() if key != open_hole})
+        jobs[open_hole] = (copy, True)
+    for case, (case_stage, file, function, body, _) in WRONG.items():
+        if case_stage == stage:
+            copy = start(stage, tmp_path_factory.mktemp("wrong"))
+            fill(copy, {**bodies, (file, function): body})
+            jobs[case] = (copy, True)
+    with ThreadPoolExecutor(SWEEP_WORKERS) as pool:
+        futures = {key: pool.submit(check, copy, first_failure) for key, (copy, first_failure) in jobs.items()}
+        results = {key: (*future.result(), jobs[key][0]) for key, future in futures.items()}
+    results["filled"] += (exercises.load_passed(),)
+    _SWEEPS[stage] = results
+    return results
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_copy_with_its_holes_filled_back_passes_the_check(stage, tmp_path_factory):
+    code, text, copy, passed = sweep(stage, tmp_path_factory)["filled"]
+    assert code == 0, text
+    assert f"{stage} was imported from {copy.resolve()}" in text       # the copy ran, not the repository's stage
+    assert "FAIL" not in text and f"Exercise {exercises.short_name(stage)} done" in text
+    assert stage in passed
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_hole_alone_fails_the_check(stage, tmp_path_factory):
+    results = sweep(stage, tmp_path_factory)
+    for open_hole in stage_bodies(stage):
+        code, text, _ = results[open_hole]
+        assert code == 1, f"no test of {stage} fails while {open_hole} is not written:\n{text}"
+        assert "First failure: " in text and "Run again: tinyharness course check" in text
+        assert f"Still to write: {open_hole[0]}:{open_hole[1]}" in text
+
 
 @pytest.mark.parametrize("case", list(WRONG))
-def test_a_subtly_wrong_solution_fails_and_the_report_names_the_behaviour(case, tmp_path):
+def test_a_subtly_wrong_solution_fails_and_the_report_names_the_behaviour(case, tmp_path_factory):
     stage, file, function, body, behaviour = WRONG[case]
-    copy = start(stage, tmp_path)
-    fill(copy, {**stage_bodies(stage), (file, function): body})
-    code, text = check(copy, first_failure=True)
+    code, text, copy = sweep(stage, tmp_path_factory)[case]
     assert code == 1, text
     assert f"First failure: {behaviour}\n" in text, text
     assert "Still to write" not in text                                # everything is written, just wrong
