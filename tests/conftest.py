@@ -9,14 +9,15 @@ def pytest_addoption(parser):
     parser.addoption("--stage", metavar="FOLDER",
                      help="only the ladder tests of one stage (e.g. m4_guards): a test parametrised with another "
                           "stage is deselected. `-k m4_guards` alone also selects all of test_m4_guards.py, "
-                          "on every later stage too")
+                          "on every later stage too. Tests marked reruns_the_stage (the exercise sweeps, which run "
+                          "the stage's tests again on copies) are left to the full suite")
 
 
 def pytest_collection_modifyitems(config, items):
     stage = config.getoption("--stage")
     if not stage:
         return
-    other = [item for item in items if stage_of(item) not in (None, stage)]
+    other = [item for item in items if stage_of(item) not in (None, stage) or item.get_closest_marker("reruns_the_stage")]
     if other:
         config.hook.pytest_deselected(items=other)
         dropped = set(other)

@@ -135,3 +135,29 @@ def test_check_runs_the_stage_tests_from_the_root(root, monkeypatch, capsys):
     assert course.course_check("m1", root=root) == 5
     assert calls == [([sys.executable, "-m", "pytest", "tests", "-q", "-k", "m1_b", "--stage", "m1_b"], {"cwd": root})]
     assert "Running:" in capsys.readouterr().out
+
+
+def test_the_stage_option_keeps_only_that_stage_s_cases():
+    # `course check mK` runs `pytest -k FOLDER --stage FOLDER`: -k alone keeps test_mK_*.py on every later stage
+    from types import SimpleNamespace
+
+    from tests import conftest
+
+    class Item:                                                        # what the hook reads of a pytest item
+        def __init__(self, stage, marker):
+            if stage:
+                self.callspec = SimpleNamespace(params={"stage": stage, "value": "x"})
+            self.marker = marker
+
+        def get_closest_marker(self, name):
+            return self.marker if name == self.marker else None
+
+    def item(stage=None, marker=None):
+        return Item(stage, marker)
+    mine, later, package, plain, nested = item("m4_guards"), item("m5_context"), item("tinyharness"), item(), \
+        item("m4_guards", "reruns_the_stage")
+    items, deselected = [mine, later, package, plain, nested], []
+    config = SimpleNamespace(getoption=lambda name: "m4_guards",
+                             hook=SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items)))
+    conftest.pytest_collection_modifyitems(config, items)
+    assert items == [mine, plain] and deselected == [later, package, nested]

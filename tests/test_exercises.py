@@ -165,7 +165,8 @@ def test_list_shows_the_exercise_progress(progress, tmp_path):
 # Each check is a pytest subprocess over the stage's tests, the slowest thing in this file. A stage's
 # checks (its copy filled back, each hole left open alone, its subtly wrong solutions) are independent
 # copies in their own folders: they run side by side, two at a time, once per test session, and each
-# test below asserts on its own part of the results.
+# test below asserts on its own part of the results. `course check mK` (pytest --stage) leaves them to the
+# full suite: it runs those same tests on the stage itself.
 
 def counted_ids(body):
     """m1's own run_agent, except that it pairs each result to an id it counted itself."""
@@ -230,6 +231,7 @@ def sweep(stage, tmp_path_factory):
     return results
 
 
+@pytest.mark.reruns_the_stage
 @pytest.mark.parametrize("stage", STAGES)
 def test_the_copy_with_its_holes_filled_back_passes_the_check(stage, tmp_path_factory):
     code, text, copy, passed = sweep(stage, tmp_path_factory)["filled"]
@@ -239,6 +241,7 @@ def test_the_copy_with_its_holes_filled_back_passes_the_check(stage, tmp_path_fa
     assert stage in passed
 
 
+@pytest.mark.reruns_the_stage
 @pytest.mark.parametrize("stage", STAGES)
 def test_every_hole_alone_fails_the_check(stage, tmp_path_factory):
     results = sweep(stage, tmp_path_factory)
@@ -249,6 +252,7 @@ def test_every_hole_alone_fails_the_check(stage, tmp_path_factory):
         assert f"Still to write: {open_hole[0]}:{open_hole[1]}" in text
 
 
+@pytest.mark.reruns_the_stage
 @pytest.mark.parametrize("case", list(WRONG))
 def test_a_subtly_wrong_solution_fails_and_the_report_names_the_behaviour(case, tmp_path_factory):
     stage, file, function, body, behaviour = WRONG[case]
@@ -259,6 +263,7 @@ def test_a_subtly_wrong_solution_fails_and_the_report_names_the_behaviour(case, 
     assert "Hint (" in text and f"Run again: tinyharness course check {stage[:2]} --mine {copy}" in text
 
 
+@pytest.mark.reruns_the_stage
 def test_the_check_runs_the_copy_even_from_a_parent_folder(tmp_path):
     copy = start("m0", tmp_path)
     fill(copy, stage_bodies("m0_llm"))
