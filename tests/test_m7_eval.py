@@ -191,7 +191,13 @@ def test_help_names_the_flags(stage, tmp_path):
 
 # --- tinyharness: `tinyharness eval`, settings compared, the scripted models served ---------------
 
-def test_tinyharness_eval_help_explains_comparing_settings(tmp_path):
+# The package's own eval features, parametrised with it like a ladder case: `course check m7` (pytest
+# --stage m7_eval) runs the stage's cases, not these.
+ONLY_THE_PACKAGE = pytest.mark.parametrize("stage", [FINAL])
+
+
+@ONLY_THE_PACKAGE
+def test_tinyharness_eval_help_explains_comparing_settings(stage, tmp_path):
     proc = run_eval(FINAL, tmp_path, "--help")
     text = " ".join(proc.stdout.split())
     assert proc.returncode == 0 and text.startswith("usage: tinyharness eval")
@@ -201,7 +207,8 @@ def test_tinyharness_eval_help_explains_comparing_settings(tmp_path):
     assert re.search(r"^\s+eval\s", listed.stdout, re.M)
 
 
-def test_compare_runs_each_setting_on_the_same_model(tmp_path):
+@ONLY_THE_PACKAGE
+def test_compare_runs_each_setting_on_the_same_model(stage, tmp_path):
     with ScriptedServer(policy=by_model(), model="competent") as server:
         proc = run_eval(FINAL, tmp_path, "--base-url", server.base_url, "--models", "competent", "--tasks", "fact",
                         "--compare", "scissors=;noscissors=--no-scissors", "--out", "r.json")
@@ -211,7 +218,8 @@ def test_compare_runs_each_setting_on_the_same_model(tmp_path):
     assert report["eval"]["settings"] == {"scissors": [], "noscissors": ["--no-scissors"]}
 
 
-def test_without_base_url_one_scripted_server_plays_every_scripted_model(tmp_path):
+@ONLY_THE_PACKAGE
+def test_without_base_url_one_scripted_server_plays_every_scripted_model(stage, tmp_path):
     # the full thirty runs of the three models are scored in scripted_run; here the `scripted:` names
     # must reach the same three policies: the clumsy one passes the easy fact task and fails the hard
     proc = run_eval(FINAL, tmp_path, "--models", "scripted:liar,scripted:competent,scripted:clumsy", "--tasks", "fact",
@@ -232,7 +240,8 @@ def test_the_dispatching_policy_picks_by_model_name():
     assert set(POLICIES) == {"competent", "liar", "clumsy"}
 
 
-def test_fake_server_serves_the_eval_models(tmp_path):
+@ONLY_THE_PACKAGE
+def test_fake_server_serves_the_eval_models(stage, tmp_path):
     server = subprocess.Popen([sys.executable, "-m", "tinyharness", "fake-server", "--eval-models"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
