@@ -171,6 +171,13 @@ def _alarm(timeout, argv):
             signal.alarm(max(1, outer - int(time.monotonic() - started)))
 
 
+def ctrl_c_as_on_a_terminal():
+    """preexec_fn for a child that a test sends SIGINT. A suite started in the background (`cmd &` in a
+    script, some CI runners) hands its children SIGINT ignored, and Python then never raises
+    KeyboardInterrupt: the child must start with the default, as from a terminal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def tool_call(name, **arguments):
     """One scripted tool call, in the scripted server's reply format."""
     return {"name": name, "arguments": arguments}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ladder import ROOT, calls, tool_call
+from tests.ladder import ROOT, calls, ctrl_c_as_on_a_terminal, tool_call
 from tinyharness import compact, sessions
 from tinyharness.chat import INTERRUPTED_CALL, Conversation, Input, close_open_calls
 from tinyharness.llm import Client
@@ -359,7 +359,8 @@ class Terminal:
         import pty  # noqa: F401  (POSIX only; the test is skipped elsewhere)
         self.master, slave = os.openpty()
         self.process = subprocess.Popen([sys.executable, "-c", BOOT, *args], stdin=slave, stdout=slave, stderr=slave,
-                                        cwd=cwd, env=env, start_new_session=True, close_fds=True)
+                                        cwd=cwd, env=env, start_new_session=True, close_fds=True,
+                                        preexec_fn=ctrl_c_as_on_a_terminal)
         os.close(slave)
         self.output = ""
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ladder import FINAL, command, level, stages_from
+from tests.ladder import FINAL, command, ctrl_c_as_on_a_terminal, level, stages_from
 from tests.ladder import ROOT
 from tinyharness.testing import ScriptedServer
 
@@ -148,7 +148,8 @@ def test_ctrl_c_while_waiting_for_the_model_exits_130_without_a_traceback(stage,
     env.update(PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8", XDG_DATA_HOME=str(tmp_path / "data"))
     with ScriptedServer(script=[{"content": "too late", "delay": 30}]) as server:
         proc = subprocess.Popen(command(stage, "--base-url", server.base_url, "hi"), cwd=tmp_path, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=ctrl_c_as_on_a_terminal)
         try:
             deadline = time.monotonic() + 30
             while not server.requests and proc.poll() is None and time.monotonic() < deadline:

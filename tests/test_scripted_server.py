@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.ladder import ctrl_c_as_on_a_terminal
 from tinyharness.testing import ScriptedServer, estimate_tokens, load_script, main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -367,7 +368,7 @@ def test_cli_serves_the_script_until_interrupted(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen([sys.executable, "-m", "tinyharness.testing", "--script", str(script),
                              "--port", "0"], cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=ctrl_c_as_on_a_terminal)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 60)  # generous: a loaded machine starts Python slowly
         assert ready, "the server printed nothing within 60 s"
