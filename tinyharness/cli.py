@@ -126,7 +126,9 @@ def build_parser():
                           description="An OpenAI-compatible server that answers from a JSON script of replies, "
                                       "plays the eval's scripted models, or plays a vision model.")
     replies = fake.add_mutually_exclusive_group(required=True)
-    replies.add_argument("--script", metavar="FILE", help="JSON file: a list of replies")
+    replies.add_argument("--script", metavar="FILE|NAME",
+                         help="JSON file: a list of replies; or the name of a bundled one (notes, self-rescue, "
+                              "verify: examples/NAME.script.json)")
     replies.add_argument("--eval-models", action="store_true",
                          help="play the eval's scripted models competent, liar and clumsy, chosen by the "
                               "request's model name (for `python -m m7_eval.eval --base-url URL`)")
@@ -146,7 +148,17 @@ def build_parser():
     diff.add_argument("b", help="a later stage, e.g. m1")
     diff.add_argument("--docs", action="store_true", help="include README.md and QUIZ.md")
     course_sub.add_parser("quiz", help="take a stage's three-question quiz").add_argument("stage")
-    course_sub.add_parser("check", help="run the tests of one stage").add_argument("stage")
+    check = course_sub.add_parser("check", help="run the tests of one stage")
+    check.add_argument("stage")
+    check.add_argument("-k", dest="keyword", metavar="EXPRESSION",
+                       help="only the tests whose names match, as pytest's -k (e.g. attacks)")
+    workspace = course_sub.add_parser(
+        "workspace", help="copy a fresh example workspace (notes, images) to a new folder",
+        description="Copy examples/NAME to DIR for a lesson's Try it. DIR must not exist yet "
+                    "(a copy into an old run's folder would mix its files with the example's).")
+    workspace.add_argument("name", metavar="NAME", help="the example: notes or images")
+    workspace.add_argument("dir", metavar="DIR", help="a new folder, e.g. /tmp/notes-m1")
+    workspace.add_argument("--force", action="store_true", help="replace DIR if it exists")
     return parser
 
 
@@ -184,7 +196,9 @@ def dispatch(argv):
         return serve(args.port)
     if args.command == "fake-server":
         from .testing import main as fake_server_main
-        source = ["--vision"] if args.vision else ["--script", args.script]
+        source = ["--vision"] if args.vision else ["--script", script_path(args.script)]
+        if source[-1] is None:
+            return 2
         return fake_server_main([*source, "--port", str(args.port)] + ["--drop-images"] * args.drop_images)
     if args.command == "course":
         return course_command(args)
@@ -257,4 +271,17 @@ def course_command(args):
         return course.course_diff(args.a, args.b, include_docs=args.docs)
     if args.course_command == "quiz":
         return course.course_quiz(args.stage)
-    return course.course_check(args.stage)
+    if args.course_command == "workspace":
+        return course.course_workspace(args.name, args.dir, force=args.force)
+    return course.course_check(args.stage, keyword=args.keyword)
+
+
+def script_path(name_or_path):
+    """The script file for --script: a path, or the name of a bundled example script."""
+    from .course import bundled_script, bundled_script_names
+    path = bundled_script(name_or_path)
+    if os.path.exists(path):
+        return path
+    print(f"error: no script file {name_or_path!r}, and no bundled script of that name "
+          f"(bundled: {', '.join(bundled_script_names())})", file=sys.stderr)
+    return None
