@@ -1,0 +1,501 @@
+"""Re-measure the figures NOTES.md states under "Our measurements", and compare.
+
+    python -m benchmarks.notes            # figure, stated, measured, ok/DRIFT; exit 1 on a drift
+    python -m benchmarks.notes --fast     # only the quick, deterministic figures (what the test runs)
+    python -m benchmarks.notes --fix      # rewrite the stated exact figures with the measured ones
+
+A figure written down once goes stale the next time the code changes: a token count moves when a
+tool description gains a sentence, and nobody re-runs the command beside it. So every figure here
+is a pattern that finds it in NOTES.md (one number in a sentence) and a measurement that produces
+it again, by calling what the sentence names: the stage's CLI against the scripted server, a
+benchmark module's figures, a test's scripted model.
+
+Two kinds: `exact` figures are deterministic (token counts by the scripted server's characters/4,
+character counts, line counts) and must match to the digit; `range` figures are timings, which
+depend on the machine: they pass when the measurement is within a factor of the stated value, and
+`--fix` leaves them alone. `slow` figures (the eval's 30 runs per stage) are measured by this
+command but not by tests/test_notes.py. `--fix` also rewrites a stage README that quotes the same
+sentence (the m5, m7 and m8 lessons quote some of these).
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTES = ROOT / "NOTES.md"
+NOTES_TASK = "Find the testing budget in my notes and save it to budget.md."
+RANGE_FACTOR = 3.0   # a timing passes within 3x of the stated value, either way
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    pattern: str                 # a regex with one group: the number as NOTES.md writes it
+    measure: object              # () -> number
+    kind: str = "exact"          # "exact" | "range"
+    slow: bool = False
+
+
+# --- Running a stage against the scripted server ---------------------------------------------------
+
+def _env(data_dir):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONIOENCODING"] = "utf-8"
+    env["XDG_DATA_HOME"] = str(data_dir)
+    return env
+
+
+def stats_of(stderr):
+    for line in stderr.splitlines():
+        if line.startswith("[stats] "):
+            return {k: float(v) if "." in v else int(v)
+                    for k, v in (pair.split("=", 1) for pair in line[len("[stats] "):].split())}
+    raise RuntimeError(f"no [stats] line in:\n{stderr}")
+
+
+def run_stage(stage, *args, script=None, policy=None, example=None, stdin="", drop_images=False, task=NOTES_TASK):
+    """Run `python -m STAGE --base-url URL ARGS TASK` in a fresh workspace (a copy of examples/EXAMPLE,
+    or an empty folder) against a fresh scripted server; return (stats, stdout, server requests)."""
+    from tinyharness.testing import ScriptedServer, load_script
+    replies = {"script": load_script(str(ROOT / "examples" / f"{script}.script.json"))} if script else {"policy": policy}
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = Path(tmp) / "workspace"
+        if example:
+            shutil.copytree(ROOT / "examples" / example, workspace)
+        else:
+            workspace.mkdir()
+        command = [sys.executable, "-m", *(["tinyharness", "run"] if stage == "tinyharness" else [stage])]
+        with ScriptedServer(**replies, drop_images=drop_images) as server:
+            done = subprocess.run([*command, "--base-url", server.base_url, *args, task], cwd=workspace,
+                                  input=stdin, capture_output=True, text=True, timeout=120, env=_env(tmp))
+            return stats_of(done.stderr), done.stdout, list(server.requests)
+
+
+@functools.cache
+def notes_task(stage, *args, stdin=""):
+    return run_stage(stage, *args, script="notes", example="notes", stdin=stdin)[0]
+
+
+@functools.cache
+def self_rescue(stage):
+    return run_stage(stage, script="self-rescue", task="Save my note to scratch/notes.txt")[0]
+
+
+def shell_every_turn(commands):
+    def policy(body, index):
+        return {"tool_calls": [{"name": "shell", "arguments": {"command": commands(index)}}]}
+    return policy
+
+
+@functools.cache
+def m4_loop(kind):
+    commands = (lambda i: "sleep 0.01") if kind == "exact" else (lambda i: f"sleep 0.{i % 100:02d}")
+    return run_stage("m4_guards", "--yes", policy=shell_every_turn(commands), task="go")[0]
+
+
+@functools.cache
+def m4_endless(max_seconds=None):
+    calls = [{"tool_calls": [{"name": "shell", "arguments": {"command": "while true; do sleep 0.1; done"}}]}, "done"]
+    policy = lambda body, index: calls[min(index, 1)]
+    extra = ["--max-seconds", str(max_seconds)] if max_seconds else []
+    started = time.perf_counter()
+    stats = run_stage("m4_guards", "--yes", "--shell-timeout", "2", *extra, policy=policy, task="go")[0]
+    return {**stats, "wall": time.perf_counter() - started}
+
+
+# --- m5 ----------------------------------------------------------------------------------------------
+
+@functools.cache
+def context_rows():
+    from benchmarks import context
+    short, long = context.ten_turn_task(context.SEED), context.forty_turn_task(context.SEED)
+    return {"10": {r["policy"]: r for r in context.run_all(short)},
+            "40": {r["policy"]: r for r in context.run_all(long)},
+            "floor": context.floor_tokens(short), "schemas": context.schema_tokens()}
+
+
+def ctx(task, policy, key, scale=1):
+    value = context_rows()[task][policy][key]
+    return round(value * scale) if scale != 1 else value
+
+
+@functools.cache
+def context_seeds():
+    from benchmarks import context
+    return context.across_seeds(range(1, 9))
+
+
+def m5_ab(scissors):
+    return notes_task("m5_context", "--yes", *([] if scissors else ["--no-scissors"]))
+
+
+# --- m6 ----------------------------------------------------------------------------------------------
+
+@functools.cache
+def m6_story(name):
+    from tests import test_m6_verify as t
+    model = (t.SelfTestingModel(t.DATES, t.TEST_DATES) if name == "closed"
+             else t.SelfTestingModel(t.LEAP, t.TEST_LEAP, [t.MODEL_BELIEF]))
+    task = f"Write dates.py with {'next_weekday(day)' if name == 'closed' else 'is_leap_year(year)'} and unittest tests in test_dates.py."
+    return {stage: run_stage(stage, "--yes", policy=model, task=task)[0] for stage in ("m6_verify", "tinyharness")}
+
+
+def m6_note_length():
+    sys.path.insert(0, str(ROOT))
+    from m6_verify.verify import check_python
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "area.py").write_text("def area(width, height):\n    return width * height)\n")
+        return len(check_python(tmp, "write_file", {"path": "area.py"}, "OK: wrote 49 characters to area.py", {}))
+
+
+# --- m7 ----------------------------------------------------------------------------------------------
+
+def _eval_table(command):
+    from tinyharness.evals.policies import by_model
+    from tinyharness.testing import ScriptedServer
+    with ScriptedServer(policy=by_model(), model="competent") as server:
+        with tempfile.TemporaryDirectory() as tmp:
+            done = subprocess.run([sys.executable, "-m", *command, "--base-url", server.base_url],
+                                  cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(tmp))
+    rows = {}
+    header = None
+    for line in done.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| model") or line.startswith("| setting"):
+            header = cells
+        elif header and line.startswith("| ") and not line.startswith("|---"):
+            row = dict(zip(header, cells))
+            rows[row["model"] + (f"/{row['setting']}" if "setting" in row else "")] = row
+    if not rows:
+        raise RuntimeError(f"no table from {command}:\n{done.stdout}\n{done.stderr}")
+    return rows
+
+
+@functools.cache
+def m7_table(harness=None):
+    extra = ["--harness", harness] if harness else []
+    return _eval_table(["m7_eval.eval", "--models", "competent,liar,clumsy", *extra])
+
+
+@functools.cache
+def m7_compare():
+    return _eval_table(["tinyharness", "eval", "--models", "competent,clumsy",
+                        "--compare", "scissors=;noscissors=--no-scissors"])
+
+
+def number(text):
+    return float(text.replace(",", "").rstrip("%"))
+
+
+# --- m8 ----------------------------------------------------------------------------------------------
+
+ASK = "What colour is each half of the image?"
+
+
+@functools.cache
+def m8_run(*args, guess="I cannot see any image.", before=(), drop=False):
+    from tinyharness.testing import vision_policy
+    policy = vision_policy(guess, before=[json.loads(b) for b in before])
+    return run_stage("m8_vision", *args, policy=policy, example="images", drop_images=drop, task=ASK)[0]
+
+
+VIEW = json.dumps({"tool_calls": [{"name": "view_image", "arguments": {"path": "red-blue.png"}}]})
+LIST = json.dumps({"tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]})
+
+
+def m8_schema_chars(stage):
+    sys.path.insert(0, str(ROOT))
+    module = __import__(f"{stage}.tools", fromlist=["SCHEMAS"])
+    return len(json.dumps(module.SCHEMAS, ensure_ascii=False))
+
+
+def python_lines(folder, exclude=()):
+    total = 0
+    for path in (ROOT / folder).rglob("*.py"):
+        rel = path.relative_to(ROOT / folder).as_posix()
+        if "__pycache__" in rel or any(rel == e or rel.startswith(e + "/") for e in exclude):
+            continue
+        total += len(path.read_text(encoding="utf-8").splitlines())
+    return total
+
+
+def diff_lines(a, b):
+    done = subprocess.run(["diff", "-ru", "-x", "__pycache__", a, b], cwd=ROOT, capture_output=True, text=True)
+    return len(done.stdout.splitlines())
+
+
+def data_uri_length(name):
+    return len("data:image/png;base64,") + len(base64.b64encode((ROOT / "examples/images" / name).read_bytes()))
+
+
+# --- The figures ---------------------------------------------------------------------------------------
+
+def stat(run, key):
+    return lambda: run()[key]
+
+
+FIGURES = [
+    # m0
+    Figure("m0 refused connection, seconds", r"http://127\.0\.0\.1:9/v1 x` prints `seconds=([\d.]+)`",
+           lambda: stats_of(subprocess.run([sys.executable, "-m", "m1_loop", "--base-url", "http://127.0.0.1:9/v1", "x"],
+                                           cwd=ROOT, capture_output=True, text=True, timeout=60).stderr)["seconds"],
+           kind="range"),
+    # m1
+    Figure("m1 notes task, turns", r"through our loop: `\[stats\] turns=(\d+)", stat(lambda: notes_task("m1_loop"), "turns")),
+    Figure("m1 notes task, tool calls", r"through our loop: `\[stats\] turns=\d+ tool_calls=(\d+)",
+           stat(lambda: notes_task("m1_loop"), "tool_calls")),
+    Figure("m1 notes task, prompt tokens", r"through our loop: `\[stats\] turns=\d+ tool_calls=\d+ prompt_tokens=(\d+)",
+           stat(lambda: notes_task("m1_loop"), "prompt_tokens")),
+    Figure("m1 notes task, completion tokens", r"through our loop: `\[stats\][^`]*\n?[^`]*completion_tokens=(\d+)",
+           stat(lambda: notes_task("m1_loop"), "completion_tokens")),
+    Figure("m1 notes task on tinyharness run, prompt tokens", r"through `tinyharness run` costs (\d+) prompt tokens",
+           stat(lambda: notes_task("tinyharness", "--yes"), "prompt_tokens")),
+    # m2
+    Figure("m2 four tool schemas, characters", r"The four tool schemas are ([\d,]+) characters",
+           lambda: m8_schema_chars("m2_tools")),
+    Figure("m1 tool schemas, characters", r"characters against m1's ([\d,]+)", lambda: m8_schema_chars("m1_loop")),
+    Figure("m2 self-rescue, prompt tokens", r"self-rescue replay\s+costs `\[stats\] turns=\d+ tool_calls=\d+ prompt_tokens=(\d+)",
+           stat(lambda: self_rescue("m2_tools"), "prompt_tokens")),
+    Figure("m2 self-rescue, completion tokens",
+           r"self-rescue replay\s+costs `\[stats\] turns=\d+ tool_calls=\d+ prompt_tokens=\d+ completion_tokens=(\d+)",
+           stat(lambda: self_rescue("m2_tools"), "completion_tokens")),
+    # m3
+    Figure("m3 shell attacks run", r"-rx`:\s+(\d+) shell attacks run", lambda: attack_counts()[0]),
+    Figure("m3 shell attacks stopped", r"shell attacks run through the CLI, (\d+) stopped", lambda: attack_counts()[1]),
+    Figure("m3 shell attacks escaped", r"shell attacks run through the CLI, \d+ stopped, (\d+) escaped", lambda: attack_counts()[2]),
+    Figure("m3 path attacks", r"escaped \(each changed its canary\); (\d+) path", lambda: attack_counts()[3]),
+    Figure("m3 policy-only payloads", r"(\d+) payloads too dangerous", lambda: attack_counts()[4]),
+    Figure("m3 policy-only stopped", r"policy only: (\d+) stopped", lambda: attack_counts()[5]),
+    Figure("m3 denied write, prompt tokens", r"answering `n`\):\s+`\[stats\] turns=\d+ tool_calls=\d+ prompt_tokens=(\d+)",
+           stat(lambda: notes_task("m3_hooks", stdin="n\n"), "prompt_tokens")),
+    # m4
+    Figure("m4 exact repeat, turns", r"stopped after \d+ \(`turns=(\d+) prompt_tokens", stat(lambda: m4_loop("exact"), "turns")),
+    Figure("m4 exact repeat, prompt tokens", r"stopped after \d+ \(`turns=\d+ prompt_tokens=(\d+)`",
+           stat(lambda: m4_loop("exact"), "prompt_tokens")),
+    Figure("m4 near repeat, prompt tokens", r"\(`turns=30 prompt_tokens=(\d+)`", stat(lambda: m4_loop("near"), "prompt_tokens")),
+    Figure("m4 near repeat, seconds", r"\(`turns=30 prompt_tokens=\d+`,\s+([\d.]+) s\)", stat(lambda: m4_loop("near"), "seconds"),
+           kind="range"),
+    Figure("m4 endless shell call, seconds", r"call ends after ([\d.]+) s and the run goes on", stat(lambda: m4_endless(), "seconds"),
+           kind="range"),
+    # m5: benchmarks.context
+    Figure("m5 10-turn none, prompt tokens", r"10-turn notes task: no scissors ([\d,]+) prompt tokens", lambda: ctx("10", "none", "prompt_tokens")),
+    Figure("m5 10-turn none, last request", r"prompt tokens, last request ([\d,]+)", lambda: ctx("10", "none", "final")),
+    Figure("m5 10-turn sliding, prompt tokens", r"past 8,192\); sliding \(m5\) ([\d,]+)", lambda: ctx("10", "sliding", "prompt_tokens")),
+    Figure("m5 10-turn batch+cap, prompt tokens", r"re-processed tokens; batch\+cap ([\d,]+)", lambda: ctx("10", "batch+cap", "prompt_tokens")),
+    Figure("m5 40-turn none, prompt tokens", r"fix-the-tests task: no scissors ([\d,]+) tokens", lambda: ctx("40", "none", "prompt_tokens")),
+    Figure("m5 40-turn none, peak", r"tokens, peak ([\d,]+) \(past the", lambda: ctx("40", "none", "peak")),
+    Figure("m5 40-turn sliding, prompt tokens", r"request\); sliding ([\d,]+) \(0", lambda: ctx("40", "sliding", "prompt_tokens")),
+    Figure("m5 40-turn sliding, re-processed", r"re-processed ([\d,]+) = ", lambda: ctx("40", "sliding", "reprocessed")),
+    Figure("m5 40-turn sliding, prefix breaks", r"(\d+) prefix\s+breaks; batch", lambda: ctx("40", "sliding", "breaks")),
+    Figure("m5 40-turn batch, breaks", r"batch [\d.]+x, (\d+) breaks", lambda: ctx("40", "batch", "breaks")),
+    Figure("m5 40-turn batch+cap, prompt tokens", r"breaks; batch\+cap ([\d,]+) \(0", lambda: ctx("40", "batch+cap", "prompt_tokens")),
+    Figure("m5 40-turn batch+cap, breaks", r"were cached\), (\d+) breaks", lambda: ctx("40", "batch+cap", "breaks")),
+    Figure("m5 40-turn batch+cap, peak", r"breaks, peak ([\d,]+);", lambda: ctx("40", "batch+cap", "peak")),
+    Figure("m5 40-turn batch+cap, capped results", r"; (\d+) of \d+ results capped", lambda: ctx("40", "batch+cap", "capped")),
+    Figure("m5 40-turn batch+cap, characters never seen", r"results capped, ([\d,]+) characters", lambda: ctx("40", "batch+cap", "unseen")),
+    Figure("m5 10-turn floor", r"whole is ~([\d,]+) tokens", lambda: context_rows()["floor"]),
+    Figure("m5 schemas re-read per request", r"re-reads ~(\d+) tokens of schemas", lambda: context_rows()["schemas"]),
+    Figure("m5 seeds 1-8, batch+cap under 90%", r"under 90% of the window (\d)/8", lambda: context_seeds()["batch+cap"]["under_window"], slow=True),
+    Figure("m5 seeds 1-8, batch under 90%", r"batch\s+alone (\d)/8", lambda: context_seeds()["batch"]["under_window"], slow=True),
+    # m5 A/B on the stage
+    Figure("m5 A/B with scissors, prompt tokens", r"with the scissors\s+`\[stats\] turns=5 tool_calls=4 prompt_tokens=(\d+)",
+           lambda: m5_ab(True)["prompt_tokens"]),
+    Figure("m5 A/B with scissors, cached tokens", r"seconds=0\.0\s+cached_tokens=(\d+)`, without", lambda: m5_ab(True)["cached_tokens"]),
+    Figure("m5 A/B without scissors, prompt tokens", r"without\s+`prompt_tokens=(\d+) \.\.\.", lambda: m5_ab(False)["prompt_tokens"]),
+    Figure("m5 A/B without scissors, cached tokens", r"\.\.\. cached_tokens=(\d+)`\. One", lambda: m5_ab(False)["cached_tokens"]),
+    Figure("m5 A/B, tokens saved", r"stubbed: (\d+) tokens fewer", lambda: m5_ab(False)["prompt_tokens"] - m5_ab(True)["prompt_tokens"]),
+    Figure("m5 A/B, more re-processed", r"sent, (\d+) more re-processed",
+           lambda: (m5_ab(True)["prompt_tokens"] - m5_ab(True)["cached_tokens"])
+           - (m5_ab(False)["prompt_tokens"] - m5_ab(False)["cached_tokens"])),
+    Figure("m5 A/B, re-processed with scissors", r"re-processed \(([\d,]+) against",
+           lambda: m5_ab(True)["prompt_tokens"] - m5_ab(True)["cached_tokens"]),
+    Figure("m5 A/B, re-processed without", r"against ([\d,]+)\)\.", lambda: m5_ab(False)["prompt_tokens"] - m5_ab(False)["cached_tokens"]),
+    # m6
+    Figure("m6 compile note, characters", r"two-line file is (\d+) characters", m6_note_length),
+    Figure("m6 closed loop, prompt tokens", r"`\[stats\] turns=6 tool_calls=6 prompt_tokens=(\d+) completion_tokens=\d+` \(",
+           lambda: m6_story("closed")["m6_verify"]["prompt_tokens"]),
+    Figure("m6 closed loop, completion tokens", r"prompt_tokens=\d+ completion_tokens=(\d+)` \(\d+ prompt tokens on",
+           lambda: m6_story("closed")["m6_verify"]["completion_tokens"]),
+    Figure("m6 closed loop on tinyharness run, prompt tokens", r"\((\d+) prompt tokens on\s+`tinyharness run`",
+           lambda: m6_story("closed")["tinyharness"]["prompt_tokens"]),
+    Figure("m6 wrong program, prompt tokens", r"program\[m6_verify\]`\):\s+`\[stats\] turns=6 tool_calls=6 prompt_tokens=(\d+)",
+           lambda: m6_story("wrong")["m6_verify"]["prompt_tokens"]),
+    Figure("m6 wrong program, completion tokens", r"prompt_tokens=\d+ completion_tokens=(\d+)`, the model's tests green",
+           lambda: m6_story("wrong")["m6_verify"]["completion_tokens"]),
+    # m7 (slow: 30 runs per eval)
+    *[Figure(f"m7 eval, {model} {column}", rf"\| {model} \|(?:[^|\n]*\|){{{index}}} ([\d,.]+) \|",
+             functools.partial(lambda m, c: number(m7_table()[m][c]), model, column), slow=True)
+      for model in ("competent", "liar", "clumsy")
+      for index, column in ((10, "turns"), (11, "prompt tok"), (12, "completion tok/turn"))],
+    Figure("m7 competent prompt tokens on m3", r"competent model: ([\d,]+) \(m3\)",
+           lambda: number(m7_table("m3_hooks")["competent"]["prompt tok"]), slow=True),
+    Figure("m7 competent prompt tokens on m4", r"\(m3\), ([\d,]+) \(m4\)",
+           lambda: number(m7_table("m4_guards")["competent"]["prompt tok"]), slow=True),
+    Figure("m7 competent prompt tokens on m5", r"\(m4\), ([\d,]+) \(m5, m6, m7\)",
+           lambda: number(m7_table("m5_context")["competent"]["prompt tok"]), slow=True),
+    Figure("m7 compare, competent prompt tokens", r"cutting \(([\d,]+) per\s+run for competent",
+           lambda: number(m7_compare()["competent/scissors"]["prompt tok"]), slow=True),
+    Figure("m7 compare, clumsy prompt tokens", r"for competent, ([\d,]+) for clumsy",
+           lambda: number(m7_compare()["clumsy/scissors"]["prompt tok"]), slow=True),
+    # m8
+    Figure("m8 without an image, prompt tokens", r"without an image, (\d+) prompt tokens", lambda: m8_run()["prompt_tokens"]),
+    Figure("m8 with red-blue.png, prompt tokens", r"`--image red-blue\.png`, ([\d,]+) tokens",
+           lambda: m8_run("--image", "red-blue.png")["prompt_tokens"]),
+    Figure("m8 with blue-red.png, prompt tokens", r"with `blue-red\.png`, ([\d,]+) and",
+           lambda: m8_run("--image", "blue-red.png")["prompt_tokens"]),
+    Figure("m8 image dropped, prompt tokens", r"the\s+right answer, (\d+) prompt tokens",
+           lambda: m8_run("--image", "red-blue.png", guess="left: red, right: blue", drop=True)["prompt_tokens"]),
+    Figure("m8 view_image delivered, prompt tokens", r"instead of `--image`: ([\d,]+) prompt tokens",
+           lambda: m8_run(guess="left: red, right: blue", before=(VIEW,))["prompt_tokens"]),
+    Figure("m8 view_image dropped, prompt tokens", r"over two turns delivered, ([\d,]+) dropped",
+           lambda: m8_run(guess="left: red, right: blue", before=(VIEW,), drop=True)["prompt_tokens"]),
+    Figure("m8 four turns without an image", r"cost ([\d,]+) prompt tokens without `--image`",
+           lambda: m8_run(before=(LIST, LIST, LIST))["prompt_tokens"]),
+    Figure("m8 four turns with an image", r"without `--image` and ([\d,]+) with it",
+           lambda: m8_run("--image", "red-blue.png", before=(LIST, LIST, LIST))["prompt_tokens"]),
+    Figure("m8 red-blue.png, bytes", r"`red-blue\.png` is (\d+) bytes", lambda: (ROOT / "examples/images/red-blue.png").stat().st_size),
+    Figure("m8 red-blue.png, data URI characters", r"bytes, a ([\d,]+)-character data URI", lambda: data_uri_length("red-blue.png")),
+    Figure("m8 tool schemas before view_image", r"tool schemas \(([\d,]+) -> [\d,]+\)", lambda: m8_schema_chars("m7_eval")),
+    Figure("m8 tool schemas with view_image", r"tool schemas \([\d,]+ -> ([\d,]+)\)", lambda: m8_schema_chars("m8_vision")),
+    Figure("m8 stage, lines of Python", r"the m8 stage is ([\d,]+) lines of Python", lambda: python_lines("m8_vision")),
+    Figure("m8 stage without the eval, lines", r"lines of Python, ([\d,]+) without the eval",
+           lambda: python_lines("m8_vision", exclude=("eval.py", "evals"))),
+    Figure("m8 eval, lines", r"`evals/`, (\d+)\)", lambda: python_lines("m8_vision") - python_lines("m8_vision", exclude=("eval.py", "evals"))),
+    Figure("m8 vision.py, lines", r"`vision\.py` alone is (\d+)", lambda: python_lines("m8_vision") - python_lines("m8_vision", exclude=("vision.py",))),
+    Figure("m4 stage, lines of Python", r"passed that at m4 \((\d+)\s+lines\)", lambda: python_lines("m4_guards")),
+    Figure("m7 -> m8 diff, lines", r"`diff -ru m7_eval m8_vision` is (\d+) lines", lambda: diff_lines("m7_eval", "m8_vision")),
+    # Beyond m8: benchmarks.compaction's figures()
+    Figure("compaction, model calls", r"the figures come from `figures\(\)`\):\s+(\d+) model calls", lambda: compaction()["model_calls"]),
+    Figure("compaction, largest prompt", r"Largest prompt ([\d,]+) tokens", lambda: compaction()["max_prompt_tokens"]),
+    Figure("compaction, without compaction", r"without compaction reaches ([\d,]+)", lambda: compaction()["uncompacted_max_prompt_tokens"]),
+    Figure("compaction, summary prompt tokens", r"summary requests were ([\d,]+) prompt tokens", lambda: compaction()["summary_prompt_tokens"]),
+    Figure("compaction, summary new tokens", r"of which ([\d,]+) were not", lambda: compaction()["summary_new_tokens"]),
+    Figure("compaction, summary tokens", r"the four summaries were (\d+) tokens", lambda: compaction()["summary_completion_tokens"]),
+]
+
+
+@functools.cache
+def attack_counts():
+    from tests import test_m3_attacks
+    line = test_m3_attacks.attack_table().splitlines()[-1]
+    return tuple(int(n) for n in re.findall(r"\d+", line))   # run, stopped, escaped, path, payloads, stopped, escaped
+
+
+@functools.cache
+def compaction():
+    from benchmarks import compaction as c
+    return c.figures()
+
+
+# --- Comparing and fixing ------------------------------------------------------------------------------
+
+def parse(text):
+    return float(text.replace(",", ""))
+
+
+def find(figure, text):
+    """The one match of the figure's pattern in text (a pattern that finds 0 or 2 places is a bug)."""
+    matches = list(re.finditer(figure.pattern, text))
+    if len(matches) != 1:
+        raise LookupError(f"{figure.name}: the pattern matches {len(matches)} places in NOTES.md: {figure.pattern}")
+    return matches[0]
+
+
+def agrees(figure, stated, measured):
+    if figure.kind == "exact":
+        return stated == measured
+    return stated / RANGE_FACTOR <= measured <= stated * RANGE_FACTOR + 0.1
+
+
+def measure_all(figures):
+    measured = {}
+    for figure in figures:
+        try:
+            measured[figure.name] = figure.measure()
+        except Exception as e:    # one broken measurement is a row, not the end of the report
+            measured[figure.name] = e
+    return measured
+
+
+def compare(text, figures, measured):
+    """Rows (figure, stated text, measured, ok) for each figure, from NOTES.md's text."""
+    rows = []
+    for figure in figures:
+        value = measured[figure.name]
+        try:
+            stated = find(figure, text).group(1)
+        except LookupError as e:
+            rows.append((figure, "(not found)", str(e), False))
+            continue
+        if isinstance(value, Exception):
+            rows.append((figure, stated, f"{type(value).__name__}: {value}", False))
+            continue
+        rows.append((figure, stated, value, agrees(figure, parse(stated), value)))
+    return rows
+
+
+def formatted(value, like):
+    """value written the way the stated figure was (thousands separators, decimals)."""
+    if "." in like:
+        return f"{value:.{len(like.split('.')[1])}f}"
+    return f"{round(value):,}" if "," in like or (round(value) >= 10000 and "," in like) else str(round(value))
+
+
+def fix(text, figures, measured):
+    """text with every exact figure that drifted replaced by its measurement."""
+    for figure in figures:
+        value = measured.get(figure.name)
+        if figure.kind != "exact" or value is None or isinstance(value, Exception):
+            continue
+        for match in reversed(list(re.finditer(figure.pattern, text))):
+            if parse(match.group(1)) != value:
+                text = text[:match.start(1)] + formatted(value, match.group(1)) + text[match.end(1):]
+    return text
+
+
+def show(value):
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.notes", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fast", action="store_true", help="only the exact figures that measure in seconds")
+    parser.add_argument("--fix", action="store_true",
+                        help="rewrite drifted exact figures in NOTES.md and the stage READMEs that quote them")
+    args = parser.parse_args(argv)
+    figures = [f for f in FIGURES if not args.fast or (f.kind == "exact" and not f.slow)]
+    measured = measure_all(figures)
+    text = NOTES.read_text(encoding="utf-8")
+    rows = compare(text, figures, measured)
+    width = max(len(f.name) for f, *_ in rows)
+    for figure, stated, value, ok in rows:
+        print(f"{figure.name:<{width}}  stated {stated:>9}  measured {show(value):>9}  "
+              f"{'ok' if ok else 'DRIFT'}{'' if figure.kind == 'exact' else ' (timing, within 3x)'}")
+    drifted = [r for r in rows if not r[3]]
+    print(f"\n{len(rows) - len(drifted)} of {len(rows)} figures agree.")
+    if args.fix:
+        for path in [NOTES, *sorted(ROOT.glob("m[0-9]_*/README.md"))]:
+            before = path.read_text(encoding="utf-8")
+            after = fix(before, figures, measured)
+            if after != before:
+                path.write_text(after, encoding="utf-8")
+                print(f"rewrote {path.relative_to(ROOT)}")
+        return 0
+    return 1 if drifted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

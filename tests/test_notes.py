@@ -1,0 +1,71 @@
+"""NOTES.md's own measurements agree with what their commands measure today (benchmarks/notes.py).
+
+The exact figures that measure quickly are measured once for the module; the timings (ranges) and
+the eval's figures (30 runs each) are left to `python -m benchmarks.notes`."""
+import re
+
+import pytest
+
+from benchmarks import notes
+
+FAST = [f for f in notes.FIGURES if f.kind == "exact" and not f.slow]
+
+
+@pytest.fixture(scope="module")
+def measured():
+    return notes.measure_all(FAST)
+
+
+@pytest.fixture(scope="module")
+def text():
+    return notes.NOTES.read_text(encoding="utf-8")
+
+
+def test_every_figure_is_found_once_in_notes(text):
+    for figure in notes.FIGURES:
+        notes.find(figure, text)   # raises LookupError naming the figure
+
+
+def test_the_stated_figures_are_what_their_commands_measure(text, measured):
+    drifted = [f"{figure.name}: NOTES.md says {stated}, measured {value}"
+               for figure, stated, value, ok in notes.compare(text, FAST, measured) if not ok]
+    assert not drifted, "\n".join(drifted) + "\n(re-measure: python -m benchmarks.notes --fix)"
+
+
+def bumped(text, figure):
+    """text with the figure's stated number changed by one."""
+    match = notes.find(figure, text)
+    value = notes.parse(match.group(1)) + 1
+    return text[:match.start(1)] + notes.formatted(value, match.group(1)) + text[match.end(1):]
+
+
+@pytest.mark.parametrize("name", ["m1 notes task, prompt tokens", "m5 40-turn batch+cap, prompt tokens",
+                                  "m8 with red-blue.png, prompt tokens"])
+def test_a_figure_changed_by_one_is_caught(text, measured, name):
+    figure = next(f for f in FAST if f.name == name)
+    rows = notes.compare(bumped(text, figure), FAST, measured)
+    assert [row[0].name for row in rows if not row[3]] == [name]
+
+
+def test_fix_rewrites_a_drifted_figure_in_its_own_format(text, measured):
+    figure = next(f for f in FAST if f.name == "m5 40-turn batch+cap, prompt tokens")
+    wrong = bumped(text, figure)
+    assert "185,218" in wrong or notes.find(figure, wrong).group(1) != notes.find(figure, text).group(1)
+    assert notes.fix(wrong, FAST, measured) == notes.fix(text, FAST, measured)
+    fixed = notes.fix(wrong, FAST, measured)
+    assert notes.find(figure, fixed).group(1) == f"{measured[figure.name]:,}"
+
+
+def test_timings_pass_as_ranges_only():
+    timing = notes.Figure("t", r"took ([\d.]+) s", lambda: 0, kind="range")
+    assert notes.agrees(timing, 2.0, 2.9) and notes.agrees(timing, 2.0, 0.7)
+    assert not notes.agrees(timing, 2.0, 7.0)
+    assert notes.fix("took 2.0 s", [timing], {"t": 5.0}) == "took 2.0 s"   # --fix leaves timings alone
+
+
+def test_figures_of_other_sources_are_kept_apart(text):
+    """Numbers from other projects are not filed under the source articles' numbers."""
+    for section in re.split(r"\n(?=Source articles' numbers|Our measurements|Other public sources|## )", text):
+        if section.startswith("Source articles' numbers"):
+            for other in ("opencode", "Agents SDK", "smolagents", "aider", "FIELD_NOTES"):
+                assert other not in section, f"{other} under the source articles' numbers"
