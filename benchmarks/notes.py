@@ -169,7 +169,7 @@ def _eval_table(command):
     with ScriptedServer(policy=by_model(), model="competent") as server:
         with tempfile.TemporaryDirectory() as tmp:
             done = subprocess.run([sys.executable, "-m", *command, "--base-url", server.base_url],
-                                  cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(tmp))
+                                  cwd=tmp, capture_output=True, text=True, timeout=600, env=_env(tmp))
     rows = {}
     header = None
     for line in done.stdout.splitlines():
