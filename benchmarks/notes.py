@@ -147,6 +147,9 @@ def m5_ab(scissors):
 @functools.cache
 def m6_story(name):
     from tests import test_m6_verify as t
+    # The test runs its tests with sys.executable, whose path differs between machines (and between
+    # `python` and `python3`): every character of it is in the prompt. The figure uses `python3`.
+    t.RUN_TESTS = "python3 -m unittest -q test_dates"
     model = (t.SelfTestingModel(t.DATES, t.TEST_DATES) if name == "closed"
              else t.SelfTestingModel(t.LEAP, t.TEST_LEAP, [t.MODEL_BELIEF]))
     task = f"Write dates.py with {'next_weekday(day)' if name == 'closed' else 'is_leap_year(year)'} and unittest tests in test_dates.py."
@@ -272,7 +275,23 @@ FIGURES = [
     Figure("m2 self-rescue, completion tokens",
            r"self-rescue replay\s+costs `\[stats\] turns=\d+ tool_calls=\d+ prompt_tokens=\d+ completion_tokens=(\d+)",
            stat(lambda: self_rescue("m2_tools"), "completion_tokens")),
+    Figure("m2 seq 1 30000, output characters", r"`shell\(\"\.\", \"seq 1 30000\"\)`: ([\d,]+) characters",
+           lambda: len(subprocess.run(["seq", "1", "30000"], capture_output=True, text=True).stdout)),
+    Figure("m2 seq 1 30000, result characters", r"became a ([\d,]+)-character result",
+           lambda: len(stage_function("m2_tools", "tools", "shell")(".", "seq 1 30000"))),
+    Figure("m2 subprocess.run with a background sleep, seconds", r"shell=True, capture_output=True\)` took ([\d.]+) s",
+           lambda: timed(lambda: subprocess.run("sleep 3 & echo hi", shell=True, capture_output=True)), kind="range", slow=True),
+    Figure("m2 shell() with a background sleep, seconds", r"`hi` in ([\d.]+) s",
+           lambda: timed(lambda: stage_function("m2_tools", "tools", "shell")(".", "sleep 3 & echo hi")), kind="range"),
     # m3
+    Figure("m3 command_policy, microseconds", r"ordinary command (\d+) us",
+           lambda: 1e6 * per_call("command_policy('python3 -m pytest -q tests && git status')",
+                                  namespace={"command_policy": stage_function("m3_hooks", "hooks", "command_policy")}),
+           kind="range"),
+    Figure("m3 pre_tool_use on read_file, microseconds", r"`pre_tool_use` on a `read_file` (\d+) us",
+           lambda: 1e6 * per_call("pre_tool_use('.', 'read_file', {'path': 'notes/ideas.md'})",
+                                  namespace={"pre_tool_use": stage_function("m3_hooks", "hooks", "pre_tool_use")}),
+           kind="range"),
     Figure("m3 shell attacks run", r"-rx`:\s+(\d+) shell attacks run", lambda: attack_counts()[0]),
     Figure("m3 shell attacks stopped", r"shell attacks run through the CLI, (\d+) stopped", lambda: attack_counts()[1]),
     Figure("m3 shell attacks escaped", r"shell attacks run through the CLI, \d+ stopped, (\d+) escaped", lambda: attack_counts()[2]),
@@ -289,6 +308,15 @@ FIGURES = [
     Figure("m4 near repeat, seconds", r"\(`turns=30 prompt_tokens=\d+`,\s+([\d.]+) s\)", stat(lambda: m4_loop("near"), "seconds"),
            kind="range"),
     Figure("m4 endless shell call, seconds", r"call ends after ([\d.]+) s and the run goes on", stat(lambda: m4_endless(), "seconds"),
+           kind="range"),
+    Figure("m4 endless call under --max-seconds 0.5, seconds", r"\(([\d.]+) s have passed\)`",
+           stat(lambda: m4_endless(0.5), "seconds"), kind="range"),
+    Figure("m4 RepeatGuard.see, microseconds", r"`RepeatGuard\.see` on a shell call ([\d.]+) us",
+           lambda: 1e6 * per_call("g.see(c)", "g = RepeatGuard(); c = {'function': {'name': 'shell', 'arguments': '{\"command\": \"sleep 5\"}'}}",
+                                  namespace={"RepeatGuard": stage_function("m4_guards", "guards", "RepeatGuard")}),
+           kind="range"),
+    Figure("m4 Budget.exceeded, microseconds", r"`Budget\.exceeded` ([\d.]+) us",
+           lambda: 1e6 * per_call("b.exceeded(3)", "b = Budget()", namespace={"Budget": stage_function("m4_guards", "guards", "Budget")}),
            kind="range"),
     # m5: benchmarks.context
     Figure("m5 10-turn none, prompt tokens", r"10-turn notes task: no scissors ([\d,]+) prompt tokens", lambda: ctx("10", "none", "prompt_tokens")),
@@ -324,6 +352,14 @@ FIGURES = [
            lambda: m5_ab(True)["prompt_tokens"] - m5_ab(True)["cached_tokens"]),
     Figure("m5 A/B, re-processed without", r"against ([\d,]+)\)\.", lambda: m5_ab(False)["prompt_tokens"] - m5_ab(False)["cached_tokens"]),
     # m6
+    Figure("m6 check of a file that compiles, ms", r"costs ([\d.]+) ms for a \d+-line file",
+           lambda: 1000 * check_python_timings()["good"], kind="range"),
+    Figure("m6 check of a file with a syntax error, ms", r"and ([\d.]+) ms for the same file with a syntax error",
+           lambda: 1000 * check_python_timings()["broken"], kind="range"),
+    Figure("m6 tools.py, lines", r"ms for a (\d+)-line file", lambda: check_python_timings()["lines"]),
+    Figure("m6 py_compile in a new process, ms", r"in\s+a new process costs (\d+) ms",
+           lambda: 1000 * min(timed(lambda: subprocess.run([sys.executable, "-m", "py_compile", str(ROOT / "m6_verify/tools.py")],
+                                                           capture_output=True)) for _ in range(3)), kind="range"),
     Figure("m6 compile note, characters", r"two-line file is (\d+) characters", m6_note_length),
     Figure("m6 closed loop, prompt tokens", r"`\[stats\] turns=6 tool_calls=6 prompt_tokens=(\d+) completion_tokens=\d+` \(",
            lambda: m6_story("closed")["m6_verify"]["prompt_tokens"]),
@@ -387,6 +423,40 @@ FIGURES = [
 ]
 
 
+def stage_function(stage, module, name):
+    sys.path.insert(0, str(ROOT))
+    return getattr(__import__(f"{stage}.{module}", fromlist=[name]), name)
+
+
+def per_call(statement, setup="pass", namespace=None):
+    """Seconds per call of statement, the best of 5 timeit repeats (as `python -m timeit` reports)."""
+    import timeit
+    timer = timeit.Timer(statement, setup, globals=namespace)
+    number, _ = timer.autorange()
+    return min(timer.repeat(5, number)) / number
+
+
+def timed(function):
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
+
+
+@functools.cache
+def check_python_timings():
+    check_python = stage_function("m6_verify", "verify", "check_python")
+    with tempfile.TemporaryDirectory() as tmp:
+        good = (ROOT / "m6_verify/tools.py").read_text(encoding="utf-8")
+        Path(tmp, "tools.py").write_text(good)
+        Path(tmp, "broken.py").write_text(good + "\n)\n")
+        names = {"check_python": check_python, "tmp": tmp}
+        return {
+            "good": per_call("check_python(tmp, 'write_file', {'path': 'tools.py'}, 'OK:', {})", namespace=names),
+            "broken": per_call("check_python(tmp, 'write_file', {'path': 'broken.py'}, 'OK:', {})", namespace=names),
+            "lines": len(good.splitlines()),
+        }
+
+
 @functools.cache
 def attack_counts():
     from tests import test_m3_attacks
@@ -417,7 +487,7 @@ def find(figure, text):
 def agrees(figure, stated, measured):
     if figure.kind == "exact":
         return stated == measured
-    return stated / RANGE_FACTOR <= measured <= stated * RANGE_FACTOR + 0.1
+    return stated / RANGE_FACTOR <= measured <= stated * RANGE_FACTOR or abs(measured - stated) < 0.05
 
 
 def measure_all(figures):
