@@ -22,6 +22,7 @@ class Client:
         self.model, self.api_key = model, api_key
         self.timeout = timeout  # a cold model can take a minute or more to load
 
+    # exercise(m0): Write Client.chat: POST the model, the messages (and the tools, when given) to self.url, and return choices[0].message with the usage, turning every failure into an LLMError that gives advice.
     def chat(self, messages, tools=None):
         """Send the conversation; return (assistant message, usage)."""
         body = {"model": self.model, "messages": messages, **({"tools": tools} if tools else {})}

@@ -40,6 +40,7 @@ def system_prompt(workspace):
     return SYSTEM_PROMPT
 
 
+# exercise(m1): Write run_agent: ask the model, run every tool call it asks for, and repeat until it answers without tool calls; past max_turns raise Stopped.
 def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcript=None):
     """Loop until the model answers without tool calls; return that answer."""
     messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
@@ -57,6 +58,7 @@ def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcrip
     raise Stopped(f"reached --max-turns {max_turns}")
 
 
+# exercise(m1): Write run_tool_call: echo the call, run it with run_tool, and append the result as a tool message paired to the call by the id the server gave it.
 def run_tool_call(call, workspace, messages, stats, echo):
     """Run one call and append its result, paired to the call by the id the server gave it."""
     name, arguments = call["function"]["name"], call["function"].get("arguments")

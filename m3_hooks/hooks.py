@@ -14,6 +14,7 @@ FILE_TOOLS = ("list_dir", "read_file", "write_file")
 NEEDS_PERMISSION = ("write_file", "shell")
 
 
+# exercise(m3): Write path_guard: return a reason to block a file tool whose path, once resolved (following '..' and symlinks), is not inside the resolved workspace, or that holds a NUL byte, starts with '~' or is a hard-linked file to read.
 def path_guard(workspace, name, args):
     """File tools stay inside the workspace. Resolve first (follow '..' and symlinks), then compare."""
     if name not in FILE_TOOLS:

@@ -31,6 +31,7 @@ class Budget:
         self.max_turns, self.max_seconds = max_turns, max_seconds
         self.started = time.monotonic()
 
+    # exercise(m4): Write Budget.exceeded: before model call number turns + 1, return why the run must stop (max turns reached, or max seconds passed), else None.
     def exceeded(self, turns):
         """Why the run must stop before model call number turns + 1, or None. Only asked between turns."""
         if turns >= self.max_turns:
@@ -58,6 +59,7 @@ class RepeatGuard:
         self.limit, self.last, self.streak = limit, None, 0
         self.warnings, self.repeated = 0, None
 
+    # exercise(m4): Write RepeatGuard.see: count identical calls in a row by their signature, and at the limit count a warning, remember the call for end_turn and start counting again.
     def see(self, call):
         """Note one call, before it runs (the loop cleans broken arguments while running it)."""
         same = signature(call)

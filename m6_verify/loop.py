@@ -48,6 +48,7 @@ def system_prompt(workspace):
     return SYSTEM_PROMPT
 
 
+# exercise(m1): Write run_agent: ask the model, run every tool call it asks for, and repeat until it answers without tool calls; past max_turns raise Stopped.
 def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, transcript=None,
               shell_timeout=SHELL_TIMEOUT, approve=ask_user, max_seconds=MAX_SECONDS, scissors=True,
               context_window=CONTEXT_WINDOW):
@@ -93,6 +94,7 @@ def watch_context(watch, usage, messages):
             print(warning, file=sys.stderr, flush=True)
 
 
+# exercise(m1): Write run_tool_call: echo the call, run it with run_tool, and append the result as a tool message paired to the call by the id the server gave it.
 def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout, approve, memory):
     """Run one call and append its result, paired to the call by the id the server gave it."""
     function = call.setdefault("function", {})
@@ -108,6 +110,7 @@ def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeou
     messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
 
 
+# exercise(m3): Write checked_run: check the call, run the pre_tool_use hooks (a reason means BLOCKED), ask before a write or a shell command (a no means DENIED), and only then run the tool.
 def checked_run(workspace, name, arguments, shell_timeout, approve, memory):
     """The choke point: every call passes here after it is parsed and before it runs. The hooks come
     first, so a blocked call never reaches the user; then writes and commands need the user's yes.

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STAGES = sorted(p.name for p in ROOT.glob("m[0-9]_*") if (p / "__main__.py").is_file())
 FINAL = "tinyharness"
 FINAL_LEVEL = 8  # the highest stage whose lesson tinyharness/ has merged; raise it with each merge
+STAGE_DIR_ENV = "TINYHARNESS_STAGE_DIR"  # a learner's copy of one stage (`tinyharness course check --mine`)
 
 
 def level(stage):
@@ -33,6 +34,15 @@ def command(stage, *args):
     return [sys.executable, "-m", stage, *args]
 
 
+def import_roots(stage):
+    """The folders a stage's subprocess imports from: the repository, after a learner's copy of this
+    stage when TINYHARNESS_STAGE_DIR names one (a folder called like the stage)."""
+    mine = os.environ.get(STAGE_DIR_ENV)
+    if mine and Path(mine).name == stage:
+        return [str(Path(mine).resolve().parent), str(ROOT)]
+    return [str(ROOT)]
+
+
 def run_stage(stage, workspace, *args, stdin="", timeout=60, env=None, approve=False):
     """Run a stage's CLI in `workspace` (its cwd); return the CompletedProcess (text mode).
 
@@ -42,7 +52,7 @@ def run_stage(stage, workspace, *args, stdin="", timeout=60, env=None, approve=F
     if approve and level(stage) >= 3:
         args = ("--yes", *args)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
-    full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env["PYTHONPATH"] = os.pathsep.join(import_roots(stage)) + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env["PYTHONIOENCODING"] = "utf-8"
     full_env["XDG_DATA_HOME"] = str(Path(workspace).parent / "data")  # sessions go to the test's folder, not home
     full_env.update(env or {})

@@ -44,7 +44,7 @@ def test_workspace_force_replaces_the_folder(tmp_path):
 
 def test_workspace_unknown_name_and_inside_the_example_are_usage_errors(tmp_path, capsys):
     assert course.course_workspace("nope", tmp_path / "x") == 2
-    assert "images, notes" in capsys.readouterr().err
+    assert "images, notes, empty" in capsys.readouterr().err
     assert course.course_workspace("notes", ROOT / "examples/notes/copy") == 2
     assert "inside the example" in capsys.readouterr().err
     assert not (ROOT / "examples/notes/copy").exists()
@@ -113,3 +113,11 @@ def test_the_stage_selection_takes_one_stage_only():
                             cwd=ROOT, capture_output=True, text=True).stdout
     ids = [line for line in listed.splitlines() if "::" in line]
     assert ids and all(line.startswith("tests/test_m4_guards.py::") and line.endswith("m4_guards]") for line in ids)
+
+
+def test_an_empty_workspace_is_new_or_replaced(tmp_path):
+    target = tmp_path / "m2"
+    assert course.course_workspace("empty", target) == 0 and list(target.iterdir()) == []
+    (target / "scratch").mkdir()
+    assert course.course_workspace("empty", target) == 2 and (target / "scratch").is_dir()
+    assert course.course_workspace("empty", target, force=True) == 0 and list(target.iterdir()) == []

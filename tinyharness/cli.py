@@ -139,24 +139,37 @@ def build_parser():
     fake.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
     sub.add_parser("eval", add_help=False, help="measure models or harness settings on five tasks, judged by "
                                                 "the end state (`tinyharness eval --help`)")
-    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, check",
-                            description="Follow the course: see your progress, diff two stages, take a quiz, run a stage's tests.")
+    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, start, check",
+                            description="Follow the course: see your progress, diff two stages, take a quiz, "
+                                        "write a stage's key functions yourself, run a stage's tests.")
     course_sub = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
-    course_sub.add_parser("list", help="the stages, one line each, with your quiz progress")
+    course_sub.add_parser("list", help="the stages, one line each, with your quiz and exercise progress")
     diff = course_sub.add_parser("diff", help="a unified diff of two stages' code")
     diff.add_argument("a", help="a stage, e.g. m0")
     diff.add_argument("b", help="a later stage, e.g. m1")
     diff.add_argument("--docs", action="store_true", help="include README.md and QUIZ.md")
     course_sub.add_parser("quiz", help="take a stage's three-question quiz").add_argument("stage")
-    check = course_sub.add_parser("check", help="run the tests of one stage")
-    check.add_argument("stage")
+    start = course_sub.add_parser("start", help="copy a stage with its lesson's functions left for you to write",
+                                  description="Write your copy of a stage into DIR/<stage folder>: the same code, "
+                                              "except that the functions the lesson is about raise "
+                                              "NotImplementedError for you to fill in (the stage README's "
+                                              "'Your turn' says what to write). Then: course check STAGE --mine DIR.")
+    start.add_argument("stage", help="a stage, e.g. m3")
+    start.add_argument("dir", metavar="DIR", nargs="?", default=".", help="the parent folder of your copy (default: here)")
+    start.add_argument("--force", action="store_true", help="replace an existing copy (your changes are lost)")
+    check = course_sub.add_parser("check", help="run the tests of one stage, or grade your copy with --mine",
+                                  description="Run the tests of one stage. With --mine, run the tests of what the "
+                                              "stage introduced against your copy of it, and say what passes, "
+                                              "what fails first, and a hint.")
+    check.add_argument("stage", help="a stage, e.g. m3")
+    check.add_argument("--mine", metavar="DIR", help="your copy: the folder `course start` wrote (or its parent)")
     check.add_argument("-k", dest="keyword", metavar="EXPRESSION",
                        help="only the tests whose names match, as pytest's -k (e.g. attacks)")
     workspace = course_sub.add_parser(
-        "workspace", help="copy a fresh example workspace (notes, images) to a new folder",
-        description="Copy examples/NAME to DIR for a lesson's Try it. DIR must not exist yet "
-                    "(a copy into an old run's folder would mix its files with the example's).")
-    workspace.add_argument("name", metavar="NAME", help="the example: notes or images")
+        "workspace", help="copy a fresh example workspace (notes, images, empty) to a new folder",
+        description="Copy examples/NAME to DIR for a lesson's Try it (`empty`: an empty folder). DIR must not "
+                    "exist yet (a copy into an old run's folder would mix its files with the example's).")
+    workspace.add_argument("name", metavar="NAME", help="the example: notes, images, or empty")
     workspace.add_argument("dir", metavar="DIR", help="a new folder, e.g. /tmp/notes-m1")
     workspace.add_argument("--force", action="store_true", help="replace DIR if it exists")
     return parser
@@ -271,9 +284,11 @@ def course_command(args):
         return course.course_diff(args.a, args.b, include_docs=args.docs)
     if args.course_command == "quiz":
         return course.course_quiz(args.stage)
+    if args.course_command == "start":
+        return course.course_start(args.stage, args.dir, args.force)
     if args.course_command == "workspace":
         return course.course_workspace(args.name, args.dir, force=args.force)
-    return course.course_check(args.stage, keyword=args.keyword)
+    return course.course_check(args.stage, mine=args.mine, keyword=args.keyword)
 
 
 def script_path(name_or_path):
