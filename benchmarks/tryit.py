@@ -126,6 +126,7 @@ def run_block(block: Block, home: Path) -> subprocess.CompletedProcess:
 def problems(block: Block, output: str) -> list[str]:
     """What is wrong with a block's output: a failure sign, or a quoted span it does not contain."""
     found = [f"the output shows {sign!r}" for sign in FAILURE_SIGNS if sign in output]
+    found += [f"a cd failed: {m.group(0)!r}" for m in re.finditer(r"line \d+: cd: .*", output)]
     found += [f"the README quotes `{span}`, the output does not have it" for span in block.expected
               if span not in output]
     if not block.expected:
