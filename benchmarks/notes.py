@@ -46,6 +46,7 @@ class Figure:
     measure: object              # () -> number
     kind: str = "exact"          # "exact" | "range"
     slow: bool = False
+    file: str = "NOTES.md"       # where the figure is stated (a stage README quotes some)
 
 
 # --- Running a stage against the scripted server ---------------------------------------------------
@@ -420,6 +421,46 @@ FIGURES = [
     Figure("compaction, summary prompt tokens", r"summary requests were ([\d,]+) prompt tokens", lambda: compaction()["summary_prompt_tokens"]),
     Figure("compaction, summary new tokens", r"of which ([\d,]+) were not", lambda: compaction()["summary_new_tokens"]),
     Figure("compaction, summary tokens", r"the four summaries were (\d+) tokens", lambda: compaction()["summary_completion_tokens"]),
+    # m5_context/README.md quotes benchmarks.context's table and targets
+    *[Figure(f"m5 README 40-turn {policy}, {what}", rf"\| {label} \|{cells}", functools.partial(ctx, "40", policy, key, *scale),
+             file="m5_context/README.md")
+      for policy, label in (("none", "no scissors"), ("sliding", r"sliding scissors \(this stage\)"),
+                            ("batch", "batch scissors"), ("batch+cap", r"batch \+ cap \(tinyharness's default\)"))
+      for what, cells, key, scale in (
+          ("prompt tokens", r" ([\d,]+)", "prompt_tokens", ()),
+          ("peak", r"[^|]*\| ([\d,]+)", "peak", ()),
+          ("re-processed", r"[^|]*\|[^|]*\| ([\d,]+)", "reprocessed", ()),
+          ("re-processed vs none", r"[^|]*\|[^|]*\| [\d,]+ \(([\d.]+)x\)", "reprocessed_vs_none", ()),
+          ("prefix breaks", r"[^|]*\|[^|]*\|[^|]*\| (\d+) \|", "breaks", ()))],
+    *[Figure(f"m5 README 40-turn {policy}, prompt vs none", rf"\| {label} \| [\d,]+ \(([\d.]+)x\)",
+             functools.partial(ctx, "40", policy, "prompt_vs_none"), file="m5_context/README.md")
+      for policy, label in (("sliding", r"sliding scissors \(this stage\)"), ("batch", "batch scissors"),
+                            ("batch+cap", r"batch \+ cap \(tinyharness's default\)"))],
+    Figure("m5 README batch+cap peak (targets)", r"met \(batch\+cap peak ([\d,]+);", lambda: ctx("40", "batch+cap", "peak"),
+           file="m5_context/README.md"),
+    Figure("m5 README batch+cap re-processed ratio (targets)", r"met by batch\+cap \(([\d.]+)x\)",
+           lambda: ctx("40", "batch+cap", "reprocessed_vs_none"), file="m5_context/README.md"),
+    Figure("m5 README sliding re-processed ratio (targets)", r"sliding scissors \(([\d.]+)x\);",
+           lambda: ctx("40", "sliding", "reprocessed_vs_none"), file="m5_context/README.md"),
+    Figure("m5 README 10-turn none", r"Our uncut 10-turn run sends ([\d,]+) tokens", lambda: ctx("10", "none", "prompt_tokens"),
+           file="m5_context/README.md"),
+    Figure("m5 README 10-turn none, last request", r"its last request is ([\d,]+)", lambda: ctx("10", "none", "final"),
+           file="m5_context/README.md"),
+    Figure("m5 README 10-turn sliding", r"the sliding scissors send ([\d,]+) \(", lambda: ctx("10", "sliding", "prompt_tokens"),
+           file="m5_context/README.md"),
+    Figure("m5 README 10-turn batch+cap", r"batch\+cap ([\d,]+) \(0\.\d+x, because", lambda: ctx("10", "batch+cap", "prompt_tokens"),
+           file="m5_context/README.md"),
+    Figure("m5 README 10-turn floor", r"~([\d,]+) tokens over this run", lambda: context_rows()["floor"], file="m5_context/README.md"),
+    Figure("m5 README capped results", r"information again: (\d+) of the \d+ results were capped",
+           lambda: ctx("40", "batch+cap", "capped"), file="m5_context/README.md"),
+    Figure("m5 README characters never seen", r"never\nsaw ([\d,]+) characters", lambda: ctx("40", "batch+cap", "unseen"),
+           file="m5_context/README.md"),
+    Figure("m5 README A/B with scissors", r"You should see `prompt_tokens=(\d+) completion_tokens=85` with `cached_tokens=\d+` for the first",
+           lambda: m5_ab(True)["prompt_tokens"], file="m5_context/README.md"),
+    Figure("m5 README A/B tokens saved", r"returned 225 characters; \.\.\.\]`: (\d+) prompt tokens saved",
+           lambda: m5_ab(False)["prompt_tokens"] - m5_ab(True)["prompt_tokens"], file="m5_context/README.md"),
+    Figure("m5 README A/B cache reuse lost", r"saved, and (\d+) fewer reused",
+           lambda: m5_ab(False)["cached_tokens"] - m5_ab(True)["cached_tokens"], file="m5_context/README.md"),
 ]
 
 
@@ -480,13 +521,13 @@ def find(figure, text):
     """The one match of the figure's pattern in text (a pattern that finds 0 or 2 places is a bug)."""
     matches = list(re.finditer(figure.pattern, text))
     if len(matches) != 1:
-        raise LookupError(f"{figure.name}: the pattern matches {len(matches)} places in NOTES.md: {figure.pattern}")
+        raise LookupError(f"{figure.name}: the pattern matches {len(matches)} places in {figure.file}: {figure.pattern}")
     return matches[0]
 
 
-def agrees(figure, stated, measured):
+def agrees(figure, stated, measured, decimals=0):
     if figure.kind == "exact":
-        return stated == measured
+        return stated == (round(measured, decimals) if decimals else measured)
     return stated / RANGE_FACTOR <= measured <= stated * RANGE_FACTOR or abs(measured - stated) < 0.05
 
 
@@ -500,20 +541,35 @@ def measure_all(figures):
     return measured
 
 
-def compare(text, figures, measured):
-    """Rows (figure, stated text, measured, ok) for each figure, from NOTES.md's text."""
+def text_of(figure, notes_text, texts=None):
+    """The text a figure is stated in: NOTES.md's as given, a README's from `texts` when given
+    there (so a test can change either), else from the file."""
+    if figure.file == "NOTES.md":
+        return notes_text
+    if texts and figure.file in texts:
+        return texts[figure.file]
+    return (ROOT / figure.file).read_text(encoding="utf-8")
+
+
+def decimals(stated):
+    return len(stated.split(".")[1]) if "." in stated else 0
+
+
+def compare(text, figures, measured, texts=None):
+    """Rows (figure, stated text, measured, ok) for each figure, from NOTES.md's text (and the
+    READMEs' for the figures they state)."""
     rows = []
     for figure in figures:
         value = measured[figure.name]
         try:
-            stated = find(figure, text).group(1)
+            stated = find(figure, text_of(figure, text, texts)).group(1)
         except LookupError as e:
             rows.append((figure, "(not found)", str(e), False))
             continue
         if isinstance(value, Exception):
             rows.append((figure, stated, f"{type(value).__name__}: {value}", False))
             continue
-        rows.append((figure, stated, value, agrees(figure, parse(stated), value)))
+        rows.append((figure, stated, value, agrees(figure, parse(stated), value, decimals(stated))))
     return rows
 
 
@@ -521,23 +577,27 @@ def formatted(value, like):
     """value written the way the stated figure was (thousands separators, decimals)."""
     if "." in like:
         return f"{value:.{len(like.split('.')[1])}f}"
-    return f"{round(value):,}" if "," in like or (round(value) >= 10000 and "," in like) else str(round(value))
+    return f"{round(value):,}" if "," in like else str(round(value))
 
 
-def fix(text, figures, measured):
-    """text with every exact figure that drifted replaced by its measurement."""
+def fix(text, figures, measured, file="NOTES.md"):
+    """text (the content of `file`) with every exact figure stated there that drifted replaced by
+    its measurement."""
     for figure in figures:
+        if figure.file != file:
+            continue
         value = measured.get(figure.name)
         if figure.kind != "exact" or value is None or isinstance(value, Exception):
             continue
         for match in reversed(list(re.finditer(figure.pattern, text))):
-            if parse(match.group(1)) != value:
+            stated = match.group(1)
+            if not agrees(figure, parse(stated), value, decimals(stated)):
                 text = text[:match.start(1)] + formatted(value, match.group(1)) + text[match.end(1):]
     return text
 
 
 def show(value):
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def main(argv=None):
@@ -559,10 +619,13 @@ def main(argv=None):
     if args.fix:
         for path in [NOTES, *sorted(ROOT.glob("m[0-9]_*/README.md"))]:
             before = path.read_text(encoding="utf-8")
-            after = fix(before, figures, measured)
+            after = fix(before, figures, measured, path.relative_to(ROOT).as_posix())
             if after != before:
                 path.write_text(after, encoding="utf-8")
                 print(f"rewrote {path.relative_to(ROOT)}")
+        if not args.fast:   # the figures the stage READMEs quote beside their Try it blocks
+            from benchmarks import tryit
+            tryit.main(["--fix"])
         return 0
     return 1 if drifted else 0
 
