@@ -453,7 +453,7 @@ FIGURES = [
     Figure("m5 README 10-turn floor", r"~([\d,]+) tokens over this run", lambda: context_rows()["floor"], file="m5_context/README.md"),
     Figure("m5 README capped results", r"information again: (\d+) of the \d+ results were capped",
            lambda: ctx("40", "batch+cap", "capped"), file="m5_context/README.md"),
-    Figure("m5 README characters never seen", r"never\nsaw ([\d,]+) characters", lambda: ctx("40", "batch+cap", "unseen"),
+    Figure("m5 README characters never seen", r"never saw ([\d,]+) characters", lambda: ctx("40", "batch+cap", "unseen"),
            file="m5_context/README.md"),
     Figure("m5 README A/B with scissors", r"You should see `prompt_tokens=(\d+) completion_tokens=85` with `cached_tokens=\d+` for the first",
            lambda: m5_ab(True)["prompt_tokens"], file="m5_context/README.md"),
@@ -517,9 +517,15 @@ def parse(text):
     return float(text.replace(",", ""))
 
 
+def regex(pattern):
+    """The figure's pattern with each space matching any run of whitespace: rewrapping a paragraph
+    must not lose a figure."""
+    return re.sub(r"(?<!\\) ", lambda m: r"\s+", pattern)
+
+
 def find(figure, text):
     """The one match of the figure's pattern in text (a pattern that finds 0 or 2 places is a bug)."""
-    matches = list(re.finditer(figure.pattern, text))
+    matches = list(re.finditer(regex(figure.pattern), text))
     if len(matches) != 1:
         raise LookupError(f"{figure.name}: the pattern matches {len(matches)} places in {figure.file}: {figure.pattern}")
     return matches[0]
@@ -589,7 +595,7 @@ def fix(text, figures, measured, file="NOTES.md"):
         value = measured.get(figure.name)
         if figure.kind != "exact" or value is None or isinstance(value, Exception):
             continue
-        for match in reversed(list(re.finditer(figure.pattern, text))):
+        for match in reversed(list(re.finditer(regex(figure.pattern), text))):
             stated = match.group(1)
             if not agrees(figure, parse(stated), value, decimals(stated)):
                 text = text[:match.start(1)] + formatted(value, match.group(1)) + text[match.end(1):]
