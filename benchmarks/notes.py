@@ -117,6 +117,20 @@ def m4_endless(max_seconds=None):
     return {**stats, "wall": time.perf_counter() - started}
 
 
+def compaction_pattern(index, which):
+    """The index-th 'before -> after' pair of the compaction figures, capturing one side."""
+    pair = r"[\d,]+ -> [\d,]+"
+    wanted = r"([\d,]+) -> [\d,]+" if which == "before" else r"[\d,]+ -> ([\d,]+)"
+    return r"to about [\d,]+ \(" + (pair + ", ") * index + wanted
+
+
+def m2_timeout_wall():
+    calls = [{"tool_calls": [{"name": "shell", "arguments": {"command": "sleep 100 & while true; do sleep 0.1; done"}}]}, "done"]
+    started = time.perf_counter()
+    run_stage("m2_tools", "--shell-timeout", "1", policy=lambda body, index: calls[min(index, 1)], task="go")
+    return time.perf_counter() - started
+
+
 # --- m5 ----------------------------------------------------------------------------------------------
 
 @functools.cache
@@ -226,6 +240,12 @@ def m8_schema_chars(stage):
     return len(json.dumps(module.SCHEMAS, ensure_ascii=False))
 
 
+def image_tokens_of(name):
+    from tinyharness.testing import image_tokens, read_png_pixels
+    rows = read_png_pixels((ROOT / "examples/images" / name).read_bytes())
+    return image_tokens(len(rows[0]), len(rows))
+
+
 def python_lines(folder, exclude=()):
     total = 0
     for path in (ROOT / folder).rglob("*.py"):
@@ -299,6 +319,8 @@ FIGURES = [
     Figure("m3 path attacks", r"escaped \(each changed its canary\); (\d+) path", lambda: attack_counts()[3]),
     Figure("m3 policy-only payloads", r"(\d+) payloads too dangerous", lambda: attack_counts()[4]),
     Figure("m3 policy-only stopped", r"policy only: (\d+) stopped", lambda: attack_counts()[5]),
+    Figure("m3 ordinary commands", r"(\d+) ordinary commands", lambda: len(__import__("tests.test_m3_attacks", fromlist=["x"]).ORDINARY_COMMANDS)),
+    Figure("m2 --shell-timeout 1 endless loop, wall seconds", r"ends in about ([\d.]+) s of wall time", lambda: m2_timeout_wall(), kind="range"),
     Figure("m3 denied write, prompt tokens", r"answering `n`\):\s+`\[stats\] turns=\d+ tool_calls=\d+ prompt_tokens=(\d+)",
            stat(lambda: notes_task("m3_hooks", stdin="n\n"), "prompt_tokens")),
     # m4
@@ -339,6 +361,18 @@ FIGURES = [
     Figure("m5 schemas re-read per request", r"re-reads ~(\d+) tokens of schemas", lambda: context_rows()["schemas"]),
     Figure("m5 seeds 1-8, batch+cap under 90%", r"under 90% of the window (\d)/8", lambda: context_seeds()["batch+cap"]["under_window"], slow=True),
     Figure("m5 seeds 1-8, batch under 90%", r"batch\s+alone (\d)/8", lambda: context_seeds()["batch"]["under_window"], slow=True),
+    Figure("m5 10-turn sliding vs none", r"sliding \(m5\) [\d,]+ \(([\d.]+)x\)", lambda: ctx("10", "sliding", "prompt_vs_none")),
+    Figure("m5 10-turn sliding re-processed vs none", r"with ([\d.]+)x the re-processed tokens", lambda: ctx("10", "sliding", "reprocessed_vs_none")),
+    Figure("m5 10-turn batch+cap vs none", r"batch\+cap [\d,]+ \(([\d.]+)x\) with", lambda: ctx("10", "batch+cap", "prompt_vs_none")),
+    Figure("m5 10-turn batch+cap re-processed vs none", r"\(0\.\d+x\) with ([\d.]+)x\. 40-turn", lambda: ctx("10", "batch+cap", "reprocessed_vs_none")),
+    Figure("m5 40-turn sliding vs none", r"sliding [\d,]+ \(([\d.]+)x\), re-processed", lambda: ctx("40", "sliding", "prompt_vs_none")),
+    Figure("m5 40-turn sliding re-processed vs none", r"re-processed [\d,]+ = ([\d.]+)x", lambda: ctx("40", "sliding", "reprocessed_vs_none")),
+    Figure("m5 40-turn batch re-processed vs none", r"breaks; batch ([\d.]+)x, \d+ breaks", lambda: ctx("40", "batch", "reprocessed_vs_none")),
+    Figure("m5 40-turn batch+cap vs none", r"batch\+cap [\d,]+ \(([\d.]+)x\), re-processed", lambda: ctx("40", "batch+cap", "prompt_vs_none")),
+    Figure("m5 40-turn batch+cap re-processed vs none", r"\(0\.\d+x\), re-processed ([\d.]+)x \(", lambda: ctx("40", "batch+cap", "reprocessed_vs_none")),
+    Figure("m5 40-turn batch+cap, schemas cached", r"x \(([\d.]+)x if the\s+schemas were cached\)", lambda: ctx("40", "batch+cap", "schemas_first_vs_none")),
+    Figure("m5 seeds 1-8, batch+cap median", r"batch\+cap: median ([\d.]+)x", lambda: context_seeds()["batch+cap"]["median"], slow=True),
+    Figure("m5 seeds 1-8, batch+cap worst", r"worst ([\d.]+)x, under 90%", lambda: context_seeds()["batch+cap"]["worst"], slow=True),
     # m5 A/B on the stage
     Figure("m5 A/B with scissors, prompt tokens", r"with the scissors\s+`\[stats\] turns=5 tool_calls=4 prompt_tokens=(\d+)",
            lambda: m5_ab(True)["prompt_tokens"]),
@@ -403,6 +437,13 @@ FIGURES = [
            lambda: m8_run(before=(LIST, LIST, LIST))["prompt_tokens"]),
     Figure("m8 four turns with an image", r"without `--image` and ([\d,]+) with it",
            lambda: m8_run("--image", "red-blue.png", before=(LIST, LIST, LIST))["prompt_tokens"]),
+    Figure("m8 picture and note, tokens", r"4 x (\d+)\.",
+           lambda: round((m8_run("--image", "red-blue.png", before=(LIST, LIST, LIST))["prompt_tokens"]
+                          - m8_run(before=(LIST, LIST, LIST))["prompt_tokens"]) / 4)),
+    Figure("m8 image tokens by the server's rule", r"\(the server's (\d+) image tokens", lambda: image_tokens_of("red-blue.png")),
+    Figure("m8 view_image schema, added characters", r"schema adds (\d+) characters", lambda: m8_schema_chars("m8_vision") - m8_schema_chars("m7_eval")),
+    Figure("m8 view_image schema, added tokens", r"about (\d+) tokens by characters / 4",
+           lambda: (m8_schema_chars("m8_vision") - m8_schema_chars("m7_eval")) // 4),
     Figure("m8 red-blue.png, bytes", r"`red-blue\.png` is (\d+) bytes", lambda: (ROOT / "examples/images/red-blue.png").stat().st_size),
     Figure("m8 red-blue.png, data URI characters", r"bytes, a ([\d,]+)-character data URI", lambda: data_uri_length("red-blue.png")),
     Figure("m8 tool schemas before view_image", r"tool schemas \(([\d,]+) -> [\d,]+\)", lambda: m8_schema_chars("m7_eval")),
@@ -416,6 +457,9 @@ FIGURES = [
     Figure("m7 -> m8 diff, lines", r"`diff -ru m7_eval m8_vision` is (\d+) lines", lambda: diff_lines("m7_eval", "m8_vision")),
     # Beyond m8: benchmarks.compaction's figures()
     Figure("compaction, model calls", r"the figures come from `figures\(\)`\):\s+(\d+) model calls", lambda: compaction()["model_calls"]),
+    *[Figure(f"compaction {i + 1}, tokens {which}", compaction_pattern(i, which),
+             functools.partial(lambda i, k: compaction()["tokens_before_after"][i][k], i, 0 if which == "before" else 1))
+      for i in range(4) for which in ("before", "after")],
     Figure("compaction, largest prompt", r"Largest prompt ([\d,]+) tokens", lambda: compaction()["max_prompt_tokens"]),
     Figure("compaction, without compaction", r"without compaction reaches ([\d,]+)", lambda: compaction()["uncompacted_max_prompt_tokens"]),
     Figure("compaction, summary prompt tokens", r"summary requests were ([\d,]+) prompt tokens", lambda: compaction()["summary_prompt_tokens"]),
