@@ -153,6 +153,20 @@ def context_seeds():
     return context.across_seeds(range(1, 9))
 
 
+@functools.cache
+def harness_ms(policy, turns):
+    """The harness's own time per turn, best of 3, as benchmarks.context's last table."""
+    from benchmarks import context
+    return min(context.harness_overhead(turns, policy)["per_turn_ms"] for _ in range(3))
+
+
+def overhead_pattern(policy, position):
+    """The position-th number after the policy's name in NOTES.md's sentence of harness times."""
+    lead = {"batch+cap": r"turns: batch\+cap\s+", "sliding": r"at 100; sliding ", "none": r"; none "}[policy]
+    skip = r"[\d.]+[^,;]*, " * position
+    return lead + skip + r"(\d+\.\d+)"
+
+
 def m5_ab(scissors):
     return notes_task("m5_context", "--yes", *([] if scissors else ["--no-scissors"]))
 
@@ -375,6 +389,9 @@ FIGURES = [
     Figure("m5 40-turn batch+cap, schemas cached", r"x \(([\d.]+)x if the\s+schemas were cached\)", lambda: ctx("40", "batch+cap", "schemas_first_vs_none")),
     Figure("m5 seeds 1-8, batch+cap median", r"batch\+cap: median ([\d.]+)x", lambda: context_seeds()["batch+cap"]["median"], slow=True),
     Figure("m5 seeds 1-8, batch+cap worst", r"worst ([\d.]+)x, under 90%", lambda: context_seeds()["batch+cap"]["worst"], slow=True),
+    *[Figure(f"m5 harness time, {policy} at {turns} turns, ms", overhead_pattern(policy, position),
+             functools.partial(harness_ms, policy, turns), kind="range", slow=True)
+      for policy in ("batch+cap", "sliding", "none") for position, turns in enumerate((10, 40, 100))],
     # m5 A/B on the stage
     Figure("m5 A/B with scissors, prompt tokens", r"with the scissors\s+`\[stats\] turns=5 tool_calls=4 prompt_tokens=(\d+)",
            lambda: m5_ab(True)["prompt_tokens"]),
