@@ -44,7 +44,7 @@ class Figure:
     name: str
     pattern: str                 # a regex with one group: the number as NOTES.md writes it
     measure: object              # () -> number
-    kind: str = "exact"          # "exact" | "range"
+    kind: str = "exact"          # "exact" | "range" | "text" (a word, compared as it is written)
     slow: bool = False
     file: str = "NOTES.md"       # where the figure is stated (a stage README quotes some)
 
@@ -222,6 +222,13 @@ def m7_table(harness=None):
     return _eval_table(["m7_eval.eval", "--models", "competent,liar,clumsy", *extra])
 
 
+def m7_eval_seconds():
+    m7_table.cache_clear()
+    started = time.perf_counter()
+    m7_table()
+    return time.perf_counter() - started
+
+
 @functools.cache
 def m7_compare():
     return _eval_table(["tinyharness", "eval", "--models", "competent,clumsy",
@@ -252,6 +259,19 @@ def m8_schema_chars(stage):
     sys.path.insert(0, str(ROOT))
     module = __import__(f"{stage}.tools", fromlist=["SCHEMAS"])
     return len(json.dumps(module.SCHEMAS, ensure_ascii=False))
+
+
+@functools.cache
+def big_data_uri():
+    """The data URI of a 5 MiB PNG (the file's bytes matter only by their count)."""
+    return "data:image/png;base64," + base64.b64encode(bytes(5 * 1024 * 1024)).decode()
+
+
+@functools.cache
+def m4_slow_writer():
+    def slow_writer(body, i):
+        return {"tool_calls": [{"name": "write_file", "arguments": {"path": f"f{i}.txt", "content": "x"}}], "delay": 0.4}
+    return run_stage("m4_guards", "--yes", "--max-seconds", "1", policy=slow_writer, task="go")[0]
 
 
 def image_tokens_of(name):
@@ -430,6 +450,8 @@ FIGURES = [
              functools.partial(lambda m, c: number(m7_table()[m][c]), model, column), slow=True)
       for model in ("competent", "liar", "clumsy")
       for index, column in ((10, "turns"), (11, "prompt tok"), (12, "completion tok/turn"))],
+    Figure("m7 eval of 30 runs, wall seconds", r"The whole eval, 30 runs, took ([\d.]+) s", lambda: m7_eval_seconds(),
+           kind="range", slow=True),
     Figure("m7 competent prompt tokens on m3", r"competent model: ([\d,]+) \(m3\)",
            lambda: number(m7_table("m3_hooks")["competent"]["prompt tok"]), slow=True),
     Figure("m7 competent prompt tokens on m4", r"\(m3\), ([\d,]+) \(m4\)",
@@ -470,6 +492,13 @@ FIGURES = [
            lambda: (m8_schema_chars("m8_vision") - m8_schema_chars("m7_eval")) // 4),
     Figure("m8 red-blue.png, bytes", r"`red-blue\.png` is (\d+) bytes", lambda: (ROOT / "examples/images/red-blue.png").stat().st_size),
     Figure("m8 red-blue.png, data URI characters", r"bytes, a ([\d,]+)-character data URI", lambda: data_uri_length("red-blue.png")),
+    Figure("m8 5 MiB image, data URI characters", r"A 5 MiB image is a ([\d,]+)-character", lambda: len(big_data_uri())),
+    Figure("m8 5 MiB image, json.dumps seconds", r"`json\.dumps` takes about ([\d.]+) s", lambda: per_call(
+        "json.dumps(body)", namespace={"json": json, "body": {"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": big_data_uri()}}]}]}}), kind="range"),
+    Figure("m4 --max-seconds 1 with replies 0.4 s apart, replies", r"delayed 0\.4 s stops after the (\w+) reply",
+           lambda: {2: "second", 3: "third"}.get(m4_slow_writer()["turns"], str(m4_slow_writer()["turns"])), kind="text",
+           slow=True),   # timing decides it: on a slow machine the second reply is already past 1 s
     Figure("m8 tool schemas before view_image", r"tool schemas \(([\d,]+) -> [\d,]+\)", lambda: m8_schema_chars("m7_eval")),
     Figure("m8 tool schemas with view_image", r"tool schemas \([\d,]+ -> ([\d,]+)\)", lambda: m8_schema_chars("m8_vision")),
     Figure("m8 stage, lines of Python", r"the m8 stage is ([\d,]+) lines of Python", lambda: python_lines("m8_vision")),
@@ -643,6 +672,9 @@ def compare(text, figures, measured, texts=None):
         if isinstance(value, Exception):
             rows.append((figure, stated, f"{type(value).__name__}: {value}", False))
             continue
+        if figure.kind == "text":
+            rows.append((figure, stated, value, stated == value))
+            continue
         rows.append((figure, stated, value, agrees(figure, parse(stated), value, decimals(stated))))
     return rows
 
@@ -661,10 +693,14 @@ def fix(text, figures, measured, file="NOTES.md"):
         if figure.file != file:
             continue
         value = measured.get(figure.name)
-        if figure.kind != "exact" or value is None or isinstance(value, Exception):
+        if figure.kind not in ("exact", "text") or value is None or isinstance(value, Exception):
             continue
         for match in reversed(list(re.finditer(regex(figure.pattern), text))):
             stated = match.group(1)
+            if figure.kind == "text":
+                if stated != value:
+                    text = text[:match.start(1)] + value + text[match.end(1):]
+                continue
             if not agrees(figure, parse(stated), value, decimals(stated)):
                 text = text[:match.start(1)] + formatted(value, match.group(1)) + text[match.end(1):]
     return text
@@ -680,14 +716,14 @@ def main(argv=None):
     parser.add_argument("--fix", action="store_true",
                         help="rewrite drifted exact figures in NOTES.md and the stage READMEs that quote them")
     args = parser.parse_args(argv)
-    figures = [f for f in FIGURES if not args.fast or (f.kind == "exact" and not f.slow)]
+    figures = [f for f in FIGURES if not args.fast or (f.kind != "range" and not f.slow)]
     measured = measure_all(figures)
     text = NOTES.read_text(encoding="utf-8")
     rows = compare(text, figures, measured)
     width = max(len(f.name) for f, *_ in rows)
     for figure, stated, value, ok in rows:
         print(f"{figure.name:<{width}}  stated {stated:>9}  measured {show(value):>9}  "
-              f"{'ok' if ok else 'DRIFT'}{'' if figure.kind == 'exact' else ' (timing, within 3x)'}")
+              f"{'ok' if ok else 'DRIFT'}{' (timing, within 3x)' if figure.kind == 'range' else ''}")
     drifted = [r for r in rows if not r[3]]
     print(f"\n{len(rows) - len(drifted)} of {len(rows)} figures agree.")
     if args.fix:
