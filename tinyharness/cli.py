@@ -139,9 +139,10 @@ def build_parser():
     fake.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
     sub.add_parser("eval", add_help=False, help="measure models or harness settings on five tasks, judged by "
                                                 "the end state (`tinyharness eval --help`)")
-    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, start, check",
+    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, start, check, workspace",
                             description="Follow the course: see your progress, diff two stages, take a quiz, "
-                                        "write a stage's key functions yourself, run a stage's tests.")
+                                        "write a stage's key functions yourself, run a stage's tests, copy a "
+                                        "fresh example workspace for a lesson's Try it.")
     course_sub = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
     course_sub.add_parser("list", help="the stages, one line each, with your quiz and exercise progress")
     diff = course_sub.add_parser("diff", help="a unified diff of two stages' code")
