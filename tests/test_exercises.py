@@ -185,15 +185,17 @@ def test_every_hole_alone_fails_the_check(stage, tmp_path):
         assert f"Still to write: {open_hole[0]}:{open_hole[1]}" in text
 
 
+def counted_ids(body):
+    """m1's own run_agent, except that it pairs each result to an id it counted itself."""
+    assert '"tool_call_id": call["id"]' in body
+    return body.replace('"tool_call_id": call["id"]', '"tool_call_id": f"call_{stats.tool_calls}"')
+
+
 # Subtly wrong solutions: each differs from the stage's in one idea, and the report names the behaviour.
 WRONG = {
-    "m1 pairs a result to an id it counted itself": ("m1_loop", "loop.py", "run_tool_call", '''\
-name, arguments = call["function"]["name"], call["function"].get("arguments")
-echo(f"  [tool] {name}({arguments})")
-stats.tool_calls += 1
-result = run_tool(workspace, name, arguments)
-messages.append({"role": "tool", "tool_call_id": f"call_{stats.tool_calls}", "content": result})
-''', "tool results are paired by the server given id"),
+    "m1 pairs a result to an id it counted itself": ("m1_loop", "loop.py", "run_agent",
+                                                     counted_ids(stage_bodies("m1_loop")[("loop.py", "run_agent")]),
+                                                     "tool results are paired by the server given id"),
     "m3 compares path strings instead of resolved paths": ("m3_hooks", "hooks.py", "path_guard", '''\
 if name not in FILE_TOOLS:
     return None

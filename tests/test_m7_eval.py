@@ -51,8 +51,9 @@ def free_port():
 
 
 def harness_tools(stage):
-    """The tool names a harness offers the model, from its own tools.py."""
-    return sorted(s["function"]["name"] for s in importlib.import_module(f"{stage}.tools").SCHEMAS)
+    """The tool names a harness offers the model, from its own tools.py (the package adds the task tool)."""
+    names = [s["function"]["name"] for s in importlib.import_module(f"{stage}.tools").SCHEMAS]
+    return sorted(names + (["task"] if stage == FINAL else []))
 
 
 # --- The three scripted models through the real eval and the real harness ------------------------

@@ -72,6 +72,10 @@ class Conversation:
         if self.writer:
             self.writer.sync(self.messages)
 
+    def keep_subagent(self, messages):
+        if self.writer:
+            self.writer.event("subagent", messages=messages)
+
     def notice(self, text):
         print(printable(text), file=self.err, flush=True)
         if self.writer:
@@ -92,7 +96,9 @@ class Conversation:
                              self.settings["transcript"], self.settings["shell_timeout"], self.settings["approve"],
                              self.settings["max_seconds"], self.settings["context_policy"],
                              self.settings["context_window"], image=image, messages=self.messages,
-                             on_update=self.sync)
+                             on_update=self.sync, extensions=self.settings.get("extensions"),
+                             sandbox=self.settings.get("sandbox"),
+                             on_subagent=self.keep_subagent)
         except BaseException:
             close_open_calls(self.messages)
             raise
@@ -104,8 +110,14 @@ class Conversation:
         """Summarise the past; on failure keep the history and say so. Returns True when it compacted.
         The summary call is counted in `stats` (a model call like any other) when given."""
         self.notice(f"[compact] {reason}: asking the model for a summary...")
+        hands = self.settings.get("extensions")
+        verdict = hands.hook("pre_compact") if hands else None  # the workspace's command hooks, if any
+        if verdict and not verdict.allowed:
+            self.notice(f"[compact] a pre_compact hook blocked it, so the history is kept as it was: {verdict.reason}")
+            return False
         try:
-            done = compaction.compact(self.messages, self.tap, self.workspace, self.settings["keep_turns"])
+            done = compaction.compact(self.messages, self.tap, self.workspace, self.settings["keep_turns"],
+                                      extra=[verdict.output] if verdict and verdict.output else ())
         except compaction.CompactionFailed as e:
             self.notice(f"[compact] {e}")
             return False
@@ -383,7 +395,9 @@ def chat_command(args, parser):
     from .llm import Client
     from .sessions import SessionError
     from .vision import ImageError, image_part, load_attachment
+    from . import extensions
     check_flags(args, parser)
+    extensions.check_flags(args, parser)
     workspace = os.getcwd()
     try:
         image = image_part(*load_attachment(args.image, workspace)) if args.image else None
@@ -405,9 +419,15 @@ def chat_command(args, parser):
     except SessionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
+        hands = extensions.from_flags(args, workspace, ask, lambda text: print(printable(text), file=sys.stderr))
+    except extensions.SetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
-    settings = {"max_turns": args.max_turns, "max_seconds": args.max_seconds, "transcript": args.transcript,
+    from .cli import sandbox_from_args
+    settings = {"extensions": hands, "sandbox": sandbox_from_args(args, parser), "max_turns": args.max_turns, "max_seconds": args.max_seconds, "transcript": args.transcript,
                 "shell_timeout": args.shell_timeout, "approve": approve, "context_policy": args.context_policy,
                 "context_window": args.context_window, "compact_at": args.compact_at, "keep_turns": args.keep_turns}
     conversation = Conversation(client, workspace, settings, writer, messages)
@@ -419,6 +439,7 @@ def chat_command(args, parser):
     try:
         status, reason = chat.run(reader, args.task, image)
     finally:
+        hands.close()  # MCP servers end on every path, Ctrl-C included
         reader.close()
         if writer:
             writer.end(reason)

@@ -2,12 +2,15 @@
 import argparse
 import os
 import sys
+from urllib.parse import urlsplit
 
 from .hooks import approve_everything, ask_user
-from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
+from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, MAX_REPLY_TOKENS, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
+from . import extensions
 from .loop import Stats, Stopped, run_agent
+from .sandbox import Sandbox
 from .sessions import UsageTap, start_or_warn
 from .vision import ImageError, image_part, load_attachment
 
@@ -17,6 +20,42 @@ def printable(text):
     text = "" if text is None else str(text)
     text = text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates become '?'
     return "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
+
+
+EXIT_CODES = ("exit codes: 0 the model finished, 1 a runtime failure (e.g. no server), 2 a usage error, "
+              "3 stopped by a limit (not confirmed complete), 130 interrupted (Ctrl-C)")
+
+
+def usage_problem(args, extra):
+    """What makes the command line unusable, found before the first model call (exit 2) rather than
+    after the model's work is spent: stray words, a URL requests cannot use, a transcript path that
+    cannot be written."""
+    if extra:  # `... find the budget` without quotes: only "find" became the task
+        quote = "" if any(e.startswith("-") for e in extra) else f'; put the task in quotes: "{" ".join([args.task, *extra])}"'
+        return f"unrecognized arguments: {' '.join(extra)}{quote}"
+    try:
+        url = urlsplit(args.base_url)
+        bad_url = url.scheme not in ("http", "https") or not url.hostname or url.port == 0
+    except ValueError:  # 'http://[::1', or a port that is not a number from 0 to 65535
+        bad_url = True
+    if bad_url:
+        return (f"--base-url {args.base_url!r} is not an http(s) URL with a host (and a port from 1 to 65535); "
+                f"for example --base-url {DEFAULT_BASE_URL}")
+    path = args.transcript
+    if path is None:
+        return None
+    if not path or os.path.isdir(path):
+        return f"--transcript {path!r} is not a file name; for example --transcript run.json"
+    if not os.path.isdir(os.path.dirname(path) or "."):
+        return f"--transcript {path!r}: the folder {os.path.dirname(path)!r} does not exist"
+    existed = os.path.lexists(path)
+    try:  # open it as the transcript will be written, without emptying it (O_NONBLOCK: a FIFO cannot hang us)
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK))
+    except OSError as e:
+        return f"--transcript {path!r} cannot be written: {e.strerror}"
+    if not existed:
+        os.remove(path)  # it was only a test: leave nothing behind
+    return None
 
 
 class StreamPrinter:
@@ -67,7 +106,14 @@ def add_agent_flags(parser):
                         help="OpenAI-compatible endpoint (env TINYHARNESS_BASE_URL, default %(default)s)")
     parser.add_argument("--max-turns", type=int, default=MAX_TURNS, help="most model calls in one run (default %(default)s)")
     parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS, metavar="SECONDS",
-                        help="stop before the next model call once this long has passed (default %(default)s)")
+                        help="stop before the next model call once this long has passed; what is left is also the "
+                             "longest one model reply may take (default %(default)s)")
+    parser.add_argument("--max-tokens", type=int, metavar="N",
+                        help="stop before the next model call once the run has used N tokens, prompt plus completion, "
+                             "as the server counted them (default: no limit)")
+    parser.add_argument("--max-reply-tokens", type=int, default=MAX_REPLY_TOKENS, metavar="N",
+                        help="the most tokens one model reply may have (sent as max_tokens); a reply cut there is "
+                             "not an answer: the model is told once, the second cut stops the run (default %(default)s)")
     parser.add_argument("--transcript", metavar="PATH", help="write the whole conversation as JSON to PATH")
     parser.add_argument("--no-session", action="store_true",
                         help="do not write the session file (by default every run and chat is appended, event by "
@@ -87,9 +133,29 @@ def add_agent_flags(parser):
                               "the server's prompt cache). sliding: the m5 stage's scissors, every turn")
     cutting.add_argument("--no-scissors", dest="context_policy", action="store_const", const="none",
                          help="send every tool result whole, however old: --context-policy none (for A/B runs)")
+    parser.add_argument("--sandbox", choices=["on", "off"], default="on",
+                        help="on (default): every shell command runs confined by the kernel (Landlock, seccomp, "
+                             "resource limits; Linux 6.12 or later): it may write only in the workspace and a private "
+                             "TMPDIR, read the system and the workspace but nothing else of yours (no home folder), "
+                             "open no network socket, signal no process outside, leave no process behind; changes to "
+                             ".git/hooks, .git/config and .tinyharness/ are undone. It does not stop a command from "
+                             "changing anything inside the workspace. off: commands run unconfined (a warning says so "
+                             "on every run); where the sandbox cannot run, shell refuses until you choose off")
+    parser.add_argument("--sandbox-read", action="append", default=[], metavar="PATH",
+                        help="let sandboxed commands read (and run) PATH too, e.g. a toolchain in your home folder "
+                             "(repeatable)")
     parser.add_argument("--context-window", type=int, default=CONTEXT_WINDOW, metavar="TOKENS",
                         help="the model's context length: the policies cut to fit it, and a warning says when "
                              "the prompt nears it (default %(default)s)")
+    extensions.add_flags(parser)
+
+
+def port_number(text):
+    """--port: checked before any socket is opened, so a typo is a usage error, not a traceback."""
+    port = int(text) if text.strip().isdigit() else -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number from 1 to 65535 (0 or none: any free port)")
+    return port
 
 
 def build_parser():
@@ -97,18 +163,21 @@ def build_parser():
         prog="tinyharness",
         description="A small agent harness for local models. The current folder is the agent's workspace.",
         epilog="Start with `tinyharness demo` (no model server needed), then `tinyharness run \"TASK\"` "
-               "against Ollama (`ollama serve`, `ollama pull qwen3:8b`).")
+               "against Ollama (`ollama serve`, `ollama pull qwen3:8b`). " + EXIT_CODES + ".")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    add_run_flags(sub.add_parser("run", help="run the agent on a task in the current folder",
-                                 description="Run the agent on TASK, using the current folder as its workspace."))
+    run = sub.add_parser("run", help="run the agent on a task in the current folder", epilog=EXIT_CODES,
+                         description="Run the agent on TASK, using the current folder as its workspace.")
+    add_run_flags(run)
+    run.set_defaults(usage=run)  # its own checks print `usage: tinyharness run ...`, not the top-level line
     from .chat import add_chat_flags
     chat = sub.add_parser("chat", help="a conversation with the agent in the current folder (sessions are kept)",
                           description="Talk with the agent in the current folder: each message runs the same loop, "
                                       "tools, hooks and guards as `run`, with its own --max-turns and --max-seconds. "
                                       "/help inside lists the commands. With standard input not a terminal, each "
-                                      "line is one message.")
+                                      "line is one message.", epilog=EXIT_CODES)
     add_chat_flags(chat)
     add_agent_flags(chat)
+    chat.set_defaults(usage=chat)
     sub.add_parser("sessions", help="list the saved sessions: id, folder, started, turns, first task",
                    description="List the sessions in $XDG_DATA_HOME/tinyharness/sessions/ "
                                "(else ~/.local/share/tinyharness/sessions/), newest first.")
@@ -119,9 +188,13 @@ def build_parser():
     view.add_argument("file", metavar="FILE", help="a session (.jsonl) or a --transcript (.json) file")
     view.add_argument("-o", "--output", metavar="PATH", help="where to write the page (default: FILE with .html)")
     view.add_argument("--open", action="store_true", help="open the page in the web browser")
-    sub.add_parser("demo", help="the notes task end to end, with the model's turns replayed (no server needed)",
-                   description="Copy examples/notes to a temporary folder and run the real loop and tools on it, "
-                               "against a scripted server that replays the model's five turns.")
+    view.set_defaults(usage=view)
+    demo = sub.add_parser("demo", help="the notes task end to end, with the model's turns replayed (no server needed)",
+                          description="Copy examples/notes to a temporary folder and run the real loop and tools on "
+                                      "it, against a scripted server that replays the model's five turns. The "
+                                      "folder is removed at the end unless --keep is given.")
+    demo.add_argument("--keep", action="store_true", help="keep the demo's workspace folder and say where it is")
+    demo.set_defaults(usage=demo)
     fake = sub.add_parser("fake-server", help="serve scripted model replies on 127.0.0.1 for your own tests",
                           description="An OpenAI-compatible server that answers from a JSON script of replies, "
                                       "plays the eval's scripted models, or plays a vision model.")
@@ -136,7 +209,8 @@ def build_parser():
                          help="play a vision model that names the colours of the halves of each PNG it is sent")
     fake.add_argument("--drop-images", action="store_true",
                       help="never see images, like Ollama with gemma4 e2b/e4b (try the arrival warning)")
-    fake.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
+    fake.add_argument("--port", type=port_number, default=0, help="port to listen on, 1 to 65535 (default: any free port)")
+    fake.set_defaults(usage=fake)
     sub.add_parser("eval", add_help=False, help="measure models or harness settings on five tasks, judged by "
                                                 "the end state (`tinyharness eval --help`)")
     course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, start, check, workspace",
@@ -179,6 +253,9 @@ def build_parser():
 def main(argv=None):
     try:
         return dispatch(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:  # Ctrl-C anywhere (a run catches its own first, to print its stats)
+        print("Interrupted.", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `tinyharness course diff m0 m1 | head` closed the pipe: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush stays quiet
         return 0
@@ -189,13 +266,18 @@ def dispatch(argv):
         from .eval import main as eval_main
         return eval_main(argv[1:], prog="tinyharness eval")
     parser = build_parser()
-    args = parser.parse_args(argv)
-    sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
+    args, extra = parser.parse_known_args(argv)
+    usage = getattr(args, "usage", parser)  # the subcommand's own parser, where it set one
+    if args.command in ("run", "chat") and (problem := usage_problem(args, extra)):
+        usage.error(problem)
     if args.command == "run":
-        return run_command(args, parser)
+        return run_command(args, usage)
+    if extra:
+        usage.error(f"unrecognized arguments: {' '.join(extra)}")
+    sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
     if args.command == "chat":
         from .chat import chat_command
-        return chat_command(args, parser)
+        return chat_command(args, usage)
     if args.command == "sessions":
         from .sessions import sessions_command
         return sessions_command()
@@ -204,23 +286,45 @@ def dispatch(argv):
         return view_command(args.file, args.output, args.open)
     if args.command == "demo":
         from .demo import run_demo
-        return run_demo()
-    if args.command == "fake-server" and args.eval_models:
-        from .evals.policies import serve
-        return serve(args.port)
+        return run_demo(keep=args.keep)
     if args.command == "fake-server":
-        from .testing import main as fake_server_main
-        source = ["--vision"] if args.vision else ["--script", script_path(args.script)]
-        if source[-1] is None:
-            return 2
-        return fake_server_main([*source, "--port", str(args.port)] + ["--drop-images"] * args.drop_images)
+        return fake_server(args)
     if args.command == "course":
         return course_command(args)
     parser.print_help()
     return 2
 
 
+def sandbox_from_args(args, parser):
+    """The Sandbox that --sandbox and --sandbox-read ask for (a usage error if a path is missing),
+    with the warning that --sandbox off prints on every run."""
+    missing = [p for p in args.sandbox_read if not os.path.exists(p)]
+    if missing:
+        parser.error(f"--sandbox-read: {missing[0]} does not exist")
+    if args.sandbox == "off":
+        print("warning: --sandbox off: shell commands run with all your rights; only the command regex and your "
+              "approval stand between the model and your files, keys and network.", file=sys.stderr)
+    return Sandbox(enabled=args.sandbox == "on", extra_read=args.sandbox_read)
+
+
+def fake_server(args):
+    try:
+        if args.eval_models:
+            from .evals.policies import serve
+            return serve(args.port)
+        from .testing import main as fake_server_main
+        source = ["--vision"] if args.vision else ["--script", script_path(args.script)]
+        if source[-1] is None:
+            return 2
+        return fake_server_main([*source, "--port", str(args.port)] + ["--drop-images"] * args.drop_images)
+    except OSError as e:  # the port is taken, or below 1024 without the right to it
+        print(f"error: cannot listen on 127.0.0.1:{args.port}: {e.strerror or e}. Choose another --port, "
+              "or leave it out to take any free port.", file=sys.stderr)
+        return 1
+
+
 def run_command(args, parser):
+    sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
     if not args.task.strip():
         parser.error("the task is empty")
     if args.max_turns < 1:
@@ -231,17 +335,31 @@ def run_command(args, parser):
         parser.error("--shell-timeout must be more than 0")
     if args.context_window < 1:
         parser.error("--context-window must be 1 or more")
+    if args.max_reply_tokens < 1:
+        parser.error("--max-reply-tokens must be 1 or more")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        parser.error("--max-tokens must be 1 or more")
+    sandbox = sandbox_from_args(args, parser)
     try:  # a bad image is a usage error (exit 2), found before any model call
-        image = image_part(*load_attachment(args.image, os.getcwd())) if args.image else None
+        image = image_part(*load_attachment(args.image, os.getcwd())) if args.image is not None else None
     except ImageError as e:
         parser.error(f"--image: {e}")
+    extensions.check_flags(args, parser)
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
+    try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
+        hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), report_line)
+    except extensions.SetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
-                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
+                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
+                    max_reply_tokens=args.max_reply_tokens)
     stats = Stats()
     echo = printer.echo
     session = None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr)
+    if session and hands.hooks:
+        hands.hooks.session_id = session.id  # a hook can tell one run's events from another's
     if session:
         client = UsageTap(client, session)  # the session notes each call's usage beside its answer
 
@@ -252,7 +370,8 @@ def run_command(args, parser):
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
                            args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds,
                            args.context_policy, args.context_window, image=image,
-                           on_update=session.sync if session else None)
+                           on_update=session.sync if session else None, max_tokens=args.max_tokens,
+                           sandbox=sandbox, extensions=hands, on_subagent=session_keeper(session))
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
             print(printable(answer))
@@ -271,10 +390,20 @@ def run_command(args, parser):
         print("Interrupted.", file=sys.stderr)
         return 130
     finally:
+        hands.close()  # MCP servers end on every path, Ctrl-C included
         print(stats.line(), file=sys.stderr)
         if session:
             session.end("run")
             session.close()
+
+
+def report_line(text):
+    print(printable(text), file=sys.stderr, flush=True)
+
+
+def session_keeper(session):
+    """Where a subagent's messages go when it ends: the session file, whole, as one event."""
+    return (lambda messages: session.event("subagent", messages=messages)) if session else None
 
 
 def course_command(args):

@@ -130,15 +130,17 @@ def summary_request(messages, workspace, extra):
     return list(messages) + [{"role": "user", "content": prompt}]
 
 
-def compact(messages, client, workspace, keep_turns=KEEP_TURNS):
+def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=()):
     """Summarise and replace everything before the last `keep_turns` user turns. Returns a Compaction;
-    raises CompactionFailed (history untouched) when there is nothing to replace or no summary came."""
+    raises CompactionFailed (history untouched) when there is nothing to replace or no summary came.
+    `extra`: more instructions for the summary (a pre_compact command hook's output)."""
     start = kept_from(messages, keep_turns)
     replaced = messages[1:start]
     if not replaced:
         raise CompactionFailed(f"nothing to compact: the conversation is no longer than the last {keep_turns} "
                                "turns, which are always kept whole")
-    extra, notes = run_hooks(messages, workspace)
+    hooks_extra, notes = run_hooks(messages, workspace)
+    extra = hooks_extra + list(extra)
     try:
         reply = client.chat(summary_request(messages, workspace, extra), tools=SCHEMAS)
     except LLMError as e:

@@ -44,6 +44,18 @@ VERSION = 1
 MESSAGE_TYPES = ("system", "user", "assistant", "tool")
 
 
+def json_line(obj):
+    """One event as one line of JSON, readable UTF-8 where it can be. Model text can hold a lone
+    surrogate, which UTF-8 cannot encode: then the line is written with ASCII escapes, still valid JSON
+    that reads back to the same text."""
+    line = json.dumps(obj, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(obj)
+    return line
+
+
 class SessionError(Exception):
     """A session that cannot be found or read at all; the message says what to do."""
 
@@ -90,7 +102,7 @@ class SessionWriter:
         return self.path.stem
 
     def write(self, event):
-        self.file.write(json.dumps(event, ensure_ascii=False) + "\n")
+        self.file.write(json_line(event) + "\n")
         self.file.flush()  # to the operating system at once: a crash of this process loses nothing written
 
     def event(self, kind, **fields):
@@ -216,7 +228,7 @@ def repair(session):
     next is not stuck behind a broken line."""
     damaged = session.path.with_name(session.path.name + ".damaged")
     os.replace(session.path, damaged)
-    lines = [json.dumps(session.header, ensure_ascii=False)] + [json.dumps(e, ensure_ascii=False) for e in session.events]
+    lines = [json_line(session.header)] + [json_line(e) for e in session.events]
     fd = os.open(session.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with open(fd, "w", encoding="utf-8") as file:
         file.write("\n".join(lines) + "\n")
