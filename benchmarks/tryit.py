@@ -138,15 +138,45 @@ KEY_VALUE = re.compile(r"\b([a-z_]+)=(\d+)\b")
 
 
 def fixed_paragraph(text: str, output: str) -> str:
-    """text with each quoted `key=N` replaced by the output's value for that key, when the output
-    has exactly one value for it (a block with two runs quotes them with their context)."""
-    values = {}
+    """text with its quoted figures set to what the output says: each `key=N` in a code span takes
+    the output's value for that key (the k-th span quoting a key takes the k-th distinct value, so a
+    block with two runs quotes them in order; when the counts differ the span is left alone), and a
+    span quoting a table row, `| name | ... |`, takes the output's row of that name, cut to as many
+    cells as it quotes."""
+    distinct = {}
     for key, value in KEY_VALUE.findall(output):
-        values.setdefault(key, set()).add(value)
+        if value not in distinct.setdefault(key, []):
+            distinct[key].append(value)
+    spans = CODE_SPAN.findall(text)
+    quoted = {key: sum(1 for span in spans if re.search(rf"\b{key}=\d", span)) for key in distinct}
+    seen = {}
+
+    def value_for(match):
+        key = match.group(1)
+        values = distinct.get(key, [])
+        index = seen.get(key, 0)
+        if len(values) == 1:
+            return f"{key}={values[0]}"
+        if values and quoted.get(key) == len(values):
+            return f"{key}={values[index]}"
+        return match.group(0)
+
+    def row_for(inner):
+        cells = inner.strip().strip("|").split("|")
+        for line in output.splitlines():
+            if line.startswith(f"| {cells[0].strip()} |"):
+                mine = line.strip().strip("|").split("|")
+                if len(mine) >= len(cells):
+                    return "|" + "|".join(mine[:len(cells)]) + "|"
+        return inner
 
     def span(match):
-        inner = KEY_VALUE.sub(lambda m: f"{m.group(1)}={next(iter(values[m.group(1)]))}"
-                              if len(values.get(m.group(1), ())) == 1 else m.group(0), match.group(1))
+        inner = match.group(1)
+        if inner.startswith("| ") and inner.endswith(" |"):
+            return f"`{row_for(inner)}`"
+        inner = KEY_VALUE.sub(value_for, inner)
+        for key in {m.group(1) for m in KEY_VALUE.finditer(match.group(1))}:
+            seen[key] = seen.get(key, 0) + 1
         return f"`{inner}`"
     return CODE_SPAN.sub(span, text)
 
