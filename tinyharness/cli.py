@@ -7,6 +7,7 @@ from .hooks import approve_everything, ask_user
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
+from .ollama import API_CHOICES, OLLAMA_WINDOW_CAP, choose_dialect
 from .loop import Stats, Stopped, run_agent
 from .vision import ImageError, image_part, load_attachment
 
@@ -78,9 +79,22 @@ def add_run_flags(parser):
                               "the server's prompt cache). sliding: the m5 stage's scissors, every turn")
     cutting.add_argument("--no-scissors", dest="context_policy", action="store_const", const="none",
                          help="send every tool result whole, however old: --context-policy none (for A/B runs)")
-    parser.add_argument("--context-window", type=int, default=CONTEXT_WINDOW, metavar="TOKENS",
+    parser.add_argument("--context-window", type=int, default=None, metavar="TOKENS",
                         help="the model's context length: the policies cut to fit it, and a warning says when "
-                             "the prompt nears it (default %(default)s)")
+                             f"the prompt nears it (default: with Ollama's native API the model's own length, at most "
+                             f"{OLLAMA_WINDOW_CAP}, sent as num_ctx; otherwise {CONTEXT_WINDOW})")
+    add_dialect_flags(parser)
+
+
+def add_dialect_flags(parser):
+    """--api and --think (tinyharness/ollama.py explains the native dialect and the auto rule)."""
+    parser.add_argument("--api", choices=API_CHOICES, default=os.environ.get("TINYHARNESS_API", "auto"),
+                        help="the server's dialect: openai (/v1/chat/completions), ollama (Ollama's native /api/chat, "
+                             "which can set the context length), or auto: Ollama's native API when the host answers "
+                             "/api/version and the base URL is a bare host or ends in /v1 (env TINYHARNESS_API, "
+                             "default %(default)s)")
+    parser.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
+                        help="switch the model's thinking on or off (Ollama's native API; default: the model's own)")
 
 
 def build_parser():
@@ -105,9 +119,15 @@ def build_parser():
                               "request's model name (for `python -m m7_eval.eval --base-url URL`)")
     replies.add_argument("--vision", action="store_true",
                          help="play a vision model that names the colours of the halves of each PNG it is sent")
+    replies.add_argument("--ollama", nargs="?", const="healthy", metavar="PERSONALITY",
+                         choices=["healthy", "no-model", "no-tools", "no-usage"],
+                         help="play Ollama (native /api/* and /v1) with a model that calls the first tool it is "
+                              "offered; PERSONALITY: healthy (default), no-model, no-tools, no-usage")
     fake.add_argument("--drop-images", action="store_true",
                       help="never see images, like Ollama with gemma4 e2b/e4b (try the arrival warning)")
     fake.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
+    sub.add_parser("doctor", add_help=False, help="check the server and model before a run: reachable, pulled, "
+                                                  "tools, context, a real tool call (`tinyharness doctor --help`)")
     sub.add_parser("eval", add_help=False, help="measure models or harness settings on five tasks, judged by "
                                                 "the end state (`tinyharness eval --help`)")
     course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, check",
@@ -135,6 +155,9 @@ def dispatch(argv):
     if argv[:1] == ["eval"]:                  # the eval has its own flags and --help: hand it everything
         from .eval import main as eval_main
         return eval_main(argv[1:], prog="tinyharness eval")
+    if argv[:1] == ["doctor"]:                # so does the doctor
+        from .doctor import main as doctor_main
+        return doctor_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
@@ -143,6 +166,9 @@ def dispatch(argv):
     if args.command == "demo":
         from .demo import run_demo
         return run_demo()
+    if args.command == "fake-server" and args.ollama:
+        from .fake_ollama import serve
+        return serve(args.ollama, args.port)
     if args.command == "fake-server" and args.eval_models:
         from .evals.policies import serve
         return serve(args.port)
@@ -165,7 +191,7 @@ def run_command(args, parser):
         parser.error("--max-seconds must be more than 0")
     if not args.shell_timeout > 0:
         parser.error("--shell-timeout must be more than 0")
-    if args.context_window < 1:
+    if args.context_window is not None and args.context_window < 1:
         parser.error("--context-window must be 1 or more")
     try:  # a bad image is a usage error (exit 2), found before any model call
         image = image_part(*load_attachment(args.image, os.getcwd())) if args.image else None
@@ -175,6 +201,7 @@ def run_command(args, parser):
     printer = StreamPrinter(sys.stdout)
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
+    client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
     stats = Stats()
     echo = printer.echo
 

@@ -31,8 +31,8 @@ Streaming is NDJSON: thinking and text pieces, then each tool call whole in its 
 calls_in_last_frame=True, only in the final `done: true` line), then the final line.
 
 Personalities (`PERSONALITIES`, `tinyharness fake-server --ollama NAME`): healthy (qwen3:8b with
-tools and thinking), no-model (nothing pulled: every model is a 404), no-tools (a gemma3-like model
-without tool support), no-usage (answers carry no counts). Without a script or policy the model is
+tools and thinking), no-model (nothing pulled: every model is a 404), no-tools (gemma3:4b, which
+has no tool support), no-usage (answers carry no counts). Without a script or policy the model is
 obliging: offered tools, it calls the first one with every required argument set to "ok"; given
 tool results, it answers "Done."
 
@@ -43,6 +43,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import sys
 import time
 
 from .testing import ScriptedServer, error_body, estimate_tokens
@@ -54,8 +55,8 @@ HEALTHY_MODEL = {"capabilities": ["completion", "tools", "thinking"], "context_l
 PERSONALITIES = {
     "healthy": {"models": {"qwen3:8b": HEALTHY_MODEL}},
     "no-model": {"models": {}},
-    "no-tools": {"models": {"qwen3:8b": {**HEALTHY_MODEL, "capabilities": ["completion", "vision"],
-                                         "family": "gemma3", "context_length": 131072}}},
+    "no-tools": {"models": {"gemma3:4b": {"capabilities": ["completion", "vision"], "context_length": 131072,
+                                          "family": "gemma3", "parameter_size": "4.3B", "loaded_context": 4096}}},
     "no-usage": {"models": {"qwen3:8b": HEALTHY_MODEL}, "usage": False},
 }
 
@@ -333,3 +334,17 @@ def send_ndjson(handler, frames):
     for frame in frames:
         handler.wfile.write((json.dumps(frame, ensure_ascii=False) + "\n").encode("utf-8"))
         handler.wfile.flush()
+
+
+def serve(personality="healthy", port=0):
+    """`tinyharness fake-server --ollama NAME`: serve until Ctrl+C."""
+    with OllamaServer(personality=personality, port=port) as srv:
+        models = ", ".join(srv.models) or "no models"
+        print(f"Scripted Ollama ({personality}: {models}) on {srv.root_url} (native /api/* and {srv.base_url}). "
+              "Press Ctrl+C to stop.", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            print("stopped", file=sys.stderr)
+    return 0

@@ -39,6 +39,7 @@ import base64
 import binascii
 import json
 import re
+import sys
 import time
 from urllib.parse import urlsplit
 
@@ -136,6 +137,9 @@ def choose_dialect(args, client, fallback_window):
     api = pick_api(getattr(args, "api", "auto") or "auto", args.base_url)
     window = getattr(args, "context_window", None)
     if api == "openai":
+        if getattr(args, "think", None) is not None:
+            print("[harness] --think/--no-think only work with Ollama's native API (--api ollama); ignored.",
+                  file=sys.stderr)
         return client, window or fallback_window
     window = window or default_window(args.base_url, args.model, fallback_window)
     native = OllamaClient(args.base_url, args.model, api_key=client.api_key, timeout=client.timeout,
