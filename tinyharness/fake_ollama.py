@@ -28,7 +28,8 @@ Answers: `message.content` (always a string), `message.thinking`, `message.tool_
 Ollama versions add), `done_reason` ("length" when the script says so), and the counts
 `prompt_eval_count` / `eval_count` (estimated like the /v1 route, or from the reply's `usage`).
 Streaming is NDJSON: thinking and text pieces, then each tool call whole in its own line (or, with
-calls_in_last_frame=True, only in the final `done: true` line), then the final line.
+calls_in_last_frame=True, only in the final `done: true` line), then the final line. A reply's
+`stream_error` sends an `{"error": ...}` line instead of the rest; `drop` stops half-way.
 
 Personalities (`PERSONALITIES`, `tinyharness fake-server --ollama NAME`): healthy (qwen3:8b with
 tools and thinking), no-model (nothing pulled: every model is a 404), no-tools (gemma3:4b, which
@@ -191,6 +192,10 @@ def chat(handler, owner, body):
     if reply.get("status") is not None:
         return handler.send_fault(reply["status"], reply.get("body") or {"error": f"scripted: HTTP {reply['status']}"})
     frames = native_frames(owner, body, reply)
+    if reply.get("stream_error") is not None:        # e.g. the runner died: an error line, no done line
+        frames = frames[:1] + [{"error": reply["stream_error"]}]
+    elif reply.get("drop") is not None:              # the connection breaks: about half, no done line
+        frames = frames[: max(1, len(frames) // 2)]
     if body.get("stream", True):
         return send_ndjson(handler, frames)
     whole = dict(frames[-1])
