@@ -236,6 +236,12 @@ def test_run_with_api_openai_keeps_talking_v1_to_ollama(tmp_path):
     assert "--think/--no-think only work with Ollama's native API" in result.stderr
 
 
+def test_api_ollama_against_another_server_says_so(tmp_path):
+    with ScriptedServer(script=[]) as server:
+        result = run_stage(FINAL, tmp_path, "--base-url", server.base_url, "--api", "ollama", "hi")
+    assert result.returncode == 1 and "Is it an Ollama server?" in result.stderr and "--api openai" in result.stderr
+
+
 def test_run_names_the_pull_command_for_a_missing_model(tmp_path):
     with OllamaServer(personality="no-model") as server:
         result = run_stage(FINAL, tmp_path, "--base-url", server.base_url, "--model", "qwen3:8b", "hi")
