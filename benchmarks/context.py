@@ -229,7 +229,7 @@ def drive(task, policy_name, window):
         history = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task.prompt}]
         for turn in range(len(task.steps) + 1):
             history = policy(history, window)          # the loop keeps what the policy returns
-            message, usage = client.chat(history, tools=TOOLS)
+            message, usage, _ = client.chat(history, tools=TOOLS)
             usages.append(usage)
             history.append(message)
             for call in message.get("tool_calls") or []:
@@ -433,10 +433,10 @@ class TimedClient:
     def __init__(self, client):
         self.client, self.waiting = client, 0.0
 
-    def chat(self, messages, tools=None):
+    def chat(self, messages, tools=None, **options):
         started = time.perf_counter()
         try:
-            return self.client.chat(messages, tools)
+            return self.client.chat(messages, tools, **options)
         finally:
             self.waiting += time.perf_counter() - started
 

@@ -28,13 +28,18 @@ def main(argv=None):
     sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"))
     try:
-        message, usage = client.chat([{"role": "user", "content": args.prompt}])
+        message, usage, finish_reason = client.chat([{"role": "user", "content": args.prompt}])
     except LLMError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(printable(message.get("content")))
-    print(f"[stats] prompt_tokens={usage.get('prompt_tokens', 0)} "
-          f"completion_tokens={usage.get('completion_tokens', 0)}", file=sys.stderr)
+    print(printable(message["content"]))
+    if finish_reason == "length":
+        print(f"note: the reply was cut at the length limit (max_tokens={client.max_reply_tokens}).", file=sys.stderr)
+    elif not message["content"].strip():
+        print("note: the model sent an empty answer.", file=sys.stderr)
+    # "?" when the server sent no count: a 0 would look measured
+    print(f"[stats] prompt_tokens={usage.get('prompt_tokens', '?')} "
+          f"completion_tokens={usage.get('completion_tokens', '?')}", file=sys.stderr)
     return 0
 
 

@@ -44,7 +44,7 @@ def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcrip
     """Loop until the model answers without tool calls; return that answer."""
     messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
     for _ in range(max_turns):
-        message, usage = client.chat(messages, tools=SCHEMAS)
+        message, usage, _ = client.chat(messages, tools=SCHEMAS)
         stats.count_turn(usage)
         messages.append(message)
         calls = message.get("tool_calls") or []

@@ -49,7 +49,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
         limit = budget.exceeded(turn)  # between turns: the only moment the loop itself can stop
         if limit:
             raise Stopped(limit, record.account())
-        message, usage = client.chat(messages, tools=SCHEMAS)
+        message, usage, _ = client.chat(messages, tools=SCHEMAS)
         stats.count_turn(usage)
         messages.append(message)
         calls = message.get("tool_calls") or []

@@ -63,7 +63,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             raise Stopped(limit, record.account())
         if scissors:  # keep what the scissors return: a result cut once stays cut, the same bytes every turn
             messages = sliding_scissors(messages)
-        message, usage = client.chat(messages, tools=SCHEMAS)
+        message, usage, _ = client.chat(messages, tools=SCHEMAS)
         stats.count_turn(usage)
         watch_context(watch, usage, messages)
         messages.append(message)

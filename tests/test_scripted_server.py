@@ -91,7 +91,9 @@ def test_tool_calls_get_server_ids_and_json_string_arguments():
     with ScriptedServer(script=script) as srv:
         first, second = chat(srv).json(), chat(srv).json()
     message = first["choices"][0]["message"]
-    assert message["content"] == "" and first["choices"][0]["finish_reason"] == "tool_calls"
+    # like OpenAI, vLLM and llama.cpp: content null beside calls; like llama-cpp-python: the legacy copy
+    assert message["content"] is None and first["choices"][0]["finish_reason"] == "tool_calls"
+    assert message["function_call"] == message["tool_calls"][0]["function"]
     calls = message["tool_calls"]
     assert [c["id"] for c in calls] == ["call_1", "call_2"]
     assert [c["index"] for c in calls] == [0, 1] and all(c["type"] == "function" for c in calls)

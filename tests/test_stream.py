@@ -33,7 +33,7 @@ def streamed_chat(reply_or_script, fragment_size=7, **client_args):
     seen = {"text": [], "reasoning": []}
     with ScriptedServer(script=script, fragment_size=fragment_size) as server:
         client = Client(server.base_url, stream=True, **client_args)
-        message, usage = client.chat(USER, on_text=seen["text"].append, on_reasoning=seen["reasoning"].append)
+        message, usage, _ = client.chat(USER, on_text=seen["text"].append, on_reasoning=seen["reasoning"].append)
     return message, usage, seen, server
 
 
@@ -72,7 +72,7 @@ def test_fragments_cut_anywhere_are_put_back_together(fragment_size):
 
 def test_non_streaming_client_sends_no_stream_flag():
     with ScriptedServer(script=[two_calls()]) as server:
-        message, _ = Client(server.base_url).chat(USER)
+        message, _, _ = Client(server.base_url).chat(USER)
     assert "stream" not in server.requests[0] and "stream_options" not in server.requests[0]
     assert arguments(message)[0][2] == TRICKY
 
@@ -178,7 +178,7 @@ def test_an_unclosed_think_block_is_all_reasoning():
 
 def test_think_blocks_are_taken_out_without_streaming_too():
     with ScriptedServer(script=[{"content": "<think>hidden</think>\nShown.", "reasoning": "Field."}]) as server:
-        message, _ = Client(server.base_url).chat(USER)
+        message, _, _ = Client(server.base_url).chat(USER)
     assert message["content"] == "Shown."
     assert message["reasoning"] == "Field.\nhidden"
 

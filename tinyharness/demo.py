@@ -24,14 +24,14 @@ class NarratingClient:
     def __init__(self, client, say):
         self.client, self.say, self.turn = client, say, 0
 
-    def chat(self, messages, tools=None):
+    def chat(self, messages, tools=None, **options):
         self.show_new_results(messages)
-        message, usage = self.client.chat(messages, tools)
+        message, usage, finish_reason = self.client.chat(messages, tools, **options)
         self.turn += 1
         calls = message.get("tool_calls") or []
         action = f"asks for {len(calls)} tool call(s):" if calls else "answers without tool calls, so the loop ends:"
         self.say(f"\nTurn {self.turn} - the model (replayed) {action}")
-        return message, usage
+        return message, usage, finish_reason
 
     def show_new_results(self, messages):
         """The tool results the loop appended since the model's last turn: what the model reads next."""

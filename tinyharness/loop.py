@@ -67,7 +67,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             raise Stopped(limit, record.account())
         # Keep what the policy returns: a result cut once stays cut, the same bytes every turn (see context.py).
         messages = policy(messages, context_window)
-        message, usage = client.chat(messages, tools=SCHEMAS)
+        message, usage, _ = client.chat(messages, tools=SCHEMAS)
         stats.count_turn(usage)
         watch_context(watch, usage, messages)
         arrived = arrivals.check(messages, SCHEMAS, usage)  # a warning if a new picture never arrived

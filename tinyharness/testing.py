@@ -14,10 +14,22 @@ exactly what a harness sent:
 A reply is a string (the assistant's text) or a dict:
 
     content, reasoning, tool_calls=[{"name", "arguments": dict | str, "id"?}],
-    finish_reason, usage, malformed_arguments          - what the "model" says
+    finish_reason, usage (False: none), malformed_arguments   - what the "model" says
     status + body, delay, drop ("before" | "mid-body" | "mid-stream"),
     raw (str or bytes, sent as a 200 body)              - faults of the serving layer
-    stream_error, index_zero, whole_tool_calls          - faults/quirks of streaming only
+    stream_error, index_zero, whole_tool_calls, no_index,
+    repeat_fragments                                    - faults/quirks of streaming only
+
+Realistic by default. Like OpenAI, vLLM and llama.cpp, a reply with tool calls and no text says
+`content: null` (not Ollama's ""), and like llama-cpp-python each call carries its `index` and
+the message a legacy `function_call` copy of the first call: a harness that stores a reply as it
+came and sends it back is caught (`ScriptedServer(null_content=False, legacy_fields=False)` plays
+Ollama's politer shape). The server is also **strict**: every request is checked the way real
+servers check it (see "Strict mode" below; each rule names its source) and a violation is answered
+like the real server answers it, an HTTP 400 or 500 with a JSON error naming the rule, so a test
+sees at once that a real server would have broken the run. `srv.rejected` lists them.
+`strict=False` turns the checks off; `send_usage=False` plays a server that never reports usage,
+`stream_usage=False` one that sends no usage chunk in a stream (llama-cpp-python).
 
 Tool-call ids are written by the server (`call_1`, `call_2`, ... over the server's life), not by
 the script: in real deployments the serving layer assigns them, and the model never sees them
@@ -69,14 +81,14 @@ import traceback
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["ScriptedServer", "estimate_tokens", "load_script", "main",
+__all__ = ["ScriptedServer", "estimate_tokens", "load_script", "main", "request_problems",
            "image_tokens", "make_png", "tiny_png", "split_png", "read_png_pixels", "colour_name",
            "vision_policy", "example_images"]
 
 REPLY_KEYS = frozenset({
     "content", "reasoning", "tool_calls", "finish_reason", "usage", "malformed_arguments",
     "status", "body", "delay", "drop", "raw",
-    "stream_error", "index_zero", "whole_tool_calls",
+    "stream_error", "index_zero", "whole_tool_calls", "no_index", "repeat_fragments",
 })
 DROP_MODES = ("before", "mid-body", "mid-stream")
 
@@ -159,7 +171,9 @@ def build_tool_calls(reply: dict, new_call_id) -> list:
 
 
 def build_usage(reply: dict, calls: list, prompt: str, cached_chars: int) -> dict:
-    """The usage block: estimated counts, unless the reply overrides it."""
+    """The usage block: estimated counts, unless the reply overrides it (False: no usage at all)."""
+    if reply.get("usage") is False:
+        return None
     if reply.get("usage") is not None:
         return reply["usage"]
     said = (reply.get("content") or "") + (reply.get("reasoning") or "")
@@ -173,18 +187,22 @@ def finish_reason(reply: dict, calls: list) -> str:
     return reply.get("finish_reason") or ("tool_calls" if calls else "stop")
 
 
-def build_completion(reply: dict, calls: list, head: dict, usage: dict) -> dict:
-    """A whole (non-streaming) chat.completion answer."""
-    # Ollama sends "" (not null) as content next to tool calls; an explicit None in the
-    # script is passed through so tests can exercise clients on `content: null` too.
-    message = {"role": "assistant", "content": reply.get("content", "")}
+def build_completion(reply: dict, calls: list, head: dict, usage, null_content: bool = False,
+                     legacy_fields: bool = False) -> dict:
+    """A whole (non-streaming) chat.completion answer; no usage key when usage is None."""
+    # Beside tool calls OpenAI, vLLM and llama.cpp send `content: null`, Ollama sends "". An
+    # explicit None in the script is always passed through.
+    content = reply.get("content", "")
+    message = {"role": "assistant", "content": None if calls and null_content and not content else content}
     if reply.get("reasoning"):
         message["reasoning"] = reply["reasoning"]          # Ollama /v1 spelling
     if calls:
         message["tool_calls"] = calls
-    return {**head, "object": "chat.completion",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(reply, calls)}],
-            "usage": usage}
+        if legacy_fields:                                  # llama-cpp-python: the deprecated single call too
+            message["function_call"] = dict(calls[0]["function"])
+    answer = {**head, "object": "chat.completion",
+              "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(reply, calls)}]}
+    return answer if usage is None else {**answer, "usage": usage}
 
 
 def pieces(text: str, size: int) -> list:
@@ -208,17 +226,137 @@ def build_stream(reply: dict, calls: list, head: dict, usage: dict, size: int) -
     events = [role, *thinking, *text]
     for call in calls:
         index = 0 if reply.get("index_zero") else call["index"]   # Ollama quirk: all index 0
-        if reply.get("whole_tool_calls"):                           # Ollama: one call, one chunk
-            events.append(chunk({"tool_calls": [{**call, "index": index}]}))
+        if reply.get("whole_tool_calls") or reply.get("no_index"):  # Ollama: one call, one chunk
+            whole = {k: v for k, v in call.items() if k != "index"} if reply.get("no_index") else {**call, "index": index}
+            events.append(chunk({"tool_calls": [whole]}))
             continue
         opening = {"index": index, "id": call["id"], "type": "function",
                    "function": {"name": call["function"]["name"], "arguments": ""}}
         events.append(chunk({"tool_calls": [opening]}))
         for p in pieces(call["function"]["arguments"], size):     # later fragments carry no id
-            events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}))
+            fragment = {"index": index, "function": {"arguments": p}}
+            if reply.get("repeat_fragments"):   # llama-cpp-python: index, id and name every time, and nulls
+                fragment = {"index": index, "id": call["id"], "type": "function",
+                            "function": {"name": call["function"]["name"], "arguments": p}}
+                events.append(chunk({"role": None, "content": None, "tool_calls": [fragment]}))
+                continue
+            events.append(chunk({"tool_calls": [fragment]}))
     events.append(chunk({}, finish_reason(reply, calls)))
-    events.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+    if usage is not None:
+        events.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage})
     return events + ["[DONE]"]
+
+
+# --- Strict mode: check each request the way real servers do ---------------------------------
+# Each rule names the server that enforces it and answers like that server does. A harness that
+# passes these runs against all of them; one that breaks a rule would fail on that server.
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def pydantic_error(path: str, message: str, kind: str, value) -> str:
+    """llama-cpp-python validates the request with pydantic (llama_cpp/server/types.py builds
+    CreateChatCompletionRequest from the TypedDicts of llama_cpp/llama_types.py) and answers a
+    failure with HTTP 500 and pydantic's text, e.g. "Input should be a valid string"."""
+    shown = json.dumps(value)[:40]
+    return (f"1 validation error for CreateChatCompletionRequest\n{path}\n  {message} "
+            f"[type={kind}, input_value={shown}, input_type={type(value).__name__}]")
+
+
+def tool_call_problems(i: int, calls) -> list:
+    """llama_types.py ChatCompletionMessageToolCall: {id: str, type: "function", function:
+    {name: str, arguments: str}} (HTTP 500); Ollama's /v1 then parses each arguments string into an
+    object (openai/openai.go, fromChatRequest: HTTP 400 "invalid tool call arguments")."""
+    if not isinstance(calls, list):
+        return [(500, "llama-cpp-python: tool_calls is a list",
+                 pydantic_error(f"messages.{i}.typed-dict.tool_calls", "Input should be a valid list", "list_type", calls))]
+    problems = []
+    for n, call in enumerate(calls):
+        at = f"messages.{i}.typed-dict.tool_calls.{n}"
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(call, dict) or not isinstance(function, dict):
+            problems.append((500, "llama-cpp-python: a tool call is {id, type, function: {name, arguments}}",
+                             pydantic_error(at, "Input should be a valid dictionary", "dict_type", call)))
+            continue
+        for where, value, rule in ((f"{at}.id", call.get("id"), "the call id is a string"),
+                                   (f"{at}.function.name", function.get("name"), "the tool name is a string"),
+                                   (f"{at}.function.arguments", function.get("arguments"), "arguments are a JSON string")):
+            if not isinstance(value, str):
+                problems.append((500, f"llama-cpp-python: {rule}",
+                                 pydantic_error(where, "Input should be a valid string", "string_type", value)))
+        if call.get("type") != "function":
+            problems.append((500, "llama-cpp-python: a tool call's type is \"function\"",
+                             pydantic_error(f"{at}.type", "Input should be 'function'", "literal_error", call.get("type"))))
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                parsed = json.loads(arguments)
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict):
+                problems.append((400, "ollama: arguments parse to a JSON object", "invalid tool call arguments"))
+    return problems
+
+
+def content_problems(i: int, role: str, content) -> list:
+    """llama_types.py: an assistant's content is NotRequired[str] (absent is fine, null is not), a
+    system or tool message's Optional[str], a user message's a string, null or a list of text and
+    image_url parts. A tool message's content must be a string for OpenAI's API and vLLM too."""
+    if isinstance(content, str) or (content is None and role in ("system", "user")):
+        return []
+    if role == "user" and isinstance(content, list) and all(
+            isinstance(p, dict) and p.get("type") in ("text", "image_url") for p in content):
+        return []
+    kind = "a string" if role in ("assistant", "tool") else "a string or null" + (" or parts" if role == "user" else "")
+    return [(500, f"llama-cpp-python: {role} content is {kind}",
+             pydantic_error(f"messages.{i}.typed-dict.content", "Input should be a valid string", "string_type", content))]
+
+
+def request_problems(body) -> list:
+    """Every rule of a real server this request breaks, as (HTTP status, rule, the server's message)."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not messages:      # all servers
+        return [(400, "openai: messages is a non-empty list", "'messages' must be a non-empty array")]
+    problems, unanswered = [], None     # unanswered: ids of the last assistant's calls without a result
+    for i, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role not in ROLES:
+            problems.append((400, "openai: role is system, user, assistant or tool",
+                             f"Invalid value for 'messages[{i}].role': {json.dumps(role)[:40]}"))
+            continue
+        if role != "tool" and unanswered:
+            # OpenAI's API (and the chat templates vLLM applies): every call is answered before the
+            # conversation goes on.
+            problems.append((400, "openai/vllm: every tool call is answered before the next message",
+                             "An assistant message with 'tool_calls' must be followed by tool messages responding "
+                             "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+                             + ", ".join(sorted(unanswered))))
+        if role != "tool":
+            unanswered = None
+        if role != "assistant" or "content" in m:     # an assistant may leave content out
+            problems += content_problems(i, role, m.get("content"))
+        if role == "assistant" and m.get("tool_calls") is not None:
+            problems += tool_call_problems(i, m["tool_calls"])
+            calls = m["tool_calls"] if isinstance(m["tool_calls"], list) else []
+            unanswered = {c.get("id") for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)}
+        if role == "tool":
+            call_id = m.get("tool_call_id")
+            if not isinstance(call_id, str):             # llama_types.py ChatCompletionRequestToolMessage
+                problems.append((500, "llama-cpp-python: a tool message has a tool_call_id string",
+                                 pydantic_error(f"messages.{i}.typed-dict.tool_call_id", "Input should be a valid string",
+                                                "string_type", call_id)))
+            elif unanswered is None or call_id not in unanswered:
+                # OpenAI's API; vLLM's templates pair results to calls by this id the same way.
+                problems.append((400, "openai/vllm: a tool message answers a call of the assistant message before it",
+                                 f"Invalid parameter: messages with role 'tool' must be a response to a preceding "
+                                 f"message with 'tool_calls' (tool_call_id {json.dumps(call_id)[:60]} matches none)"))
+            else:
+                unanswered.discard(call_id)
+    if unanswered:
+        problems.append((400, "openai/vllm: every tool call is answered before the next message",
+                         "An assistant message with 'tool_calls' must be followed by tool messages responding to "
+                         "each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+                         + ", ".join(sorted(unanswered))))
+    return problems
 
 
 # --- The HTTP layer ---------------------------------------------------------------------------
@@ -281,6 +419,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def answer_chat(self, body: dict):
         owner = self.server.owner
+        rejection = owner._reject(body, self.headers) if owner.strict else None
+        if rejection:                               # what a real server answers to this request
+            status, rule, message = rejection
+            return self.send_json(status, {"error": {"message": message, "type": "invalid_request_error"
+                                                     if status == 400 else "internal_server_error", "rule": rule}})
         reply, prompt, cached_chars = owner._take_reply(body, self.headers)
         if isinstance(reply, str):                  # _take_reply explains why there is no reply
             return self.send_json(500, error_body(reply))
@@ -295,17 +438,18 @@ class _Handler(BaseHTTPRequestHandler):
             return self.send_json(200, None, raw=reply["raw"])
 
         calls = build_tool_calls(reply, owner._new_call_id)
-        usage = build_usage(reply, calls, prompt, cached_chars)
+        usage = build_usage(reply, calls, prompt, cached_chars) if owner.send_usage else None
         head = {"id": owner._new_completion_id(), "created": int(time.time()),
                 "model": body.get("model") or owner.model, "system_fingerprint": "fp_scripted"}
         # Either drop mode cuts whichever kind of answer the client asked for.
+        style = {"null_content": owner.null_content, "legacy_fields": owner.legacy_fields}
         if body.get("stream"):
-            self.send_stream(build_stream(reply, calls, head, usage, owner.fragment_size),
-                             cut=reply.get("drop") is not None)
+            self.send_stream(build_stream(reply, calls, head, usage if owner.stream_usage else None,
+                                          owner.fragment_size), cut=reply.get("drop") is not None)
         elif reply.get("drop") is not None:
-            self.send_half(build_completion(reply, calls, head, usage))
+            self.send_half(build_completion(reply, calls, head, usage, **style))
         else:
-            self.send_json(200, build_completion(reply, calls, head, usage))
+            self.send_json(200, build_completion(reply, calls, head, usage, **style))
 
     def send_fault(self, status: int, body):
         """An HTTP error answer, e.g. Ollama's 404 for a model that was never pulled."""
@@ -381,7 +525,8 @@ class ScriptedServer:
     """A fake model server that replays a script (or asks a policy) and records every request."""
 
     def __init__(self, script=None, policy=None, *, host="127.0.0.1", port=0, model="qwen3:8b",
-                 fragment_size=7, drop_images=False):
+                 fragment_size=7, drop_images=False, strict=True, null_content=True, legacy_fields=True,
+                 send_usage=True, stream_usage=True):
         if script is not None and policy is not None:
             raise ValueError("give a script or a policy, not both")
         if fragment_size < 1:
@@ -390,6 +535,10 @@ class ScriptedServer:
         self.policy = policy
         self.host, self.port, self.model, self.fragment_size = host, port, model, fragment_size
         self.drop_images = drop_images  # ignore image parts, like Ollama with gemma4 e2b/e4b
+        self.strict = strict            # check every request like real servers do (see request_problems)
+        self.null_content, self.legacy_fields = null_content, legacy_fields   # the shape of tool-call replies
+        self.send_usage, self.stream_usage = send_usage, stream_usage
+        self.rejected = []          # (request index, status, rule, message) of each request strict mode refused
         self.requests = []          # parsed bodies of every POST to chat/completions, in order
         self.headers = []           # their HTTP headers, same order (case-insensitive .get())
         self.replies_sent = 0       # replies taken from the script or the policy (faults included)
@@ -397,6 +546,7 @@ class ScriptedServer:
         self._previous_prompt = ""
         self._call_count = 0
         self._completion_count = 0
+        self._answered = 0          # requests that got a reply (a refused one takes none from the script)
         self._httpd = None
         self._thread = None
 
@@ -438,10 +588,10 @@ class ScriptedServer:
         seen = without_image_parts(body) if self.drop_images else body   # what the "model" gets
         prompt = prompt_text(seen)
         with self._lock:
-            index = len(self.requests)
+            index, self._answered = self._answered, self._answered + 1
             self.requests.append(body)
             self.headers.append(headers)
-            cached_chars = common_prefix_length(prompt, self._previous_prompt) if index else 0
+            cached_chars = common_prefix_length(prompt, self._previous_prompt) if self._previous_prompt else 0
             self._previous_prompt = prompt
             if self.policy is None:
                 if index >= len(self.script):
@@ -450,6 +600,17 @@ class ScriptedServer:
                 self.replies_sent += 1
                 return self.script[index], prompt, cached_chars
         return self._ask_policy(seen, index), prompt, cached_chars
+
+    def _reject(self, body: dict, headers):
+        """Strict mode: record a request a real server would refuse; return (status, rule, message)."""
+        problems = request_problems(body)
+        if not problems:
+            return None
+        with self._lock:
+            self.rejected.append((len(self.requests), *problems[0]))
+            self.requests.append(body)
+            self.headers.append(headers)
+        return problems[0]
 
     def _ask_policy(self, body: dict, index: int):
         # Outside the lock: a slow policy must not block other requests.
