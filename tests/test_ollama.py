@@ -34,21 +34,18 @@ HISTORY = [
 ]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def ollama():
-    """One scripted Ollama for the module; each test sets its script (requests are cleared)."""
+    """A scripted Ollama (in-process, starts in milliseconds); a test gives its replies with scripted()."""
     with OllamaServer(script=[]) as server:
         yield server
 
 
 def scripted(server, *replies, **settings):
     server.script = [dict(r) if isinstance(r, dict) else {"content": r} for r in replies]
-    server.requests.clear()
-    server.rejected.clear()
-    server.policy = None
     server.calls_in_last_frame = settings.get("calls_in_last_frame", False)
     server.call_ids = settings.get("call_ids", False)
-    server.usage = settings.get("usage", True)
+    server.send_usage = settings.get("usage", True)
     return server
 
 
@@ -175,7 +172,7 @@ def test_the_scripted_ollama_rejects_what_ollama_rejects(ollama, message, words)
     scripted(ollama, "never sent")
     answer = requests.post(ollama.root_url + "/api/chat", json={"model": "qwen3:8b", "messages": [message], "stream": False})
     assert answer.status_code == 400 and words in answer.json()["error"]
-    assert ollama.requests == []
+    assert [r[1] for r in ollama.rejected] == [400] and ollama.replies_sent == 0
 
 
 def test_the_scripted_ollama_describes_its_models(ollama):

@@ -74,10 +74,19 @@ class OllamaServer(ScriptedServer):
         if script is None and policy is None:
             policy = obliging_policy
         kwargs.setdefault("model", next(iter(models), "qwen3:8b"))
+        kwargs.setdefault("send_usage", usage)      # the /v1 route plays the same personality
         super().__init__(script, policy, **kwargs)
-        self.models, self.usage, self.call_ids = dict(models), usage, call_ids
+        self.models, self.call_ids = dict(models), call_ids
         self.calls_in_last_frame = calls_in_last_frame
-        self.rejected = []          # (status, error) of every /api/chat request refused by the checks
+        # Refused requests land in self.rejected as (request index, status, rule, message), like /v1's.
+
+    @property
+    def usage(self):
+        return self.send_usage
+
+    @usage.setter
+    def usage(self, value):
+        self.send_usage = value
 
     def _take_reply(self, body, headers):
         """The /v1 route shares the personality: an unknown model is a 404, tools for a model
@@ -85,17 +94,19 @@ class OllamaServer(ScriptedServer):
         model = self.models.get(body.get("model"))
         fault = None
         if model is None:
-            fault = 404, f"model \"{body.get('model')}\" not found, try pulling it first"
+            fault = 404, "ollama: model not pulled", f"model \"{body.get('model')}\" not found, try pulling it first"
         elif body.get("tools") and "tools" not in model.get("capabilities", []):
-            fault = 400, f"registry.ollama.ai/library/{body['model']} does not support tools"
+            fault = 400, "ollama: no tools capability", f"registry.ollama.ai/library/{body['model']} does not support tools"
         if fault:
-            with self._lock:
-                self.rejected.append(fault)
-            return {"status": fault[0], "body": error_body(fault[1])}, "", 0
-        reply, prompt, cached = super()._take_reply(body, headers)
-        if isinstance(reply, dict) and not self.usage:
-            reply = {**reply, "usage": {}}
-        return reply, prompt, cached
+            self.record_rejection(body, headers, *fault)
+            return {"status": fault[0], "body": error_body(fault[2])}, "", 0
+        return super()._take_reply(body, headers)
+
+    def record_rejection(self, body, headers, status, rule, message):
+        with self._lock:
+            self.rejected.append((len(self.requests), status, rule, message))
+            self.requests.append(body)
+            self.headers.append(headers)
 
     @property
     def root_url(self):
@@ -172,18 +183,21 @@ def show(owner, body):
 
 def chat(handler, owner, body):
     if body is None:
-        return reject(handler, owner, 400, "invalid request body")
+        return handler.send_json(400, {"error": "invalid request body"})
     model = owner.models.get(body.get("model"))
     if model is None:
-        return reject(handler, owner, 404, f"model \"{body.get('model')}\" not found, try pulling it first")
+        return reject(handler, owner, body, 404, "ollama: model not pulled",
+                      f"model \"{body.get('model')}\" not found, try pulling it first")
     capabilities = model.get("capabilities", [])
     if body.get("tools") and "tools" not in capabilities:
-        return reject(handler, owner, 400, f"registry.ollama.ai/library/{body['model']} does not support tools")
+        return reject(handler, owner, body, 400, "ollama: no tools capability",
+                      f"registry.ollama.ai/library/{body['model']} does not support tools")
     if body.get("think") is True and "thinking" not in capabilities:
-        return reject(handler, owner, 400, f"\"{body['model']}\" does not support thinking")
+        return reject(handler, owner, body, 400, "ollama: no thinking capability",
+                      f"\"{body['model']}\" does not support thinking")
     problem = check_request(body)
     if problem:
-        return reject(handler, owner, 400, problem)
+        return reject(handler, owner, body, 400, rule_of(problem), problem)
     reply, _, _ = owner._take_reply(body, handler.headers)
     if isinstance(reply, str):
         return handler.send_json(500, {"error": reply})
@@ -203,9 +217,8 @@ def chat(handler, owner, body):
     handler.send_json(200, whole)
 
 
-def reject(handler, owner, status, message):
-    with owner._lock:
-        owner.rejected.append((status, message))
+def reject(handler, owner, body, status, rule, message):
+    owner.record_rejection(body, handler.headers, status, rule, message)
     handler.send_json(status, {"error": message})
 
 
@@ -239,6 +252,16 @@ def check_request(body):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             return f"json: invalid options.{key} {value!r}: a positive integer is expected"
     return None
+
+
+RULES = (("arguments", "ollama: arguments are an object"), ("images", "ollama: images are bare base64"),
+         ("content", "ollama: content is a string"), ("tool_name", "ollama: a tool result names its call"),
+         ("options", "ollama: options are positive integers"), ("role", "ollama: known roles"))
+
+
+def rule_of(problem):
+    """A short name for the rule a refused request broke (recorded in `rejected`, like /v1's rules)."""
+    return next((rule for word, rule in RULES if word in problem), "ollama: request shape")
 
 
 def check_images(images, where):

@@ -45,16 +45,8 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .llm import LLMError, ThinkSplitter, excerpt, explain_network_error
-
-try:  # the door's names (added alongside the canonical message); stay importable without them
-    from .llm import MAX_REPLY_TOKENS
-except ImportError:  # pragma: no cover - only before the door's change is merged
-    MAX_REPLY_TOKENS = 4096
-try:
-    from .llm import ContextOverflow
-except ImportError:  # pragma: no cover
-    ContextOverflow = LLMError
+from .llm import (MAX_REPLY_TOKENS, ContextOverflow, LLMError, ThinkSplitter, error_detail, excerpt,
+                  explain_network_error, overflow_message)
 
 API_CHOICES = ("auto", "openai", "ollama")
 PROBE_TIMEOUT = 3           # seconds for the one /api/version question: a local server answers at once
@@ -280,11 +272,7 @@ class OllamaClient:
     # --- errors, in words -----------------------------------------------------------------------
 
     def explain_status(self, status, raw):
-        try:
-            text = json.loads(raw).get("error") or ""
-        except (ValueError, AttributeError):
-            text = ""
-        return self.explain_error_text(text or excerpt(raw), status=status)
+        return self.explain_error_text(error_detail(raw), status=status)   # Ollama: {"error": "..."}
 
     def explain_error_text(self, text, status=None, streamed=False):
         where = f"The Ollama server at {self.url}"
@@ -300,11 +288,8 @@ class OllamaClient:
         if "does not support thinking" in lowered:
             return LLMError(f"{where} says the model '{self.model}' cannot think ({said}). Drop --think.")
         if "context" in lowered and any(w in lowered for w in ("exceed", "too long", "length")):
-            overflow = ContextOverflow(f"{where} says the prompt does not fit the context ({said}). Raise "
-                                       f"--context-window (sent as num_ctx, now {self.context_window}), or choose "
-                                       "a model with a longer context.")
-            overflow.prompt_tokens, overflow.context_window = None, self.context_window
-            return overflow
+            return ContextOverflow(overflow_message(None, self.context_window, f"{where} said: {said}"),
+                                   None, self.context_window)
         if status == 404:
             return LLMError(f"{where} has no native chat route ({said}). Is it an Ollama server? For other servers "
                             "use --api openai.")
