@@ -4,12 +4,14 @@ how --api auto picks it, and the scripted Ollama's strict checks.
 Most tests call OllamaClient in-process against one shared scripted Ollama; a few drive
 `tinyharness run` for the flags (--api, --think, the default --context-window)."""
 import base64
-import json
+import os
+import subprocess
+import sys
 
 import pytest
 import requests
 
-from tests.ladder import FINAL, calls, run_stage, stats_line, tool_call
+from tests.ladder import FINAL, ROOT, calls, run_stage, stats_line, tool_call
 from tinyharness.fake_ollama import OllamaServer
 from tinyharness.llm import LLMError
 from tinyharness.ollama import (OLLAMA_WINDOW_CAP, OllamaClient, could_be_ollama, default_window, host_root,
@@ -244,3 +246,19 @@ def test_run_names_the_pull_command_for_a_missing_model(tmp_path):
         result = run_stage(FINAL, tmp_path, "--base-url", server.base_url, "--model", "qwen3:8b", "hi")
     assert result.returncode == 1
     assert "`ollama pull qwen3:8b`" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_fake_server_plays_ollama_from_the_command_line():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "tinyharness", "fake-server", "--ollama", "no-tools"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("Scripted Ollama (no-tools: gemma3:4b) on http://127.0.0.1:"), line
+        root = line.split(" on ", 1)[1].split()[0]
+        assert requests.get(root + "/api/version", timeout=10).json() == {"version": "0.12.6"}
+        answer = requests.post(root + "/api/chat", json={"model": "gemma3:4b", "messages": [], "tools": [READ]}, timeout=10)
+        assert answer.status_code == 400 and "does not support tools" in answer.json()["error"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
