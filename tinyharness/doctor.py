@@ -98,15 +98,18 @@ def identify(base_url):
         found["kind"] = "llama.cpp (llama-server)"
         n_ctx = (props[1].get("default_generation_settings") or {}).get("n_ctx")
         found["n_ctx"] = n_ctx if isinstance(n_ctx, int) else found.get("n_ctx")
-    elif "vllm" in found["owned_by"]:
+    elif "vllm" in found["owned_by"] or "n_ctx" in found or is_version(get(root + "/version")):
         found["kind"] = "vLLM"
     elif "llamacpp" in found["owned_by"]:
         found["kind"] = "llama.cpp (llama-server)"
-    elif (get(root + "/version") or (0, None, {}))[0] == 200 and "max_model_len" in str(body):
-        found["kind"] = "vLLM"
     elif "uvicorn" in str(headers.get("server", "")).lower():
         found["kind"] = "a Python OpenAI-compatible server (uvicorn: llama-cpp-python, vLLM or similar)"
     return found
+
+
+def is_version(answer):
+    """vLLM answers GET /version with {"version": "..."}."""
+    return bool(answer) and answer[0] == 200 and isinstance(answer[1], dict) and isinstance(answer[1].get("version"), str)
 
 
 # --- The checks -------------------------------------------------------------------------------------
