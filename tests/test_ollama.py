@@ -262,3 +262,8 @@ def test_fake_server_plays_ollama_from_the_command_line():
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_wrong_api_in_the_environment_is_a_usage_error(tmp_path):
+    result = run_stage(FINAL, tmp_path, "hi", env={"TINYHARNESS_API": "ollamaa"})
+    assert result.returncode == 2 and "must be one of auto, openai, ollama" in result.stderr

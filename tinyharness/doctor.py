@@ -361,6 +361,8 @@ def main(argv=None):
         parser.error("--context-window must be 1 or more")
     if not args.timeout > 0:
         parser.error("--timeout must be more than 0")
+    if args.api not in API_CHOICES:
+        parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
     try:
         return diagnose(args)
     except KeyboardInterrupt:
