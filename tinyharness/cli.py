@@ -193,19 +193,19 @@ def run_command(args, parser):
         parser.error("--shell-timeout must be more than 0")
     if args.context_window is not None and args.context_window < 1:
         parser.error("--context-window must be 1 or more")
-    if args.api not in API_CHOICES:  # from TINYHARNESS_API, which argparse does not check
-        parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
     try:  # a bad image is a usage error (exit 2), found before any model call
         image = image_part(*load_attachment(args.image, os.getcwd())) if args.image else None
     except ImageError as e:
         parser.error(f"--image: {e}")
+    if args.api not in API_CHOICES:  # from TINYHARNESS_API, which argparse does not check
+        parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
-    client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
     stats = Stats()
     echo = printer.echo
+    client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
 
     def ask(prompt):
         printer.end_line()  # a streamed line still open would run into the question
