@@ -313,6 +313,7 @@ def main(argv=None):
                         help="comma-separated stages to run (default: all, then tinyharness)")
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # so `finally` stops the server on a kill too
     process = None
     if args.server_url:
         upstream = args.server_url.rstrip("/").removesuffix("/v1")
