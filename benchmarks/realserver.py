@@ -27,7 +27,8 @@ What it does:
    llama-cpp-python enforces with a grammar built from the tool's schema; in that schema the proxy
    limits `path` to an enum of the workspace's files (left free, the 270M model wrote paths of
    thousands of characters, one reply taking minutes); after four calls it sets
-   `tool_choice: "none"` (and max_tokens 256) so the model answers in text. Each request and the server's status are
+   `tool_choice: "none"` (with max_tokens 512 and a stop at the first blank line) so the model
+   answers in one paragraph of text. Each request and the server's status are
    recorded; every answer with a status of 400 or more, and every empty 200 stream, counts as
    rejected.
 4. Runs every stage m1..m8 (not streamed: the stages do not stream) and `tinyharness run` twice
@@ -65,7 +66,9 @@ PLAN = ["list_dir", "read_file", "list_dir", "read_file"]       # read-only tool
 # The forced call's `path` may only be one of these (an enum in the schema the grammar is built
 # from): a 270M model left free writes paths of thousands of characters, one reply taking minutes.
 PATHS = {"list_dir": ["."], "read_file": ["notes.txt", "todo.md"]}
-FINAL_MAX_TOKENS = 256      # the text answer after the four calls: short, so a run takes seconds
+FINAL_MAX_TOKENS = 512      # the text answer after the four calls: short, so a run takes seconds
+FINAL_STOP = ["\n\n"]        # and one paragraph: left alone, the 270M model rambles past any cap, and a
+                            # reply cut at the limit twice is (rightly) a stop with exit 3
 N_CTX = 8192
 TASK = "Look at the files in this folder and read notes.txt, then tell me in one sentence what it says."
 STAGES = sorted(p.name for p in ROOT.glob("m[1-9]_*") if (p / "__main__.py").is_file())
@@ -189,7 +192,7 @@ def force_tools(body):
         tools = [pin_paths(t) if t.get("function", {}).get("name") == name else t for t in body["tools"]]
         return {**body, "tools": tools, "tool_choice": {"type": "function", "function": {"name": name}}}, name
     capped = min(body.get("max_tokens") or FINAL_MAX_TOKENS, FINAL_MAX_TOKENS)
-    return {**body, "tool_choice": "none", "max_tokens": capped}, None
+    return {**body, "tool_choice": "none", "max_tokens": capped, "stop": FINAL_STOP}, None
 
 
 def pin_paths(tool):

@@ -102,6 +102,8 @@ def identify(base_url):
         found["kind"] = "vLLM"
     elif "llamacpp" in found["owned_by"]:
         found["kind"] = "llama.cpp (llama-server)"
+    elif "me" in found["owned_by"] and "uvicorn" in str(headers.get("server", "")).lower():
+        found["kind"] = "llama-cpp-python"                       # its /v1/models says owned_by "me"
     elif "uvicorn" in str(headers.get("server", "")).lower():
         found["kind"] = "a Python OpenAI-compatible server (uvicorn: llama-cpp-python, vLLM or similar)"
     return found
