@@ -101,6 +101,7 @@ class Output:
         pipe.close()
 
 
+# exercise(m2): Write kill_group: kill the command's whole process group (not only /bin/sh), and treat a group that has already ended as done.
 def kill_group(pid):
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -109,8 +110,10 @@ def kill_group(pid):
 
 
 def decode(data):
-    """Bytes to text the model can read: UTF-8, else the locale's encoding (cp950 on a Chinese Windows),
-    else UTF-8 with a replacement mark for each byte that fits neither. Never a crash, never mojibake."""
+    """Bytes to text the model can read: UTF-8, else the locale's encoding (Big5 under a zh_TW.Big5
+    locale), else UTF-8 with a replacement mark for each byte that fits neither. Never a crash. Nothing is
+    guessed: on a UTF-8 system, output in a legacy encoding such as cp950 arrives as replacement marks
+    and stray characters, which at least tell the model that the output was not UTF-8."""
     for encoding in ("utf-8", locale.getpreferredencoding(False)):
         try:
             return data.decode(encoding)
@@ -222,6 +225,7 @@ def usage(name):
     return json.dumps({p: "<string>" for p in PARAMETERS[name]})
 
 
+# exercise(m2): Write explain: turn an OSError into words about this path (which folder is missing, which step is a file), followed by the system's own [Errno N] words.
 def explain(error, workspace, path):
     """The OS error in words about this path, then the system's own words ([Errno 2] No such file...)."""
     words = f"[Errno {error.errno}] {error.strerror}" if error.errno else str(error)

@@ -12,8 +12,11 @@ from pathlib import Path
 
 FILE_TOOLS = ("list_dir", "read_file", "write_file")
 NEEDS_PERMISSION = ("write_file", "shell")
+MAX_PATH_CHARS = 4096
+MAX_COMMAND_CHARS = 10_000  # longer text is refused unread (length_guard), never waved through
 
 
+# exercise(m3): Write path_guard: return a reason to block a file tool whose path, once resolved (following '..' and symlinks), is not inside the resolved workspace, or that holds a NUL byte, starts with '~' or is a hard-linked file to read.
 def path_guard(workspace, name, args):
     """File tools stay inside the workspace. Resolve first (follow '..' and symlinks), then compare."""
     if name not in FILE_TOOLS:
@@ -46,24 +49,39 @@ def hard_links(path):
 
 # Each rule is a regex over what a command would do (its intent, not one spelling of it) and what the
 # model is told when it fires. A regex still only reads text: README.md lists what it cannot see.
+# Every rule runs in linear time: a regex engine that backtracks can take minutes on a long command
+# (`(\w+|:)\s*\(\)...` took four minutes on 200,000 characters), and nothing times the judging out.
+SEGMENT = r"[^;&|\n]"  # one character of a single command: ; & | and a new line end it
+
+
+def then(first, later, within=SEGMENT):
+    """A regex for `first`, followed later in the same command by `later`. The gap may not hold
+    `first` again, so the match starts at the last `first` before `later` (same verdict) and each
+    character is scanned once; `first[^;&|\n]*later` rescans the rest of the command for every
+    `first` (`rm rm rm ...` made it quadratic)."""
+    return f"{first}(?:(?!{first}){within})*{later}"
+
+
 COMMAND_RULES = [
-    (r"\brm\b[^;&|\n]*\s(-[a-zA-Z]*[rR]|--recursive)",  # within one command: up to ; & | or a new line
+    (then(r"\brm\b", r"\s(-[a-zA-Z]*[rR]|--recursive)"),
      "a recursive delete (rm -r): one wrong path and a whole tree is gone, with no undo"),
-    (r"(?i)\bremove-item\b.*\s-r", "a recursive delete (Remove-Item -Recurse): one wrong path and a whole tree is gone"),
+    ("(?i)" + then(r"\bremove-item\b", r"\s-r", within="."),
+     "a recursive delete (Remove-Item -Recurse): one wrong path and a whole tree is gone"),
     (r"\b(sudo|doas|pkexec)\b|(^|[;&|(]\s*)su\b", "running as another user (sudo, su): more rights than you were given"),
     (r"\bmkfs\b", "formatting a file system (mkfs): it erases a whole disk"),
     (r"(\bof=|>)\s*/dev/(?!null\b|stdout\b|stderr\b|tty\b|fd/)", "writing straight to a device (dd of=/dev/sda): it can wreck a disk"),
     (r"\.(bashrc|bash_profile|bash_login|profile|zshrc|zprofile|zshenv|zlogin|cshrc|kshrc)\b|config\.fish",
      "touching a shell start-up file (~/.bashrc, ~/.profile): what is written there runs in every future shell"),
-    (r"\bgit\b[^;&|\n]*\bpush\b[^;&|\n]*\s(-[a-zA-Z]*f|--force|\+)", "a force push: it overwrites history others share"),
-    (r"\|\s*(sudo\s+)?(\S*/)?(ba|da|z|k|fi)?sh\b", "piping text into a shell (curl ... | sh): it runs commands nobody has read"),
-    (r"\b((ba|da|z|k)?sh|source|eval)\b[^;&\n]*(<\(|\$\()\s*(curl|wget)\b",
+    (then(r"\bgit\b", then(r"\bpush\b", r"\s(-[a-zA-Z]*f|--force|\+)")), "a force push: it overwrites history others share"),
+    (r"\|\s*(sudo\s+)?([^\s|]*/)?(ba|da|z|k|fi)?sh\b", "piping text into a shell (curl ... | sh): it runs commands nobody has read"),
+    (then(r"\b(?:(?:ba|da|z|k)?sh|source|eval)\b", r"(<\(|\$\()\s*(curl|wget)\b", within=r"[^;&\n]"),
      "running what a download returns (sh -c \"$(curl ...)\"): commands nobody has read"),
-    (r"(\w+|:)\s*\(\)\s*\{[^}]*\1\s*\|\s*\1", "a fork bomb: it starts copies of itself until the machine stops"),
-    (r"\b(pkill|killall)\b|\bkill\b[^;&|\n]*\s-1\b", "killing processes by name or all at once: they may not be yours"),
+    (r"(\b\w+|:)\s*\(\)\s*\{[^{}]*(?<!\w)\1\s*\|\s*\1", "a fork bomb: it starts copies of itself until the machine stops"),
+    (r"\b(pkill|killall)\b|" + then(r"\bkill\b", r"\s-1\b"), "killing processes by name or all at once: they may not be yours"),
     (r"\b(setsid|nohup|disown)\b", "a process that outlives the command (setsid, nohup): the timeout could not stop it"),
     (r"\.ssh\b|\.gnupg\b|\.aws/credentials|\.netrc\b", "reading keys or credentials (~/.ssh): secrets must not reach the model"),
-    (r"\b(nc|ncat|netcat|socat)\b|/dev/(tcp|udp)/|\b(curl|wget)\b.*(\s-[dFT]\s*@|--data\S*\s+@|--upload-file|--post-file)",
+    (r"\b(nc|ncat|netcat|socat)\b|/dev/(tcp|udp)/|"
+     + then(r"\b(?:curl|wget)\b", r"(\s-[dFT]\s*@|--data(-\w+)?\s+@|--upload-file|--post-file)", within="."),
      "sending data over the network (nc, /dev/tcp, curl -d @file): files could leave the machine"),
 ]
 
@@ -76,11 +94,23 @@ def command_policy(command):
     return None
 
 
+def length_guard(workspace, name, args):
+    """First of the hooks: text too long to judge is refused unread, never waved through. Resolving a
+    megabyte of path takes minutes, and a long command is a script better kept in a file."""
+    if name in FILE_TOOLS and len(args["path"]) > MAX_PATH_CHARS:
+        return (f"the path is {len(args['path']):,} characters long; no file system takes a path longer than "
+                f"{MAX_PATH_CHARS:,} characters (Linux's PATH_MAX), so it names no file")
+    if name == "shell" and len(args["command"]) > MAX_COMMAND_CHARS:  # a script pasted into `python -c`
+        return (f"the command is {len(args['command']):,} characters long, over the {MAX_COMMAND_CHARS:,} the "
+                "command policy reads. Write the script to a file with write_file, then run that file.")
+    return None
+
+
 def shell_policy(workspace, name, args):
     return command_policy(args["command"]) if name == "shell" else None
 
 
-PRE_TOOL_USE = [path_guard, shell_policy]
+PRE_TOOL_USE = [length_guard, path_guard, shell_policy]
 
 
 def pre_tool_use(workspace, name, args):

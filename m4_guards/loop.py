@@ -6,29 +6,41 @@ from pathlib import Path
 
 from .guards import MAX_SECONDS, MAX_TURNS, REPEAT_LIMIT, Budget, Record, RepeatGuard, Stopped, brief, repeat_warning
 from .hooks import NEEDS_PERMISSION, ask_user, pre_tool_use
-from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, check_call, parse_arguments, run_tool
+from .llm import LLMError
+from .tools import SCHEMAS, SHELL_TIMEOUT, TOOLS, canonical, check_call, run_tool
 
 SYSTEM_PROMPT = """You are an agent working in a folder on the user's computer (the workspace).
 Use the tools to look at and change files; do the work yourself instead of telling the user how.
 Read before you answer: never invent what a file says. When the task is done, answer briefly
 with what you did."""
+CUT = ("[harness] Your last reply was cut off at the length limit (max_tokens={}), so none of its tool calls ran. "
+       "Continue with a shorter reply: fewer or smaller tool calls, less text.")
+EMPTY = "[harness] Your reply was empty. Answer the task in words, or call a tool."
+NO_ANSWER = "(The model gave no answer. The [tool] lines above show what it did.)"
+VALID_CALL = ('A valid call looks like {"name": "read_file", "arguments": {"path": "notes.txt"}}; the tools are: '
+              + ", ".join(TOOLS) + ".")  # said after what was wrong with a call the door could not read
 
 
 class Stats:
     """What the [stats] line reports: model calls, tool calls, and the server's own token counts."""
 
     def __init__(self):
-        self.turns = self.tool_calls = self.prompt_tokens = self.completion_tokens = 0
+        self.turns = self.tool_calls = self.prompt_tokens = self.completion_tokens = self.uncounted = 0
         self.started = time.monotonic()
 
     def count_turn(self, usage):
         self.turns += 1
-        self.prompt_tokens += usage.get("prompt_tokens") or 0
-        self.completion_tokens += usage.get("completion_tokens") or 0
+        self.uncounted += "prompt_tokens" not in usage and "completion_tokens" not in usage  # some servers send none
+        self.prompt_tokens += usage.get("prompt_tokens", 0)
+        self.completion_tokens += usage.get("completion_tokens", 0)
 
     def line(self):
-        return (f"[stats] turns={self.turns} tool_calls={self.tool_calls} prompt_tokens={self.prompt_tokens} "
-                f"completion_tokens={self.completion_tokens} seconds={time.monotonic() - self.started:.1f}")
+        unknown = self.turns and self.uncounted == self.turns  # "?": a 0 would be a measurement nobody made
+        missing = f" usage_missing_turns={self.uncounted}" if self.uncounted and not unknown else ""
+        return (f"[stats] turns={self.turns} tool_calls={self.tool_calls} "
+                f"prompt_tokens={'?' if unknown else self.prompt_tokens} "
+                f"completion_tokens={'?' if unknown else self.completion_tokens} "
+                f"seconds={time.monotonic() - self.started:.1f}{missing}")
 
 
 def system_prompt(workspace):
@@ -39,51 +51,68 @@ def system_prompt(workspace):
     return SYSTEM_PROMPT
 
 
+# exercise(m1): Write run_agent: ask the model, run every tool call it asks for and answer each with a tool message paired to the call by the id the server gave it, and repeat until it answers without tool calls; past max_turns raise Stopped.
 def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, transcript=None,
               shell_timeout=SHELL_TIMEOUT, approve=ask_user, max_seconds=MAX_SECONDS):
     """Loop until the model answers without tool calls; return that answer. Raise Stopped, with an
     account of what was done, when a budget runs out or the model keeps repeating itself."""
     messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
     budget, repeats, record = Budget(max_turns, max_seconds), RepeatGuard(), Record()
+    was_cut = nudged = False
     for turn in itertools.count():
+        save_transcript(transcript, messages)  # before each model call, so a failed call still leaves the story
         limit = budget.exceeded(turn)  # between turns: the only moment the loop itself can stop
         if limit:
             raise Stopped(limit, record.account())
-        message, usage, _ = client.chat(messages, tools=SCHEMAS)
+        try:  # what is left of --max-seconds bounds the reply too: a runaway reply is cut short, not waited for
+            message, usage, finish_reason = client.chat(messages, tools=SCHEMAS, timeout=budget.seconds_left())
+        except LLMError:
+            if budget.exceeded(turn):  # the reply ran out of the run's time: a limit (exit 3), not a failure
+                raise Stopped(budget.exceeded(turn), record.account()) from None
+            raise
         stats.count_turn(usage)
+        problems, notice = message.pop("_problems", {}), message.pop("_notice", None)  # the door's notes, not sent
+        if finish_reason == "length":  # cut off mid-reply: a call in it may be cut too, so none of them runs
+            if was_cut:
+                raise Stopped(f"the model's reply was cut at the length limit twice (max_tokens={client.max_reply_tokens})",
+                              record.account())
+            was_cut = True
+            echo(f"  [harness] the reply was cut at max_tokens={client.max_reply_tokens}: its calls did not run")
+            messages += [{"role": "assistant", "content": message["content"]},
+                         {"role": "user", "content": CUT.format(client.max_reply_tokens)}]
+            continue
         messages.append(message)
-        calls = message.get("tool_calls") or []
-        if not calls:  # no tool calls = the model is done (finish_reason alone is not trusted)
-            save_transcript(transcript, messages)
-            return message.get("content") or ""
-        for number, call in enumerate(calls, 1):
-            repeats.see(call)  # before it runs: running it replaces broken arguments with {}
-            run_tool_call(call, f"call_{turn + 1}_{number}", workspace, messages, stats, echo, shell_timeout, approve)
-            record.note(call, messages[-1]["content"])
+        if not message.get("tool_calls"):  # no tool calls = the model is done (finish_reason alone is not trusted)
+            if message["content"].strip() or nudged:  # an empty answer gets one [harness] nudge
+                save_transcript(transcript, messages)
+                return message["content"].strip() or NO_ANSWER
+            nudged = True
+            messages.append({"role": "user", "content": EMPTY})
+            continue
+        for call in message["tool_calls"]:
+            name, arguments, problem = call["function"]["name"], call["function"]["arguments"], problems.get(call["id"])
+            shown = json.dumps(json.loads(arguments), ensure_ascii=False, sort_keys=True)  # one line, one spelling
+            echo(f"  [tool] {name}({shown})")
+            repeats.see(call, problem)
+            result = (f"ERROR: {problem}. {VALID_CALL}" if problem
+                      else checked_run(workspace, name, arguments, shell_timeout, approve))
+            echo(f"    -> {(result.splitlines() or [''])[0][:160]}")
+            stats.tool_calls += 1
+            record.note(call, result)
+            # The one rule of the loop: each result answers its call by the id the server gave that call.
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+        if notice:  # after all of the turn's results: a message between two of them breaks the pairing
+            messages.append({"role": "user", "content": notice})
         repeated = repeats.end_turn()
         if repeated and repeats.warnings == 1:  # after all of this turn's results, never between them
             messages.append({"role": "user", "content": repeat_warning(repeated)})
-        save_transcript(transcript, messages)
         if repeated and repeats.warnings > 1:
+            save_transcript(transcript, messages)
             raise Stopped(f"the model made the same call {REPEAT_LIMIT} times in a row again, after a [harness] "
                           f"warning: {brief(repeated)}", record.account())
 
 
-def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout, approve):
-    """Run one call and append its result, paired to the call by the id the server gave it."""
-    function = call.setdefault("function", {})
-    name, arguments = function.get("name"), function.get("arguments")
-    # The call stays in the history, so it must stay sendable: Ollama's /v1 answers 400 to every later
-    # request once a past call carries broken JSON. Keep the parsed arguments ({} if they did not parse),
-    # and give a call the server sent without an id one of ours, so its result can still be paired.
-    function["arguments"] = canonical(parse_arguments(arguments)[0])
-    call["id"] = call.get("id") or spare_id
-    echo(f"  [tool] {name}({function['arguments']})")
-    stats.tool_calls += 1
-    result = checked_run(workspace, name, arguments, shell_timeout, approve)
-    messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-
-
+# exercise(m3): Write checked_run: check the call, run the pre_tool_use hooks (a reason means BLOCKED), ask before a write or a shell command (a no means DENIED), and only then run the tool.
 def checked_run(workspace, name, arguments, shell_timeout, approve):
     """The choke point: every call passes here after it is parsed and before it runs. The hooks come
     first, so a blocked call never reaches the user; then writes and commands need the user's yes."""
@@ -99,6 +128,6 @@ def checked_run(workspace, name, arguments, shell_timeout, approve):
 
 
 def save_transcript(path, messages):
-    """Rewritten after every turn, so a crash still leaves the story so far."""
+    """Rewritten every turn, so a crash still leaves the story so far."""
     if path:
         Path(path).write_text(json.dumps(messages, indent=2), encoding="utf-8")

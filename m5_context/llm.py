@@ -53,6 +53,7 @@ class Client:
         self.timeout = timeout  # a cold model can take a minute or more to load
         self.max_reply_tokens = max_reply_tokens
 
+    # exercise(m0): Write Client.chat: POST the model, the messages, max_tokens (and the tools, when given) to self.url, and return parse_completion's (message, usage, finish_reason), turning every failure into an LLMError that gives advice.
     def chat(self, messages, tools=None, timeout=None):
         """Send the conversation; return (canonical assistant message, usage, finish_reason).
 
@@ -65,7 +66,7 @@ class Client:
             with requests.post(self.url, json=body, headers=headers, timeout=wait, stream=True) as response:
                 raw = read_body(response, time.monotonic() + wait)
         except requests.exceptions.RequestException as e:
-            raise LLMError(explain_network_error(e, self.url, wait)) from None
+            raise LLMError(explain_network_error(e, self.url, wait, wait < self.timeout)) from None
         if response.status_code != 200:
             raise status_error(response.status_code, raw, self.url, self.model)
         return parse_completion(raw, self.url, self.model)
@@ -216,7 +217,9 @@ def canonical_arguments(arguments):
         return "{}", f"the arguments are not valid JSON ({e}): {arguments[:200]!r}"
     if not isinstance(value, dict):
         return "{}", f"the arguments must be a JSON object, not {arguments[:200]!r}"
-    return dump_object(value)
+    if isinstance(strict_json(arguments), str):
+        return dump_object(value)
+    return escape_surrogates(arguments), None   # the model's own spelling, byte for byte
 
 
 def strict_json(text):
@@ -234,9 +237,15 @@ def strict_json(text):
 
 def dump_object(value):
     try:
-        return clean(json.dumps(value, ensure_ascii=False, allow_nan=False)), None
+        return escape_surrogates(json.dumps(value, ensure_ascii=False, allow_nan=False)), None
     except (ValueError, TypeError, RecursionError) as e:
         return "{}", f"the arguments cannot be sent back as JSON ({e})"
+
+
+def escape_surrogates(json_text):
+    """A lone surrogate can only sit inside a JSON string: write it as its \\u escape, which every
+    server reads back, and the tool still sees (and refuses) exactly what the model sent."""
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", json_text)
 
 
 def describe(value):
@@ -269,8 +278,12 @@ def is_count(value):
 
 # --- Errors, in words --------------------------------------------------------------------------
 
-def explain_network_error(error, url, timeout):
+def explain_network_error(error, url, timeout, budget=False):
+    """budget: the timeout was the time left of the run (--max-seconds), not the client's own."""
     text = str(error)
+    if isinstance(error, requests.exceptions.Timeout) and budget:
+        return (f"The model server at {url} did not finish its answer within the {timeout:g} s left of the "
+                "run's time limit (--max-seconds). Give the run more time, or ask for less at once.")
     if isinstance(error, requests.exceptions.Timeout):
         return (f"The model server at {url} did not answer within {timeout:g} s. "
                 "A large model may still be loading; try again, or try a smaller model.")
@@ -370,9 +383,10 @@ def context_overflow(raw, detail, url):
     return ContextOverflow(overflow_message(prompt, window, f"The server at {url} said: {detail}"), prompt, window)
 
 
-def overflow_message(prompt, window, said):
-    numbers = f" ({prompt or '?'} prompt tokens, the window holds {window or '?'})"
-    return (f"The conversation no longer fits the model's context window{numbers}. {said}. "
-            "What to do: give the task in smaller steps; use a model with a longer context; give the server "
-            "a bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has --context-window, "
-            "set it to the server's real window so old tool results are cut in time.")
+def overflow_message(prompt, window, said, sure=True):
+    numbers = [f"{prompt} prompt tokens" if prompt else "", f"the window holds {window}" if window else ""]
+    numbers = f" ({'; '.join(n for n in numbers if n)})" if any(numbers) else ""
+    lead = f"The conversation no longer fits the model's context window{numbers}. " if sure else ""
+    return (f"{lead}{said}. What to do: give the task in smaller steps; use a model with a longer context; give "
+            "the server a bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has "
+            "--context-window, set it to the server's real window so old tool results are cut in time.")

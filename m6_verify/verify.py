@@ -11,6 +11,7 @@ from pathlib import Path
 MAX_ROUNDS = 3  # failing writes of one file in a row that get checked; aider also stops after 3 fix-up rounds
 
 
+# exercise(m6): Write check_python: after a successful write_file of a .py file, compile it and return a [harness] note with the error, checking one file for at most MAX_ROUNDS failing writes in a row.
 def check_python(workspace, name, args, result, memory):
     """After write_file of a .py file: compile it, and when that fails, say where and what.
     Nothing is added when it compiles, so a good write reads exactly as before."""
@@ -48,6 +49,7 @@ def compile_error(file, shown_as):
 POST_TOOL_USE = [check_python]
 
 
+# exercise(m6): Write post_tool_use: run every POST_TOOL_USE hook on the result of a call that ran, append each note after a blank line, and turn a hook that crashes into a note.
 def post_tool_use(workspace, name, args, result, memory):
     """Run every post hook on a call that ran; each may append a note to its result. `memory` is one
     dict per run, where a hook keeps what it needs to remember between calls."""

@@ -2,6 +2,7 @@
 import argparse
 import os
 import sys
+from urllib.parse import urlsplit
 
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .hooks import approve_everything, ask_user
@@ -18,9 +19,44 @@ def printable(text):
     return "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
 
 
+def usage_problem(args, extra):
+    """What makes the command line unusable, found before the first model call (exit 2) rather than
+    after the model's work is spent: stray words, a URL requests cannot use, a transcript path that
+    cannot be written."""
+    if extra:  # `... find the budget` without quotes: only "find" became the task
+        quote = "" if any(e.startswith("-") for e in extra) else f'; put the task in quotes: "{" ".join([args.task, *extra])}"'
+        return f"unrecognized arguments: {' '.join(extra)}{quote}"
+    try:
+        url = urlsplit(args.base_url)
+        bad_url = url.scheme not in ("http", "https") or not url.hostname or url.port == 0
+    except ValueError:  # 'http://[::1', or a port that is not a number from 0 to 65535
+        bad_url = True
+    if bad_url:
+        return (f"--base-url {args.base_url!r} is not an http(s) URL with a host (and a port from 1 to 65535); "
+                f"for example --base-url {DEFAULT_BASE_URL}")
+    path = args.transcript
+    if path is None:
+        return None
+    if not path or os.path.isdir(path):
+        return f"--transcript {path!r} is not a file name; for example --transcript run.json"
+    if not os.path.isdir(os.path.dirname(path) or "."):
+        return f"--transcript {path!r}: the folder {os.path.dirname(path)!r} does not exist"
+    existed = os.path.lexists(path)
+    try:  # open it as the transcript will be written, without emptying it (O_NONBLOCK: a FIFO cannot hang us)
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK))
+    except OSError as e:
+        return f"--transcript {path!r} cannot be written: {e.strerror}"
+    if not existed:
+        os.remove(path)  # it was only a test: leave nothing behind
+    return None
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m m8_vision",
-                                     description="Run the agent on TASK, using the current folder as its workspace.")
+                                     description="Run the agent on TASK, using the current folder as its workspace.",
+                                     epilog="exit codes: 0 the model finished, 1 a runtime failure (e.g. no server), "
+                                            "2 a usage error, 3 stopped by a limit (not confirmed complete), "
+                                            "130 interrupted (Ctrl-C)")
     parser.add_argument("task", help="what the agent should do, in plain words")
     parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
                         help="model name (env TINYHARNESS_MODEL, default %(default)s)")
@@ -40,7 +76,9 @@ def parse_args(argv):
                         help="the model's context length, for the warnings when it fills (default %(default)s)")
     parser.add_argument("--image", metavar="PATH_OR_URL",
                         help="attach an image (PNG, JPEG or WebP; a file or an http(s) URL) to the task")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if problem := usage_problem(args, extra):
+        parser.error(problem)
     if not args.task.strip():
         parser.error("the task is empty")
     if args.max_turns < 1:
@@ -52,7 +90,7 @@ def parse_args(argv):
     if args.context_window < 1:
         parser.error("--context-window must be 1 or more")
     try:  # a bad image is a usage error (exit 2), found before any model call
-        args.image = image_part(*load_attachment(args.image, os.getcwd())) if args.image else None
+        args.image = image_part(*load_attachment(args.image, os.getcwd())) if args.image is not None else None
     except ImageError as e:
         parser.error(f"--image: {e}")
     return args

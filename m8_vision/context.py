@@ -15,6 +15,8 @@ import json
 from .vision import count_images, without_images
 
 STUB_PREFIX = "[cut by the harness: "
+REREADABLE = ("list_dir", "read_file")  # tools that change nothing: calling again is safe
+REPEAT_WARNING = "not shown again: running it again would repeat what it did"
 CONTEXT_WINDOW = 8192  # tokens, for the warnings only (/v1 cannot set Ollama's length); --context-window changes it
 
 
@@ -44,10 +46,17 @@ def stub(message, described):
     """The message with its content replaced by a note saying what was cut and how to get it back.
     Deterministic: the same message always gives the same stub, so a stub once sent never changes."""
     call = described.get(message.get("tool_call_id"), "a tool call")
-    text = f"{STUB_PREFIX}{call} returned {len(message['content']):,} characters; call it again if you need them]"
+    text = f"{STUB_PREFIX}{call} returned {len(message['content']):,} characters; {how_to_get_back(call)}]"
     return {**message, "content": text}
 
 
+def how_to_get_back(call):
+    """Reading again is harmless; running a command again repeats what it did (a second install, a
+    second append), so a command's stub must not invite it."""
+    return "call it again if you need them" if call.split("(")[0] in REREADABLE else REPEAT_WARNING
+
+
+# exercise(m5): Write older_results: the positions of the tool results older than the newest `keep` that the model has already seen (those before its last reply).
 def older_results(messages, keep):
     """Positions of the tool results older than the newest `keep` that the model has already seen.
     Results added after the model's last reply have never been sent: cutting one would hide it for good."""
@@ -63,6 +72,7 @@ def cuttable(message, limit):
             and not content.startswith(STUB_PREFIX))
 
 
+# exercise(m5): Write sliding_scissors: return a new list in which every old, cuttable tool result is replaced by its stub and every other message is unchanged.
 def sliding_scissors(messages, keep=2, limit=200):
     """Stub every tool result older than the newest `keep` that is longer than `limit` characters.
 

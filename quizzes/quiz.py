@@ -1,21 +1,30 @@
-"""Three questions per stage: parse a stage's QUIZ.md, ask, score, remember.
+"""Three questions per stage: read a stage's QUIZ.md and its key, ask in a shuffled order, score, remember.
 
-The format of QUIZ.md (every stage folder has one):
+QUIZ.md (every stage folder has one) holds the questions only, so reading it gives nothing away:
 
     # Quiz: m1_loop
+
+    (an optional paragraph)
 
     ## 1. Who writes the `id` of a tool call?
 
     - A) The model
     - B) The serving layer
     - C) The harness
+    - D) The HTTP library
 
-    Answer: B
+The answers live out of sight, in quizzes/keys/<stage folder>.json, next to the stage folders:
 
-    Explanation: Why, pointing at the code: `llm.py:Client.chat`.
+    {"stage": "m1_loop", "questions": [
+      {"answer": "B",
+       "misconceptions": {"A": "what a learner who picks A believes", "C": "...", "D": "..."},
+       "explanation": "Why, pointing at the code: `llm.py:Client.chat`.",
+       "confirm": "a command that shows the answer (only on the 'predict what happens' question)"},
+      ...]}
 
-Exactly three questions, 3-5 options lettered A, B, C... in order. A code reference
-is a backticked `file.py:name` (or `file.py:Class.method`) in that stage's folder.
+Exactly three questions, 3-5 options lettered A, B, C... in order. Every attempt shows the options in a
+new order, lettered afresh, so a remembered letter is worth nothing; answers are mapped back to the key.
+A code reference in an explanation is a backticked `file.py:name` (or `file.py:Class.method`).
 """
 from __future__ import annotations
 
@@ -23,19 +32,20 @@ import ast
 import datetime
 import json
 import os
+import random
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository root, next to the stages
 PROGRESS_FILE = ".tinyharness-progress.json"
+KEYS_FOLDER = Path("quizzes") / "keys"      # relative to the folder that holds the stages
 QUESTIONS = 3
 LETTERS = "ABCDE"
 
 HEADING = re.compile(r"## (\d+)\.\s+(.+)")
 OPTION = re.compile(r"- ([A-Za-z])\)\s+(.+)")
-ANSWER = re.compile(r"Answer:\s*(\S*)")
 REFERENCE = re.compile(r"`([\w./-]+\.py):([A-Za-z_][\w.]*)`")
 
 
@@ -44,7 +54,7 @@ class QuizError(Exception):
 
 
 class QuizFormatError(QuizError):
-    """QUIZ.md does not follow the format above."""
+    """QUIZ.md or its key does not follow the format above."""
 
 
 class UnknownStage(QuizError):
@@ -55,17 +65,33 @@ class UnknownStage(QuizError):
 class Question:
     number: int
     text: str
-    options: dict[str, str]  # letter -> text, in order
-    answer: str
-    explanation: str
+    options: dict[str, str]  # letter -> text, in the order of QUIZ.md
+    answer: str = ""         # the letter of the right option, from the key
+    explanation: str = ""
+    misconceptions: dict[str, str] = field(default_factory=dict)  # wrong letter -> the belief behind it
+    confirm: str = ""        # a command that shows the answer ('predict what happens' questions)
 
+
+class Score(tuple):
+    """(right, total), as run_quiz always returned, plus `finished`: False when the quiz was stopped."""
+
+    def __new__(cls, right: int, total: int, finished: bool = True):
+        score = super().__new__(cls, (right, total))
+        score.finished = finished
+        return score
+
+
+# --- reading the questions and the key --------------------------------------------------------
 
 def parse_quiz(text: str) -> list[Question]:
+    """The questions of a QUIZ.md, without answers. A closing <details> block is not read."""
     lines = text.splitlines()
     if not next((line for line in lines if line.strip()), "").startswith("# Quiz:"):
         raise QuizFormatError("the first line must be '# Quiz: <stage>'")
     sections = []  # (heading match, lines below it)
     for line in lines:
+        if line.lstrip().startswith("<details"):
+            break  # answers for readers of the file, at the very end: the runner has the key
         if line.startswith("## "):
             heading = HEADING.fullmatch(line.strip())
             if not heading:
@@ -82,19 +108,16 @@ def _parse_question(expected: int, heading: re.Match, body: list[str]) -> Questi
     where = f"question {expected}"
     if int(heading[1]) != expected:
         raise QuizFormatError(f"{where} is numbered {heading[1]}; questions go 1, 2, 3")
-    text, options, answer, explanation = [heading[2].strip()], {}, None, None
+    text, options = [heading[2].strip()], {}
     for line in body:
         stripped = line.strip()
-        if explanation is not None:  # the explanation runs to the next question
-            explanation.append(stripped)
+        if stripped.startswith("<!--") or stripped.lower().startswith(("answer:", "explanation:")):
+            if not stripped.startswith("<!--"):
+                raise QuizFormatError(f"{where}: answers and explanations go in the key, not in QUIZ.md")
         elif option := OPTION.fullmatch(stripped):
-            if option[1] in options or answer is not None:
-                raise QuizFormatError(f"{where}: option {option[1]}) repeated or after the Answer")
+            if option[1] in options:
+                raise QuizFormatError(f"{where}: option {option[1]}) repeated")
             options[option[1]] = option[2].strip()
-        elif found := ANSWER.fullmatch(stripped):
-            answer = found[1].upper()
-        elif stripped.startswith("Explanation:"):
-            explanation = [stripped.removeprefix("Explanation:").strip()]
         elif stripped and not options:  # more question text (e.g. a code line)
             text.append(line.rstrip())
         elif stripped:
@@ -103,14 +126,58 @@ def _parse_question(expected: int, heading: re.Match, body: list[str]) -> Questi
     if not 3 <= len(options) <= 5 or letters != LETTERS[: len(options)]:
         raise QuizFormatError(
             f"{where}: needs 3-5 options '- A) ...' lettered A, B, C... in order, got {letters or 'none'}")
-    if answer is None:
-        raise QuizFormatError(f"{where}: missing the 'Answer: X' line (before 'Explanation:')")
-    if answer not in options:
-        raise QuizFormatError(f"{where}: Answer {answer!r} is not one of the options {letters}")
-    if not explanation or not "".join(explanation):
-        raise QuizFormatError(f"{where}: missing the 'Explanation:' paragraph")
-    return Question(expected, "\n".join(text), options, answer, "\n".join(explanation).strip())
+    return Question(expected, "\n".join(text), options)
 
+
+def key_path(stage_dir) -> Path:
+    stage_dir = Path(stage_dir)
+    return stage_dir.parent / KEYS_FOLDER / f"{stage_dir.name}.json"
+
+
+def apply_key(questions: list[Question], key: dict) -> list[Question]:
+    """Fill in answer, explanation, misconceptions and confirm from a key; checks they fit."""
+    entries = key.get("questions") if isinstance(key, dict) else None
+    if not isinstance(entries, list) or len(entries) != len(questions):
+        raise QuizFormatError(f"the key needs a 'questions' list of {len(questions)} entries")
+    for q, entry in zip(questions, entries):
+        where = f"key of question {q.number}"
+        if not isinstance(entry, dict):
+            raise QuizFormatError(f"{where}: expected an object")
+        answer = str(entry.get("answer", "")).upper()
+        if answer not in q.options:
+            raise QuizFormatError(f"{where}: answer {answer!r} is not one of the options {''.join(q.options)}")
+        explanation = str(entry.get("explanation", "")).strip()
+        if not explanation:
+            raise QuizFormatError(f"{where}: missing the explanation")
+        q.answer, q.explanation = answer, explanation
+        q.misconceptions = dict(entry.get("misconceptions") or {})
+        q.confirm = str(entry.get("confirm", "")).strip()
+    return questions
+
+
+def load_quiz(stage_dir) -> list[Question]:
+    """The questions of a stage folder with their key applied."""
+    stage_dir = Path(stage_dir)
+    quiz_file, keys = stage_dir / "QUIZ.md", key_path(stage_dir)
+    if not quiz_file.is_file():
+        raise QuizError(f"{stage_dir.name} has no QUIZ.md yet")
+    try:
+        questions = parse_quiz(quiz_file.read_text(encoding="utf-8"))
+    except QuizFormatError as e:
+        raise QuizFormatError(f"{stage_dir.name}/QUIZ.md: {e}") from None
+    try:
+        key = json.loads(keys.read_text(encoding="utf-8"))
+    except OSError:
+        raise QuizError(f"{stage_dir.name} has no answer key ({KEYS_FOLDER.as_posix()}/{keys.name})") from None
+    except ValueError as e:
+        raise QuizFormatError(f"{KEYS_FOLDER.as_posix()}/{keys.name} is not valid JSON: {e}") from None
+    try:
+        return apply_key(questions, key)
+    except QuizFormatError as e:
+        raise QuizFormatError(f"{KEYS_FOLDER.as_posix()}/{keys.name}: {e}") from None
+
+
+# --- code references in explanations ----------------------------------------------------------
 
 def code_references(explanation: str) -> list[tuple[str, str]]:
     """The backticked `file.py:name` references, in order."""
@@ -143,6 +210,8 @@ def _definitions(body: list[ast.stmt]) -> dict[str, ast.stmt]:
     return names
 
 
+# --- stages and progress ----------------------------------------------------------------------
+
 def list_stages(root=None) -> list[Path]:
     """The stage folders m0_llm/, m1_loop/, ... that exist, in order."""
     folders = [p for p in Path(root or ROOT).glob("m[0-9]_*") if p.is_dir()]
@@ -165,85 +234,123 @@ def progress_file() -> Path:
 
 
 def load_progress(path=None) -> dict:
-    """{stage folder name: {"best", "total", "last_score", "last_date"}}"""
+    """{stage folder name: {"best", "total", "last_score", "last_date"}}; entries of another shape are dropped."""
     try:
         data = json.loads(Path(path or progress_file()).read_text(encoding="utf-8"))
     except (OSError, ValueError):  # not taken yet, or unreadable: start afresh
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return {stage: entry for stage, entry in data.items() if isinstance(entry, dict)
+            and isinstance(entry.get("best"), int) and isinstance(entry.get("total"), int)}
 
 
 def record_score(stage: str, score: int, total: int, path=None) -> dict:
+    """Update this stage's entry; everything else in the file (the exercises' record) is kept as it is."""
     path = Path(path or progress_file())
-    progress = load_progress(path)
-    best = max(score, progress.get(stage, {}).get("best", 0))
+    best = max(score, load_progress(path).get(stage, {}).get("best", 0))
     entry = {"best": best, "total": total, "last_score": score,
              "last_date": datetime.date.today().isoformat()}
-    progress[stage] = entry
-    path.write_text(json.dumps(progress, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    data[stage] = entry
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return entry
 
 
+def passed(entry: dict | None) -> bool:
+    """A quiz is passed once a finished attempt got every question right."""
+    return bool(entry) and entry["total"] > 0 and entry["best"] >= entry["total"]
+
+
 def progress_label(entry: dict | None) -> str:
-    return f"quiz {entry['best']}/{entry['total']}" if entry else "quiz not taken"
+    if not entry:
+        return "quiz not taken"
+    return f"quiz {entry['best']}/{entry['total']}" + (" passed" if passed(entry) else "")
 
 
-def run_quiz(stage, input=input, output=print, progress_path=None, root=None) -> tuple[int, int]:
-    """Ask the questions of `stage` (a name like m1, or a folder path); returns (score, total).
+# --- asking -----------------------------------------------------------------------------------
 
-    End of input (Ctrl-D) stops the quiz: the score so far is returned and nothing is saved.
+def shuffled(question: Question, rng: random.Random) -> list[str]:
+    """The original letters of the options in the order this attempt shows them."""
+    order = list(question.options)
+    rng.shuffle(order)
+    return order
+
+
+def run_quiz(stage, input=input, output=print, progress_path=None, root=None, rng=None) -> Score:
+    """Ask the questions of `stage` (a name like m1, or a folder path); returns (right, total).
+
+    The options come in a new order on every attempt (`rng`, a random.Random, fixes it for tests).
+    End of input (Ctrl-D) stops the quiz: the result has `finished` False and nothing is saved.
+    Ctrl-C says that nothing was saved and raises KeyboardInterrupt again.
     """
     stage_dir = Path(stage) if isinstance(stage, os.PathLike) else find_stage(stage, root)
-    quiz_file = stage_dir / "QUIZ.md"
-    if not quiz_file.is_file():
-        raise QuizError(f"{stage_dir.name} has no QUIZ.md yet")
-    try:
-        questions = parse_quiz(quiz_file.read_text(encoding="utf-8"))
-    except QuizFormatError as e:
-        raise QuizFormatError(f"{stage_dir.name}/QUIZ.md: {e}") from None
+    questions = load_quiz(stage_dir)
+    rng = rng or random.Random()
     score, total = 0, len(questions)
     output(f"Quiz: {stage_dir.name}, {total} questions. Type a letter and Enter (Ctrl-D stops).")
     for q in questions:
+        order = shuffled(q, rng)
+        shown = dict(zip(LETTERS, order))  # the letter on screen -> the letter in QUIZ.md and the key
         output(f"\n{q.number}. {q.text}")
-        for letter, text in q.options.items():
-            output(f"   {letter}) {text}")
-        choice = _ask(q.options, input, output)
+        for letter, original in shown.items():
+            output(f"   {letter}) {q.options[original]}")
+        try:
+            choice = _ask(shown, input, output)
+        except KeyboardInterrupt:
+            output(f"\nQuiz interrupted after {q.number - 1} of {total} questions; nothing saved.")
+            raise
         if choice is None:
-            output(f"\nQuiz stopped after {q.number - 1} of {total} questions; nothing saved.")
-            return score, total
-        if choice == q.answer:
+            output(f"\nQuiz not finished: stopped after {q.number - 1} of {total} questions; nothing saved.")
+            return Score(score, total, finished=False)
+        right = LETTERS[order.index(q.answer)]
+        if shown[choice] == q.answer:
             score += 1
             output("Right.")
         else:
-            output(f"Wrong: the answer is {q.answer}) {q.options[q.answer]}")
+            output(f"Wrong: the answer is {right}) {q.options[q.answer]}")
+            if q.misconceptions.get(shown[choice]):  # the belief behind the option picked, and what is true
+                output(f"Why not {choice}): {q.misconceptions[shown[choice]]}")
         output(f"Explanation: {q.explanation}")
+        if q.confirm:
+            output("See for yourself, from the repository's folder:")
+            for line in q.confirm.splitlines():
+                output(f"    {line}")
     entry = record_score(stage_dir.name, score, total, progress_path)
     output(f"\nScore: {score}/{total} (best so far: {entry['best']}/{total}).")
-    return score, total
+    return Score(score, total)
 
 
-def _ask(options: dict[str, str], input, output) -> str | None:
-    """Read until the reply is one of the option letters; None at end of input."""
-    letters = ", ".join(options)
+def _ask(shown: dict[str, str], input, output) -> str | None:
+    """Read until the reply is one of the letters on screen; None at end of input."""
+    letters = ", ".join(shown)
     while True:
         try:
             reply = input(f"Your answer ({letters}): ")
-        except (EOFError, KeyboardInterrupt):
+        except EOFError:
             return None
         letter = reply.strip().rstrip(")").upper()
-        if letter in options:
+        if letter in shown:
             return letter
         output(f"Please type one of {letters}.")
 
 
 def take_quiz(stage: str, root=None, input=input, output=print) -> int:
-    """run_quiz for a command line: errors become one message on stderr and an exit code."""
+    """run_quiz for a command line. Exit codes: 0 finished (whatever the score: the progress file and
+    `tinyharness course list` show it), 1 not finished (end of input) or the quiz cannot be read,
+    2 unknown stage, 130 Ctrl-C. Only a finished quiz is recorded."""
     try:
-        run_quiz(stage, input=input, output=output, root=root)
+        result = run_quiz(stage, input=input, output=output, root=root)
+    except KeyboardInterrupt:
+        return 130
     except UnknownStage as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except (QuizError, OSError) as e:  # OSError: the progress file could not be written
         print(f"error: {e}", file=sys.stderr)
         return 1
-    return 0
+    return 0 if result.finished else 1

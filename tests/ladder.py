@@ -2,17 +2,34 @@
 
 A behaviour introduced at stage K is tested on K, on every later stage and on `tinyharness run`:
 parametrise a test with `stages_from("m2")` and it grows as stages are added.
+
+`run_stage` calls the stage's own `main(argv)` in this process, with the workspace as the current
+folder, its own environment, stdin and captured stdout/stderr: the same code path as `python -m
+stage`, without starting a Python (and importing requests) for each of a thousand runs. A test
+where the process itself matters (signals, a crash, the interpreter's exit) passes in_process=False;
+LADDER_SUBPROCESS=1 runs every test that way, to check that nothing depends on the shortcut.
 """
+import atexit
+import contextlib
+import importlib
+import io
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
+import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = sorted(p.name for p in ROOT.glob("m[0-9]_*") if (p / "__main__.py").is_file())
 FINAL = "tinyharness"
 FINAL_LEVEL = 8  # the highest stage whose lesson tinyharness/ has merged; raise it with each merge
+STAGE_DIR_ENV = "TINYHARNESS_STAGE_DIR"  # a learner's copy of one stage (`tinyharness course check --mine`)
 
 
 def level(stage):
@@ -33,8 +50,29 @@ def command(stage, *args):
     return [sys.executable, "-m", stage, *args]
 
 
-def run_stage(stage, workspace, *args, stdin="", timeout=60, env=None, approve=False):
-    """Run a stage's CLI in `workspace` (its cwd); return the CompletedProcess (text mode).
+def import_roots(stage):
+    """The folders a stage's subprocess imports from: the repository, after a learner's copy of this
+    stage when TINYHARNESS_STAGE_DIR names one (a folder called like the stage)."""
+    mine = os.environ.get(STAGE_DIR_ENV)
+    if mine and Path(mine).name == stage:
+        return [str(Path(mine).resolve().parent), str(ROOT)]
+    return [str(ROOT)]
+
+
+_SESSIONS_HOME = []
+
+
+def sessions_home():
+    """One temporary data folder for the whole test run (removed at exit). Next to the workspace it
+    would look like something an attack created outside it (tests/test_m3_attacks.py)."""
+    if not _SESSIONS_HOME:
+        _SESSIONS_HOME.append(tempfile.mkdtemp(prefix="tinyharness-test-data-"))
+        atexit.register(shutil.rmtree, _SESSIONS_HOME[0], True)
+    return _SESSIONS_HOME[0]
+
+
+def run_stage(stage, workspace, *args, stdin="", timeout=60, env=None, approve=False, in_process=True):
+    """Run a stage's CLI in `workspace` (its cwd); return a CompletedProcess (text mode).
 
     approve=True adds --yes on stages that ask permission (m3 on), so a test of an earlier
     lesson can run unchanged on the later stages.
@@ -42,11 +80,88 @@ def run_stage(stage, workspace, *args, stdin="", timeout=60, env=None, approve=F
     if approve and level(stage) >= 3:
         args = ("--yes", *args)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
-    full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env["PYTHONPATH"] = os.pathsep.join(import_roots(stage)) + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env["PYTHONIOENCODING"] = "utf-8"
+    full_env["XDG_DATA_HOME"] = sessions_home()  # sessions go to a folder of the test run: not home, not beside the workspace
     full_env.update(env or {})
-    return subprocess.run(command(stage, *args), cwd=workspace, input=stdin, capture_output=True,
-                          text=True, encoding="utf-8", errors="replace", timeout=timeout, env=full_env)
+    in_process = (in_process and not os.environ.get("LADDER_SUBPROCESS") and imported_as_a_process_would(stage)
+                  and threading.current_thread() is threading.main_thread())
+    if not in_process:
+        return subprocess.run(command(stage, *args), cwd=workspace, input=stdin, capture_output=True,
+                              text=True, encoding="utf-8", errors="replace", timeout=timeout, env=full_env)
+    return run_in_process(stage, workspace, list(args), stdin, timeout, full_env)
+
+
+def imported_as_a_process_would(stage):
+    """True when this process has the stage from where its own process would import it: the repository,
+    or the learner's copy that `course check --mine` loaded (tests/exercise_check.py)."""
+    if stage == FINAL:
+        return True
+    here = Path(importlib.import_module(stage).__file__).resolve().parent.parent
+    return here == Path(import_roots(stage)[0]).resolve()
+
+
+class _TimedOut(BaseException):
+    """Raised into the run by the alarm; a BaseException, so no `except Exception` in the harness eats it."""
+
+
+def run_in_process(stage, workspace, argv, stdin, timeout, env):
+    """`python -m stage ARGV`, in this process: same main(), same streams, exit code as the process's."""
+    if stage == FINAL:
+        main = lambda argv: importlib.import_module("tinyharness.cli").main(["run", *argv])
+    else:
+        main = importlib.import_module(f"{stage}.__main__").main
+    out, err = io.BytesIO(), io.BytesIO()
+    with _process_state(workspace, env, stdin, out, err), _alarm(timeout, command(stage, *argv)):
+        try:
+            code = main(argv)
+        except SystemExit as e:  # argparse's usage errors, sys.exit(): what the process would exit with
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else (print(e.code, file=sys.stderr) or 1))
+        except Exception:  # what the interpreter does with an uncaught exception: a traceback, exit 1
+            traceback.print_exc()
+            code = 1
+    text = lambda buffer: buffer.getvalue().decode("utf-8", errors="replace")
+    return subprocess.CompletedProcess(command(stage, *argv), code, text(out), text(err))
+
+
+@contextlib.contextmanager
+def _process_state(workspace, env, stdin, out, err):
+    """What a new process would have: its cwd, its environment, its three streams; all put back after."""
+    saved = sys.stdin, sys.stdout, sys.stderr, os.getcwd(), dict(os.environ)
+    streams = [io.TextIOWrapper(buffer, encoding="utf-8", write_through=True) for buffer in (out, err)]
+    sys.stdin, (sys.stdout, sys.stderr) = io.StringIO(stdin), streams
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(workspace)
+    try:
+        yield
+    finally:
+        for stream in streams:
+            stream.flush()
+            stream.detach()  # so that dropping the wrapper does not close the buffer we read
+        sys.stdin, sys.stdout, sys.stderr = saved[:3]
+        os.chdir(saved[3])
+        os.environ.clear()
+        os.environ.update(saved[4])
+
+
+@contextlib.contextmanager
+def _alarm(timeout, argv):
+    """subprocess.run's timeout, for a run in this process (SIGALRM; the suite's own limit is put back)."""
+    def expire(signum, frame):
+        raise _TimedOut()
+    started, outer = time.monotonic(), signal.alarm(0)  # the per-test limit from conftest.py, if set
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(max(1, int(timeout + 0.999)))
+    try:
+        yield
+    except _TimedOut:
+        raise subprocess.TimeoutExpired(argv, timeout) from None
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer:
+            signal.alarm(max(1, outer - int(time.monotonic() - started)))
 
 
 def tool_call(name, **arguments):

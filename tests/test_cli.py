@@ -9,15 +9,15 @@ import requests
 from tests.ladder import ROOT
 
 
-def tinyharness(*args, cwd=None, timeout=60, stdin=""):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8"}
+def tinyharness(*args, cwd=None, timeout=60, stdin="", env=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8", **(env or {})}
     env = {k: v for k, v in env.items() if k not in ("TINYHARNESS_BASE_URL", "TINYHARNESS_MODEL")}
     return subprocess.run([sys.executable, "-m", "tinyharness", *args], cwd=cwd or ROOT, capture_output=True,
                           text=True, timeout=timeout, env=env, input=stdin)
 
 
 def test_demo_runs_the_notes_task_offline(tmp_path):
-    result = tinyharness("demo", cwd=tmp_path)
+    result = tinyharness("demo", "--keep", cwd=tmp_path, env={"TMPDIR": str(tmp_path)})  # kept: read what it wrote
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "REPLAYED" in out
@@ -52,7 +52,7 @@ def test_fake_server_command_serves_a_script(tmp_path):
         line = proc.stdout.readline()
         assert line.startswith("Scripted model server on http://127.0.0.1:"), line
         base_url = line.split(" on ", 1)[1].split()[0]
-        answer = requests.post(base_url + "/chat/completions", json={"model": "m", "messages": []}, timeout=10).json()
+        answer = requests.post(base_url + "/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}, timeout=10).json()
         assert answer["choices"][0]["message"]["content"] == "hello from the script"
     finally:
         proc.terminate()

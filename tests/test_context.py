@@ -106,6 +106,19 @@ def test_stub_abridges_long_arguments():
     assert len(stub) < 200 and 'shell("echo yyy' in stub and '..."' in stub
 
 
+@pytest.mark.parametrize("module", ["m5_context", "m6_verify", "m7_eval", "m8_vision", "tinyharness"])
+def test_a_command_stub_does_not_invite_running_it_again(module):
+    # reading a file again is harmless; running `pip install` or `echo x >> log` again is not
+    scissors = __import__(f"{module}.context", fromlist=["sliding_scissors"]).sliding_scissors
+    for policy in [scissors] + ([batch_scissors] if module == "tinyharness" else []):
+        messages = conversation(9000, 9000, 9000, tool="shell")
+        stub = results(policy(messages) if policy is scissors else policy(messages, 2048))[0]
+        assert stub == ('[cut by the harness: shell("notes/0.md") returned 9,000 characters; '
+                        'not shown again: running it again would repeat what it did]'), policy
+        read = results(scissors(conversation(9000, 9000, 9000)))[0]
+        assert read.endswith("returned 9,000 characters; call it again if you need them]")
+
+
 # --- batch_scissors --------------------------------------------------------------------------
 
 WINDOW = 4000   # tokens: high water 3,000 tokens = ~12,000 characters, low water 1,600 tokens

@@ -85,11 +85,24 @@ def test_list_shows_titles_progress_and_what_is_next(root, progress):
     printed = []
     assert course.course_list(output=printed.append, root=root) == 0
     assert printed[:3] == [
-        "m0_a  One door to the model  quiz 3/3",
+        "m0_a  One door to the model  quiz 3/3 passed",
         "m1_b  The loop               quiz 2/3",
         "m2_c  (no README yet)        quiz not taken",
     ]
     assert printed[-1].strip() == "Next: tinyharness course quiz m1"
+
+
+def test_next_is_the_first_stage_whose_quiz_is_not_passed(root, progress):
+    write(root / "m2_c" / "loop.py", "")
+    progress.write_text(json.dumps({"m1_b": {"best": 3, "total": 3}, "m2_c": {"best": 3, "total": 3}}))
+    printed = []
+    course.course_list(output=printed.append, root=root)
+    assert printed[-1].strip() == "Next: tinyharness course quiz m0"   # later passes do not skip m0
+    progress.write_text(json.dumps({"m0_a": {"best": 3, "total": 3}, "m1_b": {"best": 3, "total": 3},
+                                    "m2_c": "garbage"}))
+    printed = []
+    course.course_list(output=printed.append, root=root)
+    assert printed[-1].strip() == "Next: tinyharness course quiz m2"
 
 
 def test_list_congratulates_when_every_quiz_is_full_marks(root, progress):
@@ -100,13 +113,16 @@ def test_list_congratulates_when_every_quiz_is_full_marks(root, progress):
 
 
 def test_quiz_runs_and_records(root, progress, monkeypatch):
-    quiz_text = "# Quiz: m1_b\n" + "".join(
-        f"\n## {n}. Q{n}?\n\n- A) a\n- B) b\n- C) c\n\nAnswer: {a}\n\nExplanation: `loop.py:run`.\n"
-        for n, a in [(1, "A"), (2, "B"), (3, "C")])
+    quiz_text = "# Quiz: m1_b\n" + "".join(f"\n## {n}. Q{n}?\n\n- A) a\n- B) a\n- C) a\n" for n in (1, 2, 3))
     write(root / "m1_b" / "QUIZ.md", quiz_text)
-    monkeypatch.setattr(sys, "stdin", io.StringIO("a\nb\nb\n"))
+    write(root / "quizzes" / "keys" / "m1_b.json", json.dumps({"questions": [
+        {"answer": "A", "explanation": "`loop.py:run`."}] * 3}))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a\nb\n"))
+    assert course.course_quiz("m1", root=root) == 1          # end of input after two: not finished
+    assert not progress.exists()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a\nb\nc\n"))
     assert course.course_quiz("m1", root=root) == 0
-    assert json.loads(progress.read_text())["m1_b"]["best"] == 2
+    assert json.loads(progress.read_text())["m1_b"]["total"] == 3   # the score depends on the shuffle
 
 
 def test_check_runs_the_stage_tests_from_the_root(root, monkeypatch, capsys):

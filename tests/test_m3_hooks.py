@@ -1,6 +1,8 @@
 """m3: hooks at the choke point, and the permission prompt. Run on m3, every later stage and `tinyharness run`."""
 import importlib
 import json
+import re
+import time
 
 import pytest
 
@@ -141,3 +143,62 @@ def test_a_hook_that_crashes_blocks_the_call(stage, monkeypatch, workspace):
         raise KeyError("oops")
     monkeypatch.setattr(hooks, "PRE_TOOL_USE", [broken])
     assert "broken" in hooks.pre_tool_use(str(workspace), "read_file", {"path": "a.txt"})
+
+
+# --- Judging time: a long command or path must be judged at once, never hang the harness ---------
+
+MEGABYTE = 1_000_000
+
+
+def hard_texts(size):
+    """Texts that made a backtracking rule rescan the rest for every start: a long word, a word then its
+    own name (the fork-bomb rule), many `rm`, `git push`, `kill`, `curl`, pipes, and deep paths."""
+    shapes = {"word": "a", "rm": "rm ", "git-push": "git push ", "kill": "kill ", "curl-data": "curl --data",
+              "pipes": "|", "sh-subshell": "sh $(", "definitions": "f(){ ", "deep-path": "a/", "dot-dot": "../"}
+    texts = {shape: unit * (size // len(unit)) for shape, unit in shapes.items()}
+    texts["name-then-name"] = "a" * (size // 2) + "(){" + "a" * (size // 2)
+    return texts
+
+
+def judged_in_time(judge):
+    """What `judge()` returned and how long it took; the caller asserts on both."""
+    start = time.perf_counter()
+    verdict = judge()
+    return verdict, time.perf_counter() - start
+
+
+@pytest.mark.parametrize("stage", LADDER)
+@pytest.mark.parametrize("shape", ["word", "name-then-name", "rm", "deep-path"])
+def test_a_megabyte_command_or_path_is_refused_at_once_by_every_hook(stage, shape, workspace):
+    hooks, text = stage_hooks(stage), hard_texts(MEGABYTE)[shape]
+    calls = [("shell", {"command": text})] + [(tool, {"path": text, "content": "x"}) for tool in hooks.FILE_TOOLS]
+    for name, args in calls:
+        verdict, seconds = judged_in_time(lambda: hooks.pre_tool_use(str(workspace), name, args))
+        assert seconds < 5, f"{name} took {seconds:.1f} s to judge a {len(text):,}-character {shape}"
+        assert isinstance(verdict, str) and f"{len(text):,} characters long" in verdict, (name, verdict[:200])
+        assert len(verdict) < 400, "the reason must not quote the megabyte back to the model"
+    assert "write_file" in hooks.pre_tool_use(str(workspace), "shell", {"command": text}), "it says what to do instead"
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_every_command_rule_runs_in_linear_time(stage):
+    """Past the length limit the rules never run; this feeds them 50,000 characters directly, so a rule
+    that backtracks (quadratic or worse: minutes at this size) fails here, not in a learner's run."""
+    for pattern, why in stage_hooks(stage).COMMAND_RULES:
+        for shape, text in hard_texts(50_000).items():
+            _, seconds = judged_in_time(lambda: re.search(pattern, text))
+            assert seconds < 5, f"the rule for {why[:40]!r} took {seconds:.1f} s on 50,000 characters of {shape}"
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_the_length_limits_sit_just_past_what_is_judged(stage, workspace):
+    hooks = stage_hooks(stage)
+    judge = lambda name, **args: hooks.pre_tool_use(str(workspace), name, args)
+    padding = " " * (hooks.MAX_COMMAND_CHARS - len("echo ") - len("rm -rf build"))
+    assert judge("shell", command="echo " + padding + "rm -rf build").startswith("the command looks like a recursive")
+    assert judge("shell", command="echo " + "x" * (hooks.MAX_COMMAND_CHARS - 5)) is None
+    assert "characters long" in judge("shell", command="echo " + "x" * (hooks.MAX_COMMAND_CHARS - 4))
+    long_name = "n" * hooks.MAX_PATH_CHARS
+    assert judge("read_file", path=long_name) is None  # the OS says ERROR, as before
+    assert "characters long" in judge("read_file", path=long_name + "n")
+    assert hooks.PRE_TOOL_USE[0] is hooks.length_guard, "the other hooks never see what is too long to judge"

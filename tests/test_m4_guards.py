@@ -78,13 +78,14 @@ def test_identical_broken_calls_count_as_repeats(stage, workspace):
     assert result.returncode == 0
     assert "not valid JSON" in tool_results(server.requests[3])["call_3"]
     (warning,) = harness_messages(server.requests[3])
-    # named by the text the model sent (the JSON cut in half), not by the {} the history keeps
-    assert warning["content"].startswith('[harness] You have called read_file({"path":) 3 times in a row')
+    # named with what was wrong, which quotes the text the model sent (the JSON cut in half): the history keeps {}
+    assert warning["content"].startswith("[harness] You have called read_file({}) - the arguments are not valid JSON")
+    assert """'{"path":'""" in warning["content"] and "3 times in a row" in warning["content"]
 
 
 @pytest.mark.parametrize("stage", LADDER)
 def test_different_broken_calls_are_not_a_repeat(stage, workspace):
-    # all three are cleaned to {} for the history, but the model sent three different texts
+    # all three are {} in the history, but the model sent three different texts
     script = [calls({"name": "read_file", "arguments": text}) for text in ('{"path": "a', '{"path": "b', '{"path": "c')]
     result, server = run(stage, workspace, script=script + ["done"])
     assert result.returncode == 0
@@ -126,8 +127,9 @@ def test_max_seconds_stops_between_turns_with_an_account(stage, workspace, tmp_p
     result, server = run(stage, workspace, "--max-seconds", "1", "--transcript", str(transcript),
                          policy=slow_writer, approve=True)
     assert result.returncode == 3, result.stderr
-    turns = len(server.requests)
+    turns = int(stats_line(result.stderr)["turns"])  # the replies that came back in time
     assert 2 <= turns <= 3  # 0.4 s a reply: past 1 s after the third (the second, on a slow machine)
+    assert turns <= len(server.requests) <= turns + 1  # a reply still under way when the time ran out is dropped
     lines = stopped_lines(result.stdout)
     assert lines[0].startswith("Stopped: reached --max-seconds 1 ") and lines[0].endswith("NOT confirmed complete.")
     account = "\n".join(lines[1:])
@@ -135,7 +137,6 @@ def test_max_seconds_stops_between_turns_with_an_account(stage, workspace, tmp_p
     written = sorted(p.name for p in workspace.iterdir())
     assert written == [f"f{i}.txt" for i in range(turns)]
     assert all(name in account for name in written)
-    assert stats_line(result.stderr)["turns"] == str(turns)
     assert [m["role"] for m in load_json(transcript)].count("tool") == turns  # kept, up to the last result
 
 

@@ -20,7 +20,7 @@ import sys
 import pytest
 import requests
 
-from tests.ladder import FINAL, ROOT, stages_from
+from tests.ladder import FINAL, ROOT, import_roots, stages_from
 from tinyharness.evals import fact
 from tinyharness.evals.policies import POLICIES, by_model
 from tinyharness.testing import ScriptedServer
@@ -38,7 +38,7 @@ def eval_command(stage, *args):
 
 def run_eval(stage, cwd, *args, timeout=120):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*import_roots(stage), env.get("PYTHONPATH")]))
     env["PYTHONIOENCODING"] = "utf-8"
     return subprocess.run(eval_command(stage, *args), cwd=cwd, capture_output=True, text=True, encoding="utf-8",
                           errors="replace", timeout=timeout, env=env)
@@ -51,8 +51,9 @@ def free_port():
 
 
 def harness_tools(stage):
-    """The tool names a harness offers the model, from its own tools.py."""
-    return sorted(s["function"]["name"] for s in importlib.import_module(f"{stage}.tools").SCHEMAS)
+    """The tool names a harness offers the model, from its own tools.py (the package adds the task tool)."""
+    names = [s["function"]["name"] for s in importlib.import_module(f"{stage}.tools").SCHEMAS]
+    return sorted(names + (["task"] if stage == FINAL else []))
 
 
 # --- The three scripted models through the real eval and the real harness ------------------------

@@ -8,6 +8,7 @@ before [DONE], reasoning that must never become the answer, and <think> blocks i
 import json
 import socket
 import threading
+import time
 
 import pytest
 
@@ -303,3 +304,126 @@ def test_stream_failures_exit_1_with_a_clear_message(workspace, reply, needle):
     assert result.returncode == 1, result
     assert needle in result.stderr and "Traceback" not in result.stderr
     assert "[stats] turns=0" in result.stderr
+
+
+# --- Wire shapes of real servers (each seen in the field) ----------------------------------------
+
+def test_whole_calls_without_an_index_ollama():
+    message, _, _, _ = streamed_chat(two_calls(no_index=True))
+    assert arguments(message) == [("call_1", "write_file", TRICKY), ("call_2", "list_dir", OTHER)]
+
+
+def test_whole_calls_without_index_or_id_are_still_two_calls():
+    body = sse(chunk({"tool_calls": [{"function": {"name": "list_dir", "arguments": '{"path": "a"}'}}]}),
+               chunk({"tool_calls": [{"function": {"name": "list_dir", "arguments": '{"path": "b"}'}}]}),
+               chunk({}, "tool_calls"), "[DONE]")
+    message, _, _, _ = streamed_chat({"raw": body})
+    assert arguments(message) == [("call_1", "list_dir", {"path": "a"}), ("call_2", "list_dir", {"path": "b"})]
+
+
+def test_repeated_index_id_and_name_in_every_fragment_llama_cpp_python():
+    message, _, _, _ = streamed_chat(two_calls(repeat_fragments=True), fragment_size=3)
+    assert arguments(message) == [("call_1", "write_file", TRICKY), ("call_2", "list_dir", OTHER)]
+
+
+def test_calls_only_in_the_final_chunk_and_finish_reason_stop():
+    final = {"choices": [{"index": 0, "finish_reason": "stop", "delta": {"tool_calls": [
+        {"index": 0, "id": "a", "type": "function", "function": {"name": "list_dir", "arguments": '{"path": "."}'}}]}}]}
+    message, _, _, _ = streamed_chat({"raw": sse(chunk({"content": "Looking."}), final, "[DONE]")})
+    assert arguments(message) == [("a", "list_dir", {"path": "."})]
+    assert message["content"] == "Looking."
+
+
+def test_the_finish_reason_is_returned_as_sent():
+    with ScriptedServer(script=[two_calls(finish_reason="stop")]) as server:
+        message, _, reason = Client(server.base_url, stream=True).chat(USER)
+    assert reason == "stop" and len(message["tool_calls"]) == 2   # the calls count, whatever the reason says
+
+
+def test_explicit_nulls_in_every_field_of_a_fragment():
+    body = sse(chunk({"role": "assistant", "content": None, "reasoning": None, "tool_calls": None}),
+               chunk({"content": None, "tool_calls": [{"index": None, "id": "a", "type": None,
+                                                       "function": {"name": "read_file", "arguments": None}}]}),
+               chunk({"content": None, "tool_calls": [{"index": None, "id": None,
+                                                       "function": {"name": None, "arguments": '{"path": "x"}'}}]}),
+               {"choices": [{"index": None, "delta": None, "finish_reason": None}]},
+               chunk({}, "tool_calls"), {"choices": [], "usage": None}, "[DONE]")
+    message, usage, _, _ = streamed_chat({"raw": body})
+    assert arguments(message) == [("a", "read_file", {"path": "x"})]
+    assert message["content"] == "" and usage == {}
+
+
+def test_odd_fragments_become_problems_not_exceptions():
+    body = sse(chunk({"tool_calls": {"index": 0, "id": "a", "function": {"name": "list_dir", "arguments": {"path": "."}}}}),
+               chunk({"tool_calls": ["not a call"]}),
+               chunk({"tool_calls": [{"index": 2, "id": "c", "function": "list_dir"}]}),
+               chunk({"tool_calls": [{"index": 3, "id": "d", "function": {"name": 7, "arguments": 5}}]}),
+               chunk({"content": 12}), chunk({}, "tool_calls"), "[DONE]")
+    message, _, _, _ = streamed_chat({"raw": body})
+    problems = message.pop("_problems")
+    assert [c["id"] for c in message["tool_calls"]] == ["a", "call_2", "c", "d"]
+    assert arguments(message)[0] == ("a", "list_dir", {"path": "."})
+    assert set(problems) == {"call_2", "c", "d"} and message["content"] == "12"
+
+
+def test_no_usage_chunk_means_no_usage():
+    with ScriptedServer(script=["hi"], stream_usage=False) as server:
+        message, usage, reason = Client(server.base_url, stream=True).chat(USER)
+    assert message["content"] == "hi" and usage == {} and reason == "stop"
+
+
+@pytest.mark.parametrize("body", ["", "\n\n", ": keep-alive\n\n", "data: [DONE]\n\n"],
+                         ids=["nothing", "blank-lines", "only-a-comment", "only-done"])
+def test_an_empty_200_stream_is_a_context_overflow(body):
+    from tinyharness.llm import ContextOverflow
+    with ScriptedServer(script=[{"raw": body}]) as server:
+        with pytest.raises(ContextOverflow) as caught:
+            Client(server.base_url, stream=True).chat(USER)
+    assert "empty stream" in str(caught.value) and "most likely a context overflow" in str(caught.value)
+    assert "--context-window" in str(caught.value) and "num_ctx" in str(caught.value)
+
+
+def test_an_overflow_error_event_is_a_context_overflow():
+    from tinyharness.llm import ContextOverflow
+    error = {"error": {"code": 400, "message": "the request exceeds the available context size",
+                       "type": "exceed_context_size_error", "n_prompt_tokens": 9100, "n_ctx": 8192}}
+    with ScriptedServer(script=[{"raw": sse(chunk({"content": "Hi"}), error)}]) as server:
+        with pytest.raises(ContextOverflow) as caught:
+            Client(server.base_url, stream=True).chat(USER)
+    assert (caught.value.prompt_tokens, caught.value.context_window) == (9100, 8192)
+
+
+def read_request(conn):
+    """The whole request (headers, then Content-Length bytes): closing with unread bytes resets the connection."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int(next((line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0))
+    while len(rest) < length:
+        rest += conn.recv(65536)
+
+
+def test_a_stream_that_runs_past_the_time_left_is_given_up():
+    body = sse(*[chunk({"content": "word "}) for _ in range(3)], chunk({}, "stop"), "[DONE]")
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def slow_stream():                          # one piece every 0.2 s: no single read times out
+        conn, _ = listener.accept()
+        read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        for event in body.split("\n\n"):
+            try:
+                conn.sendall(event.encode() + b"\n\n")
+            except OSError:
+                break
+            time.sleep(0.2)
+        conn.close()
+
+    thread = threading.Thread(target=slow_stream, daemon=True)
+    thread.start()
+    with pytest.raises(LLMError) as caught:
+        Client(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", stream=True).chat(USER, timeout=0.3)
+    thread.join()
+    listener.close()
+    assert "did not finish its streamed answer within 0.3 s" in str(caught.value)

@@ -2,13 +2,17 @@
 import argparse
 import os
 import sys
+from urllib.parse import urlsplit
 
 from .hooks import approve_everything, ask_user
-from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
+from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, MAX_REPLY_TOKENS, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
 from .ollama import API_CHOICES, OLLAMA_WINDOW_CAP, choose_dialect
+from . import extensions
 from .loop import Stats, Stopped, run_agent
+from .sandbox import Sandbox
+from .sessions import UsageTap, start_or_warn
 from .vision import ImageError, image_part, load_attachment
 
 
@@ -17,6 +21,42 @@ def printable(text):
     text = "" if text is None else str(text)
     text = text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates become '?'
     return "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
+
+
+EXIT_CODES = ("exit codes: 0 the model finished, 1 a runtime failure (e.g. no server), 2 a usage error, "
+              "3 stopped by a limit (not confirmed complete), 130 interrupted (Ctrl-C)")
+
+
+def usage_problem(args, extra):
+    """What makes the command line unusable, found before the first model call (exit 2) rather than
+    after the model's work is spent: stray words, a URL requests cannot use, a transcript path that
+    cannot be written."""
+    if extra:  # `... find the budget` without quotes: only "find" became the task
+        quote = "" if any(e.startswith("-") for e in extra) else f'; put the task in quotes: "{" ".join([args.task, *extra])}"'
+        return f"unrecognized arguments: {' '.join(extra)}{quote}"
+    try:
+        url = urlsplit(args.base_url)
+        bad_url = url.scheme not in ("http", "https") or not url.hostname or url.port == 0
+    except ValueError:  # 'http://[::1', or a port that is not a number from 0 to 65535
+        bad_url = True
+    if bad_url:
+        return (f"--base-url {args.base_url!r} is not an http(s) URL with a host (and a port from 1 to 65535); "
+                f"for example --base-url {DEFAULT_BASE_URL}")
+    path = args.transcript
+    if path is None:
+        return None
+    if not path or os.path.isdir(path):
+        return f"--transcript {path!r} is not a file name; for example --transcript run.json"
+    if not os.path.isdir(os.path.dirname(path) or "."):
+        return f"--transcript {path!r}: the folder {os.path.dirname(path)!r} does not exist"
+    existed = os.path.lexists(path)
+    try:  # open it as the transcript will be written, without emptying it (O_NONBLOCK: a FIFO cannot hang us)
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK))
+    except OSError as e:
+        return f"--transcript {path!r} cannot be written: {e.strerror}"
+    if not existed:
+        os.remove(path)  # it was only a test: leave nothing behind
+    return None
 
 
 class StreamPrinter:
@@ -56,14 +96,43 @@ class StreamPrinter:
 
 def add_run_flags(parser):
     parser.add_argument("task", help="what the agent should do, in plain words")
+    add_agent_flags(parser)
+    add_dialect_flags(parser)
+
+
+def add_dialect_flags(parser):
+    """--api and --think, and the window from the model (tinyharness/ollama.py explains the native
+    dialect and the auto rule)."""
+    parser.add_argument("--api", choices=API_CHOICES, default=os.environ.get("TINYHARNESS_API", "auto"),
+                        help="the server's dialect: openai (/v1/chat/completions), ollama (Ollama's native /api/chat, "
+                             "which can set the context length), or auto: Ollama's native API when the host answers "
+                             "/api/version and the base URL is a bare host or ends in /v1 (env TINYHARNESS_API, "
+                             "default %(default)s)")
+    parser.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
+                        help="switch the model's thinking on or off (Ollama's native API; default: the model's own)")
+    parser.set_defaults(context_window=None)  # None: the model's own length with Ollama's native API (choose_dialect)
+
+
+def add_agent_flags(parser):
+    """The flags `run` and `chat` share: the model, the budgets, the tools' permissions, the context."""
     parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
                         help="model name (env TINYHARNESS_MODEL, default %(default)s)")
     parser.add_argument("--base-url", default=os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL),
                         help="OpenAI-compatible endpoint (env TINYHARNESS_BASE_URL, default %(default)s)")
     parser.add_argument("--max-turns", type=int, default=MAX_TURNS, help="most model calls in one run (default %(default)s)")
     parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS, metavar="SECONDS",
-                        help="stop before the next model call once this long has passed (default %(default)s)")
+                        help="stop before the next model call once this long has passed; what is left is also the "
+                             "longest one model reply may take (default %(default)s)")
+    parser.add_argument("--max-tokens", type=int, metavar="N",
+                        help="stop before the next model call once the run has used N tokens, prompt plus completion, "
+                             "as the server counted them (default: no limit)")
+    parser.add_argument("--max-reply-tokens", type=int, default=MAX_REPLY_TOKENS, metavar="N",
+                        help="the most tokens one model reply may have (sent as max_tokens); a reply cut there is "
+                             "not an answer: the model is told once, the second cut stops the run (default %(default)s)")
     parser.add_argument("--transcript", metavar="PATH", help="write the whole conversation as JSON to PATH")
+    parser.add_argument("--no-session", action="store_true",
+                        help="do not write the session file (by default every run and chat is appended, event by "
+                             "event, to $XDG_DATA_HOME/tinyharness/sessions/, else ~/.local/share/...)")
     parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
                         help="print the answer as it arrives (default: on when the output is a terminal)")
     parser.add_argument("--shell-timeout", type=float, default=60, metavar="SECONDS",
@@ -79,22 +148,30 @@ def add_run_flags(parser):
                               "the server's prompt cache). sliding: the m5 stage's scissors, every turn")
     cutting.add_argument("--no-scissors", dest="context_policy", action="store_const", const="none",
                          help="send every tool result whole, however old: --context-policy none (for A/B runs)")
-    parser.add_argument("--context-window", type=int, default=None, metavar="TOKENS",
+    parser.add_argument("--sandbox", choices=["on", "off"], default="on",
+                        help="on (default): every shell command runs confined by the kernel (Landlock, seccomp, "
+                             "resource limits; Linux 6.12 or later): it may write only in the workspace and a private "
+                             "TMPDIR, read the system and the workspace but nothing else of yours (no home folder), "
+                             "open no network socket, signal no process outside, leave no process behind; changes to "
+                             ".git/hooks, .git/config and .tinyharness/ are undone. It does not stop a command from "
+                             "changing anything inside the workspace. off: commands run unconfined (a warning says so "
+                             "on every run); where the sandbox cannot run, shell refuses until you choose off")
+    parser.add_argument("--sandbox-read", action="append", default=[], metavar="PATH",
+                        help="let sandboxed commands read (and run) PATH too, e.g. a toolchain in your home folder "
+                             "(repeatable)")
+    parser.add_argument("--context-window", type=int, default=CONTEXT_WINDOW, metavar="TOKENS",
                         help="the model's context length: the policies cut to fit it, and a warning says when "
-                             f"the prompt nears it (default: with Ollama's native API the model's own length, at most "
-                             f"{OLLAMA_WINDOW_CAP}, sent as num_ctx; otherwise {CONTEXT_WINDOW})")
-    add_dialect_flags(parser)
+                             f"the prompt nears it (default {CONTEXT_WINDOW}; for `run` with Ollama's native API, the "
+                             f"model's own length, at most {OLLAMA_WINDOW_CAP}, sent as num_ctx)")
+    extensions.add_flags(parser)
 
 
-def add_dialect_flags(parser):
-    """--api and --think (tinyharness/ollama.py explains the native dialect and the auto rule)."""
-    parser.add_argument("--api", choices=API_CHOICES, default=os.environ.get("TINYHARNESS_API", "auto"),
-                        help="the server's dialect: openai (/v1/chat/completions), ollama (Ollama's native /api/chat, "
-                             "which can set the context length), or auto: Ollama's native API when the host answers "
-                             "/api/version and the base URL is a bare host or ends in /v1 (env TINYHARNESS_API, "
-                             "default %(default)s)")
-    parser.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
-                        help="switch the model's thinking on or off (Ollama's native API; default: the model's own)")
+def port_number(text):
+    """--port: checked before any socket is opened, so a typo is a usage error, not a traceback."""
+    port = int(text) if text.strip().isdigit() else -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number from 1 to 65535 (0 or none: any free port)")
+    return port
 
 
 def build_parser():
@@ -102,13 +179,38 @@ def build_parser():
         prog="tinyharness",
         description="A small agent harness for local models. The current folder is the agent's workspace.",
         epilog="Start with `tinyharness demo` (no model server needed), then `tinyharness run \"TASK\"` "
-               "against Ollama (`ollama serve`, `ollama pull qwen3:8b`).")
+               "against Ollama (`ollama serve`, `ollama pull qwen3:8b`). " + EXIT_CODES + ".")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    add_run_flags(sub.add_parser("run", help="run the agent on a task in the current folder",
-                                 description="Run the agent on TASK, using the current folder as its workspace."))
-    sub.add_parser("demo", help="the notes task end to end, with the model's turns replayed (no server needed)",
-                   description="Copy examples/notes to a temporary folder and run the real loop and tools on it, "
-                               "against a scripted server that replays the model's five turns.")
+    run = sub.add_parser("run", help="run the agent on a task in the current folder", epilog=EXIT_CODES,
+                         description="Run the agent on TASK, using the current folder as its workspace.")
+    add_run_flags(run)
+    run.set_defaults(usage=run)  # its own checks print `usage: tinyharness run ...`, not the top-level line
+    from .chat import add_chat_flags
+    chat = sub.add_parser("chat", help="a conversation with the agent in the current folder (sessions are kept)",
+                          description="Talk with the agent in the current folder: each message runs the same loop, "
+                                      "tools, hooks and guards as `run`, with its own --max-turns and --max-seconds. "
+                                      "/help inside lists the commands. With standard input not a terminal, each "
+                                      "line is one message.", epilog=EXIT_CODES)
+    add_chat_flags(chat)
+    add_agent_flags(chat)
+    chat.set_defaults(usage=chat)
+    sub.add_parser("sessions", help="list the saved sessions: id, folder, started, turns, first task",
+                   description="List the sessions in $XDG_DATA_HOME/tinyharness/sessions/ "
+                               "(else ~/.local/share/tinyharness/sessions/), newest first.")
+    view = sub.add_parser("view", help="turn a session or a --transcript file into one HTML page",
+                          description="Write a self-contained HTML page (no network, no external files) showing "
+                                      "FILE's turns, tool calls, results, cuts, summaries and tokens per turn; "
+                                      "print its path.")
+    view.add_argument("file", metavar="FILE", help="a session (.jsonl) or a --transcript (.json) file")
+    view.add_argument("-o", "--output", metavar="PATH", help="where to write the page (default: FILE with .html)")
+    view.add_argument("--open", action="store_true", help="open the page in the web browser")
+    view.set_defaults(usage=view)
+    demo = sub.add_parser("demo", help="the notes task end to end, with the model's turns replayed (no server needed)",
+                          description="Copy examples/notes to a temporary folder and run the real loop and tools on "
+                                      "it, against a scripted server that replays the model's five turns. The "
+                                      "folder is removed at the end unless --keep is given.")
+    demo.add_argument("--keep", action="store_true", help="keep the demo's workspace folder and say where it is")
+    demo.set_defaults(usage=demo)
     fake = sub.add_parser("fake-server", help="serve scripted model replies on 127.0.0.1 for your own tests",
                           description="An OpenAI-compatible server that answers from a JSON script of replies, "
                                       "plays the eval's scripted models, or plays a vision model.")
@@ -125,27 +227,45 @@ def build_parser():
                               "offered; PERSONALITY: healthy (default), no-model, no-tools, no-usage")
     fake.add_argument("--drop-images", action="store_true",
                       help="never see images, like Ollama with gemma4 e2b/e4b (try the arrival warning)")
-    fake.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
-    sub.add_parser("doctor", add_help=False, help="check the server and model before a run: reachable, pulled, "
-                                                  "tools, context, a real tool call (`tinyharness doctor --help`)")
+    fake.add_argument("--port", type=port_number, default=0, help="port to listen on, 1 to 65535 (default: any free port)")
+    fake.set_defaults(usage=fake)
     sub.add_parser("eval", add_help=False, help="measure models or harness settings on five tasks, judged by "
                                                 "the end state (`tinyharness eval --help`)")
-    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, check",
-                            description="Follow the course: see your progress, diff two stages, take a quiz, run a stage's tests.")
+    sub.add_parser("doctor", add_help=False, help="check the server and model before a run: reachable, pulled, "
+                                                  "tools, context, a real tool call (`tinyharness doctor --help`)")
+    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, start, check",
+                            description="Follow the course: see your progress, diff two stages, take a quiz, "
+                                        "write a stage's key functions yourself, run a stage's tests.")
     course_sub = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
-    course_sub.add_parser("list", help="the stages, one line each, with your quiz progress")
+    course_sub.add_parser("list", help="the stages, one line each, with your quiz and exercise progress")
     diff = course_sub.add_parser("diff", help="a unified diff of two stages' code")
     diff.add_argument("a", help="a stage, e.g. m0")
     diff.add_argument("b", help="a later stage, e.g. m1")
     diff.add_argument("--docs", action="store_true", help="include README.md and QUIZ.md")
     course_sub.add_parser("quiz", help="take a stage's three-question quiz").add_argument("stage")
-    course_sub.add_parser("check", help="run the tests of one stage").add_argument("stage")
+    start = course_sub.add_parser("start", help="copy a stage with its lesson's functions left for you to write",
+                                  description="Write your copy of a stage into DIR/<stage folder>: the same code, "
+                                              "except that the functions the lesson is about raise "
+                                              "NotImplementedError for you to fill in (the stage README's "
+                                              "'Your turn' says what to write). Then: course check STAGE --mine DIR.")
+    start.add_argument("stage", help="a stage, e.g. m3")
+    start.add_argument("dir", metavar="DIR", nargs="?", default=".", help="the parent folder of your copy (default: here)")
+    start.add_argument("--force", action="store_true", help="replace an existing copy (your changes are lost)")
+    check = course_sub.add_parser("check", help="run the tests of one stage, or grade your copy with --mine",
+                                  description="Run the tests of one stage. With --mine, run the tests of what the "
+                                              "stage introduced against your copy of it, and say what passes, "
+                                              "what fails first, and a hint.")
+    check.add_argument("stage", help="a stage, e.g. m3")
+    check.add_argument("--mine", metavar="DIR", help="your copy: the folder `course start` wrote (or its parent)")
     return parser
 
 
 def main(argv=None):
     try:
         return dispatch(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:  # Ctrl-C anywhere (a run catches its own first, to print its stats)
+        print("Interrupted.", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `tinyharness course diff m0 m1 | head` closed the pipe: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush stays quiet
         return 0
@@ -159,30 +279,66 @@ def dispatch(argv):
         from .doctor import main as doctor_main
         return doctor_main(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
-    sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
+    args, extra = parser.parse_known_args(argv)
+    usage = getattr(args, "usage", parser)  # the subcommand's own parser, where it set one
+    if args.command in ("run", "chat") and (problem := usage_problem(args, extra)):
+        usage.error(problem)
     if args.command == "run":
-        return run_command(args, parser)
+        return run_command(args, usage)
+    if extra:
+        usage.error(f"unrecognized arguments: {' '.join(extra)}")
+    sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
+    if args.command == "chat":
+        from .chat import chat_command
+        return chat_command(args, usage)
+    if args.command == "sessions":
+        from .sessions import sessions_command
+        return sessions_command()
+    if args.command == "view":
+        from .view import view_command
+        return view_command(args.file, args.output, args.open)
     if args.command == "demo":
         from .demo import run_demo
-        return run_demo()
-    if args.command == "fake-server" and args.ollama:
-        from .fake_ollama import serve
-        return serve(args.ollama, args.port)
-    if args.command == "fake-server" and args.eval_models:
-        from .evals.policies import serve
-        return serve(args.port)
+        return run_demo(keep=args.keep)
     if args.command == "fake-server":
-        from .testing import main as fake_server_main
-        source = ["--vision"] if args.vision else ["--script", args.script]
-        return fake_server_main([*source, "--port", str(args.port)] + ["--drop-images"] * args.drop_images)
+        return fake_server(args)
     if args.command == "course":
         return course_command(args)
     parser.print_help()
     return 2
 
 
+def sandbox_from_args(args, parser):
+    """The Sandbox that --sandbox and --sandbox-read ask for (a usage error if a path is missing),
+    with the warning that --sandbox off prints on every run."""
+    missing = [p for p in args.sandbox_read if not os.path.exists(p)]
+    if missing:
+        parser.error(f"--sandbox-read: {missing[0]} does not exist")
+    if args.sandbox == "off":
+        print("warning: --sandbox off: shell commands run with all your rights; only the command regex and your "
+              "approval stand between the model and your files, keys and network.", file=sys.stderr)
+    return Sandbox(enabled=args.sandbox == "on", extra_read=args.sandbox_read)
+
+
+def fake_server(args):
+    try:
+        if args.ollama:
+            from .fake_ollama import serve
+            return serve(args.ollama, args.port)
+        if args.eval_models:
+            from .evals.policies import serve
+            return serve(args.port)
+        from .testing import main as fake_server_main
+        source = ["--vision"] if args.vision else ["--script", args.script]
+        return fake_server_main([*source, "--port", str(args.port)] + ["--drop-images"] * args.drop_images)
+    except OSError as e:  # the port is taken, or below 1024 without the right to it
+        print(f"error: cannot listen on 127.0.0.1:{args.port}: {e.strerror or e}. Choose another --port, "
+              "or leave it out to take any free port.", file=sys.stderr)
+        return 1
+
+
 def run_command(args, parser):
+    sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
     if not args.task.strip():
         parser.error("the task is empty")
     if args.max_turns < 1:
@@ -193,19 +349,36 @@ def run_command(args, parser):
         parser.error("--shell-timeout must be more than 0")
     if args.context_window is not None and args.context_window < 1:
         parser.error("--context-window must be 1 or more")
+    if args.max_reply_tokens < 1:
+        parser.error("--max-reply-tokens must be 1 or more")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        parser.error("--max-tokens must be 1 or more")
+    sandbox = sandbox_from_args(args, parser)
     try:  # a bad image is a usage error (exit 2), found before any model call
-        image = image_part(*load_attachment(args.image, os.getcwd())) if args.image else None
+        image = image_part(*load_attachment(args.image, os.getcwd())) if args.image is not None else None
     except ImageError as e:
         parser.error(f"--image: {e}")
+    extensions.check_flags(args, parser)
     if args.api not in API_CHOICES:  # from TINYHARNESS_API, which argparse does not check
         parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
+    try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
+        hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), report_line)
+    except extensions.SetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
-                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
+                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
+                    max_reply_tokens=args.max_reply_tokens)
     stats = Stats()
     echo = printer.echo
     client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
+    session = None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr)
+    if session and hands.hooks:
+        hands.hooks.session_id = session.id  # a hook can tell one run's events from another's
+    if session:
+        client = UsageTap(client, session)  # the session notes each call's usage beside its answer
 
     def ask(prompt):
         printer.end_line()  # a streamed line still open would run into the question
@@ -213,7 +386,9 @@ def run_command(args, parser):
     try:
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
                            args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds,
-                           args.context_policy, args.context_window, image=image)
+                           args.context_policy, args.context_window, image=image,
+                           on_update=session.sync if session else None, max_tokens=args.max_tokens,
+                           sandbox=sandbox, extensions=hands, on_subagent=session_keeper(session))
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
             print(printable(answer))
@@ -232,7 +407,20 @@ def run_command(args, parser):
         print("Interrupted.", file=sys.stderr)
         return 130
     finally:
+        hands.close()  # MCP servers end on every path, Ctrl-C included
         print(stats.line(), file=sys.stderr)
+        if session:
+            session.end("run")
+            session.close()
+
+
+def report_line(text):
+    print(printable(text), file=sys.stderr, flush=True)
+
+
+def session_keeper(session):
+    """Where a subagent's messages go when it ends: the session file, whole, as one event."""
+    return (lambda messages: session.event("subagent", messages=messages)) if session else None
 
 
 def course_command(args):
@@ -243,4 +431,6 @@ def course_command(args):
         return course.course_diff(args.a, args.b, include_docs=args.docs)
     if args.course_command == "quiz":
         return course.course_quiz(args.stage)
-    return course.course_check(args.stage)
+    if args.course_command == "start":
+        return course.course_start(args.stage, args.dir, args.force)
+    return course.course_check(args.stage, mine=args.mine)

@@ -26,8 +26,8 @@ window, simulated prefix cache; "work" = tokens the server computes again, 1.00x
 which overflows the window by the 12th turn):
 
     sliding scissors  1.48x the work, 29 prefix breaks
-    batch scissors    1.28x, 12 breaks; over 90% of the window in 5 of 8 random variants of the task
-    batch + cap       1.06x, 9 breaks, always under 90%; 13 of 39 results capped, 28% of the
+    batch scissors    1.26x, 12 breaks; over 90% of the window in 5 of 8 random variants of the task
+    batch + cap       1.07x, 9 breaks, always under 90%; 13 of 39 results capped, 28% of the
                       tool output's characters never seen by the model
 
 Why the cap is needed at 8k: by turn 40 the skeleton that no scissors remove (the calls, the
@@ -46,6 +46,8 @@ import re
 from .vision import count_images, without_images
 
 STUB_PREFIX = "[cut by the harness: "
+REREADABLE = ("list_dir", "read_file")  # tools that change nothing: calling again is safe
+REPEAT_WARNING = "not shown again: running it again would repeat what it did"
 CONTEXT_WINDOW = 8192  # tokens: --context-window, for the policies and the warnings (/v1 cannot set Ollama's length)
 
 
@@ -81,8 +83,14 @@ def stub(message, described):
     # Short on purpose: a stub is sent again on every later turn. (save_note's own description
     # tells the model that notes survive the cut.)
     call = described.get(message.get("tool_call_id"), "a tool call")
-    text = f"{STUB_PREFIX}{call} returned {len(message['content']):,} characters; call it again if you need them]"
+    text = f"{STUB_PREFIX}{call} returned {len(message['content']):,} characters; {how_to_get_back(call)}]"
     return {**message, "content": text}
+
+
+def how_to_get_back(call):
+    """Reading again is harmless; running a command again repeats what it did (a second install, a
+    second append), so a command's stub must not invite it."""
+    return "call it again if you need them" if call.split("(")[0] in REREADABLE else REPEAT_WARNING
 
 
 def older_results(messages, keep):

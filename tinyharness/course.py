@@ -1,4 +1,4 @@
-"""The learner's companion: `tinyharness course list|diff|quiz|check`.
+"""The learner's companion: `tinyharness course list|diff|quiz|start|check`.
 
 These commands read the stage folders (m0_llm/, m1_loop/, ...) of a checkout of the repository,
 next to this package. Each function returns an exit code; cli.py wires them to the command line.
@@ -56,14 +56,19 @@ def course_list(output=print, root=None) -> int:
     root = _checkout(root)
     if root is None:
         return 2
+    from . import exercises
     quiz = _quiz()
-    progress = quiz.load_progress()
-    rows = [(s.name, stage_title(s), progress.get(s.name)) for s in quiz.list_stages(root)]
+    progress, passed = quiz.load_progress(), exercises.load_passed()
+    stages = quiz.list_stages(root)
+    rows = [(s.name, stage_title(s), progress.get(s.name)) for s in stages]
     name_width = max(len(name) for name, _, _ in rows)
     title_width = max(len(title) for _, title, _ in rows)
-    for name, title, entry in rows:
-        output(f"{name:<{name_width}}  {title:<{title_width}}  {quiz.progress_label(entry)}")
-    todo = [name for name, _, entry in rows if not entry or entry["best"] < entry["total"]]
+    quiz_width = max(len(quiz.progress_label(entry)) for _, _, entry in rows)
+    for stage, (name, title, entry) in zip(stages, rows):
+        line = (f"{name:<{name_width}}  {title:<{title_width}}  {quiz.progress_label(entry):<{quiz_width}}  "
+                f"{exercises.progress_label(stage, passed)}")
+        output(line.rstrip())
+    todo = [name for name, _, entry in rows if not quiz.passed(entry)]  # passed: all right once
     if todo:
         output(f"\nNext: tinyharness course quiz {todo[0].split('_')[0]}")
     else:
@@ -113,26 +118,46 @@ def course_diff(a: str, b: str, output=None, color=None, include_docs=False, roo
 
 
 def course_quiz(stage: str, root=None) -> int:
+    """0 finished (the score is in `course list`), 1 stopped before the end (nothing saved), 130 Ctrl-C."""
     root = _checkout(root)
     if root is None:
         return 2
     return _quiz().take_quiz(stage, root=root)
 
 
-def course_check(stage: str, root=None) -> int:
-    """Run the ladder tests of one stage (their ids carry the stage folder name)."""
-    root = _checkout(root)
-    if root is None:
-        return 2
+def _stage(stage: str, root) -> Path | None:
+    """The stage folder, or None after saying what the valid names are."""
     quiz = _quiz()
     try:
-        folder = quiz.find_stage(stage, root)
+        return quiz.find_stage(stage, root)
     except quiz.UnknownStage as e:
         print(f"error: {e}", file=sys.stderr)
+        return None
+
+
+def course_start(stage: str, parent=None, force=False, root=None) -> int:
+    """Write the learner's copy of a stage, its lesson's functions left to write, into parent/<stage>."""
+    root = _checkout(root)
+    folder = root and _stage(stage, root)
+    if folder is None:
+        return 2
+    from . import exercises
+    return exercises.start(folder, parent, force)
+
+
+def course_check(stage: str, root=None, mine=None) -> int:
+    """Run the ladder tests of one stage (their ids carry the stage folder name); with `mine`, the
+    tests of what the stage introduced, against the learner's copy of it (see exercises.py)."""
+    root = _checkout(root)
+    folder = root and _stage(stage, root)
+    if folder is None:
         return 2
     if importlib.util.find_spec("pytest") is None:
         print("error: the checks need pytest: pip install pytest", file=sys.stderr)
         return 2
+    if mine is not None:
+        from . import exercises
+        return exercises.check(folder, mine, root)
     command = [sys.executable, "-m", "pytest", "tests", "-q", "-k", folder.name]
     print(f"Running: {shlex.join(command)}", flush=True)
     return subprocess.run(command, cwd=root).returncode

@@ -19,13 +19,16 @@ TASK = "Find the testing budget in my notes and save it to budget.md."
 
 
 class NarratingClient:
-    """Wraps the real client to announce each model turn before the loop acts on it."""
+    """Wraps the real client to announce each model turn before the loop acts on it. (The loop itself
+    shows each call's result, on the `->` line under it.)"""
 
     def __init__(self, client, say):
         self.client, self.say, self.turn = client, say, 0
 
+    def __getattr__(self, name):  # everything else (max_reply_tokens, ...) is the real client's
+        return getattr(self.client, name)
+
     def chat(self, messages, tools=None, **options):
-        self.show_new_results(messages)
         message, usage, finish_reason = self.client.chat(messages, tools, **options)
         self.turn += 1
         calls = message.get("tool_calls") or []
@@ -33,22 +36,32 @@ class NarratingClient:
         self.say(f"\nTurn {self.turn} - the model (replayed) {action}")
         return message, usage, finish_reason
 
-    def show_new_results(self, messages):
-        """The tool results the loop appended since the model's last turn: what the model reads next."""
-        last_turn = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=len(messages))
-        for result in messages[last_turn + 1:]:
-            first_line = (result.get("content") or "").replace("\n", " | ")
-            self.say(f"    -> {first_line[:90]}{'...' if len(first_line) > 90 else ''}")
 
-
-def run_demo(say=print):
+def run_demo(say=print, keep=False):
     notes, script_file = ROOT / "examples" / "notes", ROOT / "examples" / "notes.script.json"
     if not notes.is_dir() or not script_file.is_file():
         print("error: the demo needs examples/notes and examples/notes.script.json from a checkout of the "
               "tinyharness repository; run it from there (pip install -e .).", file=sys.stderr)
         return 1
-    workspace = Path(tempfile.mkdtemp(prefix="tinyharness-demo-")) / "notes"
-    shutil.copytree(notes, workspace)
+    folder = Path(tempfile.mkdtemp(prefix="tinyharness-demo-"))
+    try:
+        replay(folder / "notes", script_file, say)
+    finally:  # a demo that fails or is interrupted leaves nothing behind either
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    if keep:
+        say(f"\nThe workspace is kept in {folder}; delete that folder when you are done with it.\n"
+            f"Now with a real model: start Ollama (`ollama serve`, `ollama pull qwen3:8b`), then\n"
+            f"  cd {folder / 'notes'} && rm budget.md && tinyharness run \"{TASK}\"")
+    else:
+        say(f"\nThe workspace was a temporary folder and is gone (`tinyharness demo --keep` keeps it).\n"
+            f"Now with a real model: start Ollama (`ollama serve`, `ollama pull qwen3:8b`), copy examples/notes\n"
+            f"somewhere, and in that folder run: tinyharness run \"{TASK}\"")
+    return 0
+
+
+def replay(workspace, script_file, say):
+    shutil.copytree(ROOT / "examples" / "notes", workspace)
     say("tinyharness demo: the notes task, end to end, with no model server.")
     say("The model's turns are REPLAYED from examples/notes.script.json by a scripted server on 127.0.0.1;")
     say("the loop, the tools, the files and the HTTP requests are real.\n")
@@ -63,9 +76,6 @@ def run_demo(say=print):
     say(answer)
     show_written_file(workspace / "budget.md", say)
     say(stats.line())
-    say(f"\nNow with a real model: start Ollama (`ollama serve`, `ollama pull qwen3:8b`), then\n"
-        f"  cd {workspace} && rm budget.md && tinyharness run \"{TASK}\"")
-    return 0
 
 
 def show_written_file(path, say):

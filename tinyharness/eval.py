@@ -71,14 +71,15 @@ def parse_stats(stderr):
 
 def final_answer(stdout, transcript=None):
     """The model's last words: the transcript's last assistant message when it has no tool calls,
-    else what stdout printed after the last `  [tool]` echo line (e.g. a `Stopped: ...` line)."""
+    else what stdout printed after the last `  [tool]` echo line and its `    ->` result line (e.g. a
+    `Stopped: ...` line)."""
     with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
         messages = json.loads(Path(transcript).read_text(encoding="utf-8"))
         last = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"][-1]
         if not last.get("tool_calls") and isinstance(last.get("content"), str):
             return last["content"].strip()
     lines = (stdout or "").rstrip().splitlines()
-    tool_lines = [i for i, line in enumerate(lines) if line.startswith("  [tool] ")]
+    tool_lines = [i for i, line in enumerate(lines) if line.startswith(("  [tool] ", "    -> "))]
     return "\n".join(lines[tool_lines[-1] + 1 if tool_lines else 0:]).strip()
 
 
@@ -117,6 +118,7 @@ def subprocess_runner(harness, max_turns, timeout):
     def run(job):
         env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        env["XDG_DATA_HOME"] = str(Path(job.workspace).parent / "data")  # the run's session stays with the run
         code, out, err = run_process(harness_command(harness, job, max_turns), job.workspace, timeout, env)
         return Output(code, out, err)
     return run

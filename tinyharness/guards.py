@@ -2,7 +2,8 @@
 
 Each guard watches one timeline and sees nothing else. The budgets (`Budget`) are checked by the
 loop between turns, so they cannot end a tool call that never returns: that is the shell timeout's
-job (tools.py), inside the call. Repeat detection (`RepeatGuard`) sees the sequence of calls, and
+job (tools.py), inside the call. A model reply is bounded too: the loop gives the door what is
+left of the time as its timeout. Repeat detection (`RepeatGuard`) sees the sequence of calls, and
 only exact repeats: `sleep 5`, `sleep 10`, `sleep 30` are three different calls to it.
 """
 import time
@@ -40,14 +41,19 @@ class Budget:
             return f"reached --max-seconds {self.max_seconds:g} ({seconds:.1f} s have passed)"
         return None
 
+    def seconds_left(self):
+        """What is left of --max-seconds: the most one model reply may take (the loop passes it to chat)."""
+        return self.max_seconds - (time.monotonic() - self.started)
 
-def signature(call):
+
+def signature(call, problem=None):
     """What makes two calls "the same": the name and the canonical arguments (key order and spacing do
-    not matter). Arguments that did not parse count by their raw text, so a model that sends the same
-    broken call again and again is caught too."""
+    not matter). A call the door could not read keeps {} as its arguments; it counts with what was
+    wrong with it (which quotes the text the model sent), so a model that sends the same broken call
+    again and again is caught too, and three different broken calls are no repeat."""
     function = call.get("function") or {}
-    arguments, problem = parse_arguments(function.get("arguments"))
-    return f"{function.get('name')}({str(function.get('arguments')) if problem else canonical(arguments)})"
+    arguments = canonical(parse_arguments(function.get("arguments"))[0])
+    return f"{function.get('name')}({arguments})" + (f" - {problem}" if problem else "")
 
 
 class RepeatGuard:
@@ -58,9 +64,9 @@ class RepeatGuard:
         self.limit, self.last, self.streak = limit, None, 0
         self.warnings, self.repeated = 0, None
 
-    def see(self, call):
-        """Note one call, before it runs (the loop cleans broken arguments while running it)."""
-        same = signature(call)
+    def see(self, call, problem=None):
+        """Note one call, before it runs; `problem` is what the door found wrong with it, if anything."""
+        same = signature(call, problem)
         self.streak = self.streak + 1 if same == self.last else 1
         self.last = same
         if self.streak == self.limit:

@@ -80,7 +80,7 @@ class Client:
             with requests.post(self.url, json=body, headers=headers, timeout=wait, stream=True) as response:
                 raw = read_body(response, time.monotonic() + wait)
         except requests.exceptions.RequestException as e:
-            raise LLMError(explain_network_error(e, self.url, wait)) from None
+            raise LLMError(explain_network_error(e, self.url, wait, wait < self.timeout)) from None
         if response.status_code != 200:
             raise status_error(response.status_code, raw, self.url, self.model)
         message, usage, finish_reason = parse_completion(raw, self.url, self.model)
@@ -100,7 +100,7 @@ class Client:
                     raise status_error(response.status_code, response.content, self.url, self.model)
                 return self.read_stream(response, Assembler(on_text, on_reasoning), wait)
         except requests.exceptions.RequestException as e:
-            raise LLMError(explain_network_error(e, self.url, wait)) from None
+            raise LLMError(explain_network_error(e, self.url, wait, wait < self.timeout)) from None
 
     def read_stream(self, response, assembler, wait):
         """Feed the SSE lines to the assembler; fail clearly on an error event or a cut stream."""
@@ -143,7 +143,7 @@ class Client:
             if "timed out" in str(e):
                 raise LLMError(f"The model server at {self.url} stopped sending its streamed answer for "
                                f"{wait:g} s. It may be overloaded or stuck; check its log and try again.") from None
-            done = False
+            done, data_seen = False, True   # a broken connection is a cut stream, not an empty answer
         if not data_seen:
             raise self.empty_stream()
         assembler.finish()
@@ -175,10 +175,10 @@ class Client:
 
     def empty_stream(self):
         """An HTTP 200 with no data at all: llama-cpp-python's way of saying the prompt did not fit."""
-        said = (f"The server at {self.url} answered with an empty stream (HTTP 200, no data), which is most "
-                "likely a context overflow: llama-cpp-python answers a prompt longer than its window this way "
-                "when streaming (--no-stream shows the server's own error)")
-        return ContextOverflow(overflow_message(None, None, said))
+        said = (f"The server at {self.url} answered with an empty stream (HTTP 200, no data). That is most likely "
+                "a context overflow, the conversation no longer fitting the model's context window: llama-cpp-python "
+                "answers so when streaming (--no-stream shows the server's own error)")
+        return ContextOverflow(overflow_message(None, None, said, sure=False))
 
 
 def reply_timeout(timeout, limit):
@@ -326,7 +326,9 @@ def canonical_arguments(arguments):
         return "{}", f"the arguments are not valid JSON ({e}): {arguments[:200]!r}"
     if not isinstance(value, dict):
         return "{}", f"the arguments must be a JSON object, not {arguments[:200]!r}"
-    return dump_object(value)
+    if isinstance(strict_json(arguments), str):
+        return dump_object(value)
+    return escape_surrogates(arguments), None   # the model's own spelling, byte for byte
 
 
 def strict_json(text):
@@ -344,9 +346,15 @@ def strict_json(text):
 
 def dump_object(value):
     try:
-        return clean(json.dumps(value, ensure_ascii=False, allow_nan=False)), None
+        return escape_surrogates(json.dumps(value, ensure_ascii=False, allow_nan=False)), None
     except (ValueError, TypeError, RecursionError) as e:
         return "{}", f"the arguments cannot be sent back as JSON ({e})"
+
+
+def escape_surrogates(json_text):
+    """A lone surrogate can only sit inside a JSON string: write it as its \\u escape, which every
+    server reads back, and the tool still sees (and refuses) exactly what the model sent."""
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", json_text)
 
 
 def describe(value):
@@ -379,8 +387,12 @@ def is_count(value):
 
 # --- Errors, in words --------------------------------------------------------------------------
 
-def explain_network_error(error, url, timeout):
+def explain_network_error(error, url, timeout, budget=False):
+    """budget: the timeout was the time left of the run (--max-seconds), not the client's own."""
     text = str(error)
+    if isinstance(error, requests.exceptions.Timeout) and budget:
+        return (f"The model server at {url} did not finish its answer within the {timeout:g} s left of the "
+                "run's time limit (--max-seconds). Give the run more time, or ask for less at once.")
     if isinstance(error, requests.exceptions.Timeout):
         return (f"The model server at {url} did not answer within {timeout:g} s. "
                 "A large model may still be loading; try again, or try a smaller model.")
@@ -480,12 +492,13 @@ def context_overflow(raw, detail, url):
     return ContextOverflow(overflow_message(prompt, window, f"The server at {url} said: {detail}"), prompt, window)
 
 
-def overflow_message(prompt, window, said):
-    numbers = f" ({prompt or '?'} prompt tokens, the window holds {window or '?'})"
-    return (f"The conversation no longer fits the model's context window{numbers}. {said}. "
-            "What to do: give the task in smaller steps; use a model with a longer context; give the server "
-            "a bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has --context-window, "
-            "set it to the server's real window so old tool results are cut in time.")
+def overflow_message(prompt, window, said, sure=True):
+    numbers = [f"{prompt} prompt tokens" if prompt else "", f"the window holds {window}" if window else ""]
+    numbers = f" ({'; '.join(n for n in numbers if n)})" if any(numbers) else ""
+    lead = f"The conversation no longer fits the model's context window{numbers}. " if sure else ""
+    return (f"{lead}{said}. What to do: give the task in smaller steps; use a model with a longer context; give "
+            "the server a bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has "
+            "--context-window, set it to the server's real window so old tool results are cut in time.")
 
 
 # --- Putting a stream back together ------------------------------------------------------------

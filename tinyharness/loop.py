@@ -5,10 +5,14 @@ import sys
 import time
 from pathlib import Path
 
-from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES, ContextWatch, estimate_tokens
+from .extensions import NONE as NO_EXTENSIONS
+from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES, ContextWatch, batch_scissors, estimate_tokens
 from .guards import MAX_SECONDS, MAX_TURNS, REPEAT_LIMIT, Budget, Record, RepeatGuard, Stopped, brief, repeat_warning
 from .hooks import ask_user, needs_permission, pre_tool_use
-from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, check_call, parse_arguments, run_tool
+from .llm import ContextOverflow, LLMError
+from .parallel import batches, run_together
+from .subagents import run_child
+from .tools import SCHEMAS, SHELL_TIMEOUT, TOOLS, canonical, check_call, run_tool
 from .verify import post_tool_use
 from .vision import ArrivalWatch, image_followup_message, user_message_with_image
 
@@ -16,29 +20,40 @@ SYSTEM_PROMPT = """You are an agent working in a folder on the user's computer (
 Use the tools to look at and change files; do the work yourself instead of telling the user how.
 Read before you answer: never invent what a file says. Old tool results may be cut to save room;
 keep what you will need later with save_note. When the task is done, answer briefly with what you did."""
+CUT = ("[harness] Your last reply was cut off at the length limit (max_tokens={}), so none of its tool calls ran. "
+       "Continue with a shorter reply: fewer or smaller tool calls, less text.")
+EMPTY = "[harness] Your reply was empty. Answer the task in words, or call a tool."
+NO_ANSWER = "(The model gave no answer. The [tool] lines above show what it did.)"
+VALID_CALL = ('A valid call looks like {"name": "read_file", "arguments": {"path": "notes.txt"}}; the tools are: '
+              + ", ".join(TOOLS) + ".")  # said after what was wrong with a call the door could not read
 
 
 class Stats:
     """What the [stats] line reports: model calls, tool calls, and the server's own token counts."""
 
     def __init__(self):
-        self.turns = self.tool_calls = self.prompt_tokens = self.completion_tokens = 0
+        self.turns = self.tool_calls = self.prompt_tokens = self.completion_tokens = self.uncounted = 0
         self.started = time.monotonic()
         self.cached_tokens = None  # only a server with a prompt cache reports it
 
     def count_turn(self, usage):
         self.turns += 1
-        self.prompt_tokens += usage.get("prompt_tokens") or 0
-        self.completion_tokens += usage.get("completion_tokens") or 0
+        self.uncounted += "prompt_tokens" not in usage and "completion_tokens" not in usage  # some servers send none
+        self.prompt_tokens += usage.get("prompt_tokens", 0)
+        self.completion_tokens += usage.get("completion_tokens", 0)
         details = usage.get("prompt_tokens_details")
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         if isinstance(cached, int):
             self.cached_tokens = (self.cached_tokens or 0) + cached
 
     def line(self):
+        unknown = self.turns and self.uncounted == self.turns  # "?": a 0 would be a measurement nobody made
+        missing = f" usage_missing_turns={self.uncounted}" if self.uncounted and not unknown else ""
         cached = "" if self.cached_tokens is None else f" cached_tokens={self.cached_tokens}"  # after the contract's
-        return (f"[stats] turns={self.turns} tool_calls={self.tool_calls} prompt_tokens={self.prompt_tokens} "
-                f"completion_tokens={self.completion_tokens} seconds={time.monotonic() - self.started:.1f}{cached}")
+        return (f"[stats] turns={self.turns} tool_calls={self.tool_calls} "
+                f"prompt_tokens={'?' if unknown else self.prompt_tokens} "
+                f"completion_tokens={'?' if unknown else self.completion_tokens} "
+                f"seconds={time.monotonic() - self.started:.1f}{cached}{missing}")
 
 
 def system_prompt(workspace):
@@ -51,90 +66,190 @@ def system_prompt(workspace):
 
 def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, transcript=None,
               shell_timeout=SHELL_TIMEOUT, approve=ask_user, max_seconds=MAX_SECONDS, context_policy=DEFAULT_POLICY,
-              context_window=CONTEXT_WINDOW, image=None):
+              context_window=CONTEXT_WINDOW, image=None, messages=None, on_update=None, max_tokens=None,
+              sandbox=None, extensions=None, on_subagent=None):
     """Loop until the model answers without tool calls; return that answer. Raise Stopped, with an
     account of what was done, when a budget runs out or the model keeps repeating itself.
-    `context_policy` names one of context.POLICIES: how old tool results are cut before each call."""
+    `context_policy` names one of context.POLICIES: how old tool results are cut before each call.
+    `messages`: a conversation to continue (chat): the task is added to it, and it is kept up to date
+    in place, so the caller still has the whole history when the run ends, stops or is interrupted.
+    `on_update(messages)` is called whenever messages were added (the session file appends them).
+    `max_tokens` (or None) bounds the prompt and completion tokens of the run, by the server's counts.
+    `extensions` (extensions.py): MCP tools, the task tool, command hooks, parallel reads; `on_subagent`
+    gets each subagent's messages when it ends (the session keeps them).
+    `sandbox`: how shell commands run (sandbox.Sandbox; None = sandboxed, with the defaults)."""
+    ext = extensions or NO_EXTENSIONS
+    refused = ext.user_prompt_submit(task)
+    if refused:
+        raise Stopped(f"a user_prompt_submit hook refused the task: {refused}", "Tool calls: none.\nFiles written: none.")
+    if ext.subagents:  # the child gets this run's client, settings and hooks, and a fresh context
+        parent = {"client": client, "workspace": workspace, "stats": stats, "echo": echo,
+                  "settings": {"shell_timeout": shell_timeout, "approve": approve, "context_policy": context_policy,
+                               "context_window": context_window, "sandbox": sandbox}}
+        ext.run_task = lambda description: run_child(description, parent, ext, on_subagent)
     first = user_message_with_image(task, image) if image else {"role": "user", "content": task}  # image: from --image
-    messages = [{"role": "system", "content": system_prompt(workspace)}, first]
+    messages = [{"role": "system", "content": system_prompt(workspace)}] if messages is None else messages
+    messages.append(first)
+    on_update = on_update or (lambda messages: None)
+    on_update(messages)
     arrivals = ArrivalWatch()  # did each picture reach the model? The bill says
     budget, repeats, record = Budget(max_turns, max_seconds), RepeatGuard(), Record()
     policy, watch = POLICIES[context_policy], ContextWatch(context_window)
     memory = {}  # what the post_tool_use hooks remember during this run (failing writes per file)
+    was_cut = nudged = False
     for turn in itertools.count():
-        limit = budget.exceeded(turn)  # between turns: the only moment the loop itself can stop
+        save_transcript(transcript, messages)  # before each model call, so a failed call still leaves the story
+        limit = budget.exceeded(turn) or tokens_spent(stats, max_tokens)  # between turns: the loop can stop only here
         if limit:
             raise Stopped(limit, record.account())
         # Keep what the policy returns: a result cut once stays cut, the same bytes every turn (see context.py).
-        messages = policy(messages, context_window)
-        message, usage, _ = client.chat(messages, tools=SCHEMAS)
+        messages[:] = policy(messages, context_window)  # in place: a chat's caller holds this list
+        try:  # what is left of --max-seconds bounds the reply too: a runaway reply is cut short, not waited for
+            tools = SCHEMAS + ext.schemas()  # asked every turn: an MCP server may have changed its list
+            message, usage, finish_reason = ask(client, messages, context_window, budget, tools)
+        except LLMError:
+            if budget.exceeded(turn):  # the reply ran out of the run's time: a limit (exit 3), not a failure
+                raise Stopped(budget.exceeded(turn), record.account()) from None
+            raise
         stats.count_turn(usage)
         watch_context(watch, usage, messages)
-        arrived = arrivals.check(messages, SCHEMAS, usage)  # a warning if a new picture never arrived
+        arrived = arrivals.check(messages, tools, usage)  # a warning if a new picture never arrived
         if arrived:
             print(arrived, file=sys.stderr, flush=True)
+        problems, notice = message.pop("_problems", {}), message.pop("_notice", None)  # the door's notes, not sent
+        if finish_reason == "length":  # cut off mid-reply: a call in it may be cut too, so none of them runs
+            if was_cut:
+                raise Stopped(f"the model's reply was cut at the length limit twice (max_tokens={client.max_reply_tokens})",
+                              record.account())
+            was_cut = True
+            echo(f"  [harness] the reply was cut at max_tokens={client.max_reply_tokens}: its calls did not run")
+            messages += [{"role": "assistant", "content": message["content"]},
+                         {"role": "user", "content": CUT.format(client.max_reply_tokens)}]
+            on_update(messages)
+            continue
         messages.append(message)
-        calls = message.get("tool_calls") or []
-        if not calls:  # no tool calls = the model is done (finish_reason alone is not trusted)
-            save_transcript(transcript, messages)
-            return message.get("content") or ""
+        on_update(messages)
+        if not message.get("tool_calls"):  # no tool calls = the model is done (finish_reason alone is not trusted)
+            objection = ext.stop(message["content"]) if message["content"].strip() else None
+            if objection:  # a stop hook says the work is not done: the model reads why, and goes on
+                messages.append({"role": "user", "content": f"[harness] A stop hook of this workspace says the "
+                                                            f"task is not done yet: {objection}"})
+                on_update(messages)
+                continue
+            if message["content"].strip() or nudged:  # an empty answer gets one [harness] nudge
+                save_transcript(transcript, messages)
+                return message["content"].strip() or NO_ANSWER
+            nudged = True
+            messages.append({"role": "user", "content": EMPTY})
+            on_update(messages)
+            continue
         images = []  # (name, image part) for each picture view_image loads this turn
-        for number, call in enumerate(calls, 1):
-            repeats.see(call)  # before it runs: running it replaces broken arguments with {}
-            run_tool_call(call, f"call_{turn + 1}_{number}", workspace, messages, stats, echo, shell_timeout, approve,
-                          memory, images)
-            record.note(call, messages[-1]["content"])
+
+        def run_one(call):  # what one call returns, and the pictures it loaded (a list per call: threads)
+            name, arguments, problem = call["function"]["name"], call["function"]["arguments"], problems.get(call["id"])
+            if problem:
+                return f"ERROR: {problem}. {VALID_CALL}", []
+            loaded = []
+            return checked_run(workspace, name, arguments, shell_timeout, approve, memory, loaded, sandbox, ext), loaded
+
+        def reads_only(call):
+            return ext.parallel and call["id"] not in problems and \
+                ext.read_only(call["function"]["name"], call["function"]["arguments"])
+
+        for group in batches(message["tool_calls"], reads_only):  # reads together; a write or command alone
+            if len(group) == 1:
+                show_call(echo, group[0])  # before it runs: its permission prompt follows the [tool] line
+            outcomes = run_together(group, run_one)
+            for call, (result, loaded) in zip(group, outcomes):
+                if len(group) > 1:
+                    show_call(echo, call)
+                repeats.see(call, problems.get(call["id"]))
+                echo(f"    -> {(result.splitlines() or [''])[0][:160]}")
+                stats.tool_calls += 1
+                record.note(call, result)
+                images += loaded
+                # The one rule of the loop: each result answers its call by the id the server gave that call.
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+                on_update(messages)
         if images:  # after ALL of this turn's results: a message between two of them breaks the pairing
             messages.append(image_followup_message([part for _, part in images], [name for name, _ in images]))
+        if notice:  # after all of the turn's results: a message between two of them breaks the pairing
+            messages.append({"role": "user", "content": notice})
         repeated = repeats.end_turn()
         if repeated and repeats.warnings == 1:  # after all of this turn's results, never between them
             messages.append({"role": "user", "content": repeat_warning(repeated)})
-        save_transcript(transcript, messages)
+        on_update(messages)
         if repeated and repeats.warnings > 1:
+            save_transcript(transcript, messages)
             raise Stopped(f"the model made the same call {REPEAT_LIMIT} times in a row again, after a [harness] "
                           f"warning: {brief(repeated)}", record.account())
 
 
+def show_call(echo, call):
+    shown = json.dumps(json.loads(call["function"]["arguments"]), ensure_ascii=False, sort_keys=True)
+    echo(f"  [tool] {call['function']['name']}({shown})")  # one line, one spelling
+
+
+def ask(client, messages, context_window, budget, tools=SCHEMAS):
+    """One model call. When the server says the prompt does not fit its context, cut old tool results
+    at once (the batch policy, forced; in place, so the history keeps the cut) and try once more."""
+    try:
+        return client.chat(messages, tools=tools, timeout=budget.seconds_left())
+    except ContextOverflow as overflow:
+        window = min(overflow.context_window or context_window, context_window)  # the server's own size, if it said
+        cut = batch_scissors(messages, window, high=0)
+        stubbed = sum(a is not b for a, b in zip(messages, cut))
+        if not stubbed:
+            raise LLMError(f"{overflow} (No old tool result was left to cut.)") from None
+        print(f"[context] the server says the prompt does not fit its context; cut {stubbed} old tool "
+              f"result(s) and trying once more.", file=sys.stderr, flush=True)
+    messages[:] = cut
+    try:
+        return client.chat(messages, tools=tools, timeout=budget.seconds_left())
+    except ContextOverflow as overflow:
+        raise LLMError(f"{overflow} (This was after cutting {stubbed} old tool result(s) and trying once more.)") \
+            from None
+
+
+def tokens_spent(stats, max_tokens):
+    """Why the run must stop for --max-tokens (prompt plus completion, as the server counted), or None."""
+    spent = stats.prompt_tokens + stats.completion_tokens
+    if max_tokens and spent >= max_tokens:
+        return f"the token budget of --max-tokens {max_tokens} was used ({spent} tokens by the server's counts)"
+    return None
+
+
 def watch_context(watch, usage, messages):
-    """Warn on stderr when the server's prompt count says the context is nearly full, or was cut."""
-    if isinstance(usage.get("prompt_tokens"), int):  # our own estimate of what we sent tells our cuts apart
-        warning = watch.check(usage["prompt_tokens"], len(messages), sent_tokens=estimate_tokens(messages))
-        if warning:
-            print(warning, file=sys.stderr, flush=True)
+    """Warn on stderr when the prompt count says the context is nearly full, or was cut. Without the
+    server's count, the harness's own estimate of what it sent stands in, and the warning says so."""
+    sent = estimate_tokens(messages)  # our estimate also tells our own cuts apart from the server's
+    counted = usage.get("prompt_tokens")
+    warning = watch.check(sent if counted is None else counted, len(messages), sent_tokens=sent)
+    if warning:
+        print(warning + (" (estimated: the server reported no prompt_tokens)" if counted is None else ""),
+              file=sys.stderr, flush=True)
 
 
-def run_tool_call(call, spare_id, workspace, messages, stats, echo, shell_timeout, approve, memory, images):
-    """Run one call and append its result, paired to the call by the id the server gave it."""
-    function = call.setdefault("function", {})
-    name, arguments = function.get("name"), function.get("arguments")
-    # The call stays in the history, so it must stay sendable: Ollama's /v1 answers 400 to every later
-    # request once a past call carries broken JSON. Keep the parsed arguments ({} if they did not parse),
-    # and give a call the server sent without an id one of ours, so its result can still be paired.
-    function["arguments"] = canonical(parse_arguments(arguments)[0])
-    call["id"] = call.get("id") or spare_id
-    echo(f"  [tool] {name}({function['arguments']})")
-    stats.tool_calls += 1
-    result = checked_run(workspace, name, arguments, shell_timeout, approve, memory, images)
-    messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-
-
-def checked_run(workspace, name, arguments, shell_timeout, approve, memory, images):
+def checked_run(workspace, name, arguments, shell_timeout, approve, memory, images, sandbox=None, ext=NO_EXTENSIONS):
     """The choke point: every call passes here after it is parsed and before it runs. The hooks come
     first, so a blocked call never reaches the user; then writes, commands and URLs need the user's yes.
-    After the call ran, the post hooks may add what they found to its result: the model reads it next."""
-    arguments, problem = check_call(name, arguments)
+    After the call ran, the post hooks may add what they found to its result: the model reads it next.
+    A tool from extensions.py (MCP, task) passes the same hooks, prompt and post hooks as ours."""
+    ours = not ext.owns(name)
+    arguments, problem = check_call(name, arguments) if ours else ext.check(name, arguments)
     if problem:
         return problem
-    reason = pre_tool_use(workspace, name, arguments)
+    reason = pre_tool_use(workspace, name, arguments) or ext.pre_tool_use(name, arguments)
     if reason:
         return f"BLOCKED: {reason}"
-    if needs_permission(name, arguments) and not approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
+    asks = needs_permission(name, arguments) if ours else ext.needs_permission(name)
+    if asks and not approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
         return f"DENIED: the user did not allow this {name} call, so it did not run."
-    result = run_tool(workspace, name, arguments, shell_timeout, images)
-    return post_tool_use(workspace, name, arguments, result, memory)
+    result = run_tool(workspace, name, arguments, shell_timeout, images, sandbox) if ours else ext.run(name, arguments)
+    return ext.post_tool_use(name, arguments, post_tool_use(workspace, name, arguments, result, memory))
 
 
 def save_transcript(path, messages):
-    """Rewritten after every turn, so a crash still leaves the story so far."""
+    """Rewritten every turn, so a crash still leaves the story so far."""
     if path:
         Path(path).write_text(json.dumps(messages, indent=2), encoding="utf-8")

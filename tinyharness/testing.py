@@ -205,6 +205,17 @@ def build_completion(reply: dict, calls: list, head: dict, usage, null_content: 
     return answer if usage is None else {**answer, "usage": usage}
 
 
+def json_text(obj) -> str:
+    """JSON with readable non-ASCII, except a string holding a lone surrogate: UTF-8 cannot carry
+    it, so that answer is sent with \\u escapes (as a real server's JSON encoder would)."""
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return json.dumps(obj)
+
+
 def pieces(text: str, size: int) -> list:
     """Cut text every `size` characters, blind to JSON: clients must cope with any split."""
     return [text[i:i + size] for i in range(0, len(text), size)]
@@ -380,8 +391,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.track(self.connection, False)
 
     def send_json(self, status: int, obj, raw: str | bytes | None = None):
-        data = raw if raw is not None else json.dumps(obj, ensure_ascii=False)
-        data = data if isinstance(data, bytes) else data.encode("utf-8")   # bytes: e.g. bad UTF-8
+        data = raw if raw is not None else json_text(obj)
+        data = data if isinstance(data, bytes) else data.encode("utf-8", errors="surrogatepass")  # bytes: e.g. bad UTF-8
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -406,7 +417,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path.startswith("/api/"):
             from .fake_ollama import answer_native
             return answer_native(self, "POST", path, data)
-        if not path.endswith("/chat/completions"):
+        if not path.endswith("/v1/chat/completions"):        # like Ollama: a base URL without /v1 is a 404
             return self.send_json(404, error_body(f"no route for POST {path}", "invalid_request_error"))
         try:
             body = json.loads(data)
@@ -480,7 +491,7 @@ class _Handler(BaseHTTPRequestHandler):
         if cut:                                     # drop mid-stream: about half, and no [DONE]
             events = events[: max(1, len(events) // 2)]
         for event in events:
-            data = event if isinstance(event, str) else json.dumps(event, ensure_ascii=False)
+            data = event if isinstance(event, str) else json_text(event)
             self.wfile.write(f"data: {data}\n\n".encode("utf-8"))
             self.wfile.flush()
 
@@ -876,6 +887,9 @@ def main(argv=None) -> int:
                         help="play a vision model that names the colours of the halves of each PNG it is sent")
     parser.add_argument("--drop-images", action="store_true",
                         help="ignore every image, as Ollama does for gemma4 e2b/e4b (tokens count without them)")
+    parser.add_argument("--lenient", action="store_true",
+                        help="answer every request; by default one a real server would refuse gets its HTTP 400/500")
+    parser.add_argument("--no-usage", action="store_true", help="never report token usage, like some servers")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--model", default="qwen3:8b", help="model name listed by /v1/models")
@@ -892,7 +906,7 @@ def main(argv=None) -> int:
     if args.drop_images:
         what += " that never sees images"
     with ScriptedServer(**replies, drop_images=args.drop_images, host=args.host, port=args.port,
-                        model=args.model) as srv:
+                        model=args.model, strict=not args.lenient, send_usage=not args.no_usage) as srv:
         print(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C to stop.", flush=True)
         try:
             while True:

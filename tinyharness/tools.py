@@ -9,12 +9,14 @@ import json
 import locale
 import os
 import secrets
+import select
 import signal
 import stat
 import subprocess
 import threading
 from pathlib import Path
 
+from .sandbox import BENEATH, Sandbox, hint_for, open_beneath, protected_path
 from .vision import ImageError, image_part, load_image, view_image_result
 
 SHELL_TIMEOUT = 60  # seconds; --shell-timeout changes it
@@ -23,8 +25,15 @@ KEEP_BYTES = 100_000  # held from each end while a command runs, so one that pri
 
 
 def list_dir(workspace, path="."):
-    folder = Path(workspace) / path
-    names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+    if not BENEATH:  # Windows: no folder descriptors, the path as the hooks checked it
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in (Path(workspace) / path).iterdir())
+    else:
+        folder = open_beneath(workspace, path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with os.scandir(folder) as entries:
+                names = sorted(e.name + ("/" if e.is_dir() else "") for e in entries)
+        finally:
+            os.close(folder)
     if not names:
         return f"OK: {path} is an empty folder"
     return f"OK: {path} has {len(names)} entr{'y' if len(names) == 1 else 'ies'}:\n" + "\n".join(names)
@@ -32,7 +41,7 @@ def list_dir(workspace, path="."):
 
 def read_file(workspace, path):
     # O_NONBLOCK: opening a FIFO that nobody writes to would otherwise wait forever
-    with open(os.open(Path(workspace) / path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
+    with open(open_beneath(workspace, path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
         kind = os.fstat(file.fileno()).st_mode
         if stat.S_ISDIR(kind):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
@@ -45,22 +54,50 @@ def read_file(workspace, path):
 def write_file(workspace, path, content):
     """Write a new file beside the target, then rename it over the target. A rename replaces what was
     there - a hard link to another file, a FIFO, a symlink - instead of writing through it, and a harness
-    that dies halfway leaves the old file or the new one, never half of one."""
-    target = Path(workspace) / path
-    if target.is_dir():
+    that dies halfway leaves the old file or the new one, never half of one. The folder is opened once,
+    beneath the workspace, and both steps happen in it: a link swapped in meanwhile changes nothing."""
+    protected = protected_path(path)
+    if protected:
+        raise PermissionError(errno.EACCES, f"{protected} is protected: what is written there runs later (git hooks, "
+                                            "git's config) or configures the harness; only the user changes it")
+    target = Path(path)
+    if target.name in ("", ".", ".."):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-    temp = target.parent / f".write-{secrets.token_hex(4)}.tmp"
-    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to any new file
+    if not BENEATH:  # Windows: the path as the hooks checked it, without folder descriptors
+        replace_in(None, str(Path(workspace, target.parent)), target.name, content)
+        return f"OK: wrote {len(content)} characters to {path}"
+    folder = open_beneath(workspace, str(target.parent), getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY)
+    try:
+        replace_in(folder, None, target.name, content)
+    finally:
+        os.close(folder)
+    return f"OK: wrote {len(content)} characters to {path}"
+
+
+def replace_in(folder, folder_path, name, content):
+    """The write itself, in a folder given as a descriptor (every name relative to it) or as a path."""
+    at = (lambda n: n) if folder is not None else (lambda n: os.path.join(folder_path, n))
+    try:
+        old = os.stat(at(name), dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        old = None
+    if old and stat.S_ISDIR(old.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    temp = at(f".write-{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    descriptor = os.open(temp, flags, 0o666, dir_fd=folder)  # the umask applies, as to any new file
     try:
         with open(descriptor, "w", encoding="utf-8") as file:
             file.write(content)
-        if target.is_file():
-            os.chmod(temp, stat.S_IMODE(target.stat().st_mode))  # a script stays executable
-        os.replace(temp, target)
+        if old and stat.S_ISREG(old.st_mode):
+            os.chmod(temp, stat.S_IMODE(old.st_mode), dir_fd=folder)  # a script stays executable
+        os.replace(temp, at(name), src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        temp.unlink(missing_ok=True)
+        try:
+            os.unlink(temp, dir_fd=folder)
+        except FileNotFoundError:
+            pass
         raise
-    return f"OK: wrote {len(content)} characters to {path}"
 
 
 NOTES_FILE = "agent_notes.md"
@@ -74,7 +111,7 @@ def save_note(workspace, text):
         return "ERROR: the note is empty; write the facts you will need later"
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        with open(os.open(Path(workspace) / NOTES_FILE, flags, 0o666), "a", encoding="utf-8") as file:
+        with open(open_beneath(workspace, NOTES_FILE, flags, 0o666), "a", encoding="utf-8") as file:
             info = os.fstat(file.fileno())
             if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
                 return (f"ERROR: cannot save the note: {NOTES_FILE} is not a plain file of its own (a hard link or "
@@ -86,28 +123,58 @@ def save_note(workspace, text):
     return f"OK: saved a note of {len(text.strip())} characters to {NOTES_FILE}"
 
 
-def shell(workspace, command, timeout=SHELL_TIMEOUT):
-    """Run one command in a new shell. The command gets its own process group (a new session), so the
-    timeout can kill everything it started, not just /bin/sh."""
-    process = subprocess.Popen(command, shell=True, cwd=workspace, start_new_session=True,
-                               stdin=subprocess.DEVNULL,  # a command that waits for input gets end-of-file
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
+    """Run one command in a new shell, confined by the sandbox (sandbox.py) unless it is switched off.
+    The command gets its own process group (a new session), and the sandbox finds what left the group,
+    so the timeout can kill everything it started, not just /bin/sh."""
+    sandbox = Sandbox() if sandbox is None else sandbox
+    problem = sandbox.problem()
+    if problem:
+        return f"ERROR: {problem}"
+    process, finish = sandbox.start(workspace, command, timeout,
+                                    stdin=subprocess.DEVNULL,  # a command that waits for input gets end-of-file
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     output = Output()
     reader = threading.Thread(target=output.collect, args=(process.stdout,), daemon=True)
     reader.start()
     try:
-        process.wait(timeout=timeout)
+        wait(process, timeout)
         timed_out = False
     except subprocess.TimeoutExpired:
         timed_out = True
+    except BaseException:  # Ctrl-C: the command leads its own session, so the terminal's signal missed it
+        kill_group(process.pid)
+        finish(True)  # and what left the group, the private TMPDIR, the protected paths
+        raise  # the shell itself is left for the caller to reap (chat counts the commands it stopped)
     kill_group(process.pid)  # also what the command left running in the background: it would hold the pipe open
+    notes = finish(timed_out)  # sandboxed: every process it left, wherever it went, and the protected paths put back
     status = process.wait()
-    reader.join(timeout=1)  # a child that left the group (setsid) can keep the pipe open forever: stop reading
+    reader.join(timeout=1)  # unsandboxed, a child that left the group (setsid) can keep the pipe open: stop reading
     text = cut(decode(output.head + output.tail), output.dropped)
+    if sandbox.enabled and hint_for(text):
+        notes.append(hint_for(text))
+    if notes:  # what the sandbox did after the command: on lines of their own, after its output
+        text = "\n".join(([text.rstrip("\n")] if text else []) + notes)
     if timed_out:
         return (f"ERROR: timed out after {timeout:g} s; the command and everything it started were killed "
                 f"(exit status {status}). Output until then:\n{text}")
     return f"exit status {status}" + (f"\n{text}" if text else " (no output)")
+
+
+def wait(process, timeout):
+    """process.wait(timeout), without its polling: Popen.wait with a timeout sleeps in growing steps
+    and can notice the end of a quick command milliseconds late. A pidfd (Linux 5.3) becomes readable
+    the moment the process ends."""
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):  # not Linux, or an old kernel
+        return process.wait(timeout=timeout)
+    try:
+        if not select.select([pidfd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(process.args, timeout)
+    finally:
+        os.close(pidfd)
+    return process.wait()
 
 
 class Output:
@@ -134,8 +201,10 @@ def kill_group(pid):
 
 
 def decode(data):
-    """Bytes to text the model can read: UTF-8, else the locale's encoding (cp950 on a Chinese Windows),
-    else UTF-8 with a replacement mark for each byte that fits neither. Never a crash, never mojibake."""
+    """Bytes to text the model can read: UTF-8, else the locale's encoding (Big5 under a zh_TW.Big5
+    locale), else UTF-8 with a replacement mark for each byte that fits neither. Never a crash. Nothing is
+    guessed: on a UTF-8 system, output in a legacy encoding such as cp950 arrives as replacement marks
+    and stray characters, which at least tell the model that the output was not UTF-8."""
     for encoding in ("utf-8", locale.getpreferredencoding(False)):
         try:
             return data.decode(encoding)
@@ -200,15 +269,15 @@ SCHEMAS = [
 PARAMETERS = {s["function"]["name"]: s["function"]["parameters"]["required"] for s in SCHEMAS}
 
 
-def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT, images=None):
+def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT, images=None, sandbox=None):
     """Run one call. Whatever goes wrong comes back as text that says what was wrong and what is valid;
-    the loop never crashes here."""
+    the loop never crashes here. `sandbox`: how shell commands run (sandbox.Sandbox; None = on, defaults)."""
     arguments, problem = check_call(name, arguments)
     if problem:
         return problem
     try:
         if name == "shell":
-            return shell(workspace, arguments["command"], timeout=shell_timeout)
+            return shell(workspace, arguments["command"], timeout=shell_timeout, sandbox=sandbox)
         if name == "view_image":  # images: where the loop collects this turn's pictures
             return view_image(workspace, arguments["path"], images)
         return TOOLS[name](workspace, **arguments)

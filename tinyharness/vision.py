@@ -170,6 +170,7 @@ ATTACHED_NOTE = ("(The image is already attached to this message and you can see
                  "file on disk: do not look for it or call a tool to open it.)")
 
 
+# exercise(m8): Write user_message_with_image: the first user message as a list of parts, the task text followed by ATTACHED_NOTE, then the image part.
 def user_message_with_image(text: str, part: dict) -> dict:
     """The first user message with an image attached (--image): the task text, then the image."""
     return {"role": "user", "content": [{"type": "text", "text": f"{text}\n\n{ATTACHED_NOTE}"}, part]}
@@ -181,6 +182,7 @@ def view_image_result(name: str, mime: str, data: bytes) -> str:
             "message, after the results of this turn's tool calls.")
 
 
+# exercise(m8): Write image_followup_message: one user message that says which images follow, then each name and its image part in call order; refuse empty or mismatched lists.
 def image_followup_message(parts: list, names: list) -> dict:
     """The user message carrying the images view_image loaded in one turn. Append it after the
     LAST tool result of the turn: every tool call must be answered by its tool message before

@@ -13,6 +13,7 @@ ADMISSIONS = re.compile(r"\b(could not|couldn't|unable to|failed to|cannot|can't
                         r"not confirmed|not possible|was not able|wasn't able)\b")
 
 
+# exercise(m7): Write claims_success: whether a final answer claims the work is done (a success word with no negation just before it) and admits no failure.
 def claims_success(answer):
     """Whether a final answer claims the work is done.
 

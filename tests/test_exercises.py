@@ -1,0 +1,262 @@
+"""`tinyharness course start` and `course check --mine`: the exercises are generated from the stages,
+and the stages' own tests grade them.
+
+The sweeps run the real check (a pytest subprocess over tests/test_mK_*.py) on copies: per stage, the
+copy with its holes filled back in passes; per hole, a copy with only that hole open fails; and three
+subtly wrong solutions fail with the behaviour they break named in the report.
+"""
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.ladder import ROOT, STAGES
+from tinyharness import course, exercises
+
+
+@pytest.fixture(autouse=True)
+def progress(tmp_path, monkeypatch):
+    path = tmp_path / "progress.json"
+    monkeypatch.setenv("TINYHARNESS_PROGRESS", str(path))
+    return path
+
+
+def stage_dir(stage):
+    return ROOT / stage
+
+
+def files(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in exercises.source_files(folder)}
+
+
+def stage_bodies(stage):
+    """{(file, function): its body as the stage writes it}"""
+    folder = stage_dir(stage)
+    return {(h.file, h.name): exercises.body_of((folder / h.file).read_text(encoding="utf-8"), h)
+            for h in exercises.find_holes(folder)}
+
+
+def fill(copy, bodies):
+    """Write bodies into the copy's holes: {(file, function): body}."""
+    short = exercises.short_name(copy.name)
+    for file in sorted({f for f, _ in bodies}):
+        path = copy / file
+        text = path.read_text(encoding="utf-8")
+        for hole in sorted(exercises.holes_in(text, short, file), key=lambda h: h.first, reverse=True):
+            if (file, hole.name) in bodies:
+                text = exercises.replace_body(text, hole, bodies[(file, hole.name)])
+        path.write_text(text, encoding="utf-8")
+
+
+def start(stage, parent):
+    assert course.course_start(stage, parent) == 0
+    return Path(parent) / next(s for s in STAGES if stage in (s, exercises.short_name(s)))
+
+
+def check(copy, first_failure=False):
+    """Run the real check on a copy; (exit code, the report as text)."""
+    printed = []
+    code = exercises.check(stage_dir(copy.name), copy, output=printed.append, first_failure=first_failure)
+    return code, "\n".join(printed)
+
+
+# --- Generation: in-process, every stage ---------------------------------------------------------
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_copy_differs_from_the_stage_only_in_the_hole_bodies(stage, tmp_path, capsys):
+    holes = exercises.find_holes(stage_dir(stage))
+    assert 1 <= len(holes) <= 3, f"{stage} should mark one to three functions, marks {[h.where for h in holes]}"
+    copy = start(stage, tmp_path / "a")
+    assert files(start(stage, tmp_path / "b")) == files(copy)          # deterministic, to the byte
+    original, generated = files(stage_dir(stage)), files(copy)
+    assert original.keys() == generated.keys()
+    changed = {f for f in original if original[f] != generated[f]}
+    assert changed == {h.file for h in holes}
+    for hole in holes:
+        text = (copy / hole.file).read_text(encoding="utf-8")
+        stage_lines = (stage_dir(stage) / hole.file).read_text(encoding="utf-8").splitlines()
+        assert stage_lines[hole.line - 1] in text.splitlines()         # the def line stays (and its docstring)
+        assert f"raise NotImplementedError({json.dumps(hole.message, ensure_ascii=False)})" in text
+        assert "see README 'Your turn'" in hole.message
+    fill(copy, stage_bodies(stage))
+    assert files(copy) == original                                     # the bodies put back: the stage again
+    assert "check " + exercises.short_name(stage) + " --mine" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_hole_has_a_hint_in_the_readme(stage):
+    known = exercises.hints(stage_dir(stage))
+    for hole in exercises.find_holes(stage_dir(stage)):
+        assert hole.where in known, f"{stage}/README.md '## Your turn' has no '- `{hole.where}` ... Hint: ...'"
+
+
+def test_a_body_without_a_docstring_and_a_method_are_blanked_and_restored():
+    source = textwrap.dedent('''\
+        class Guard:
+            # exercise(m9): Write see.
+            def see(self, call):
+                """Docstring stays."""
+
+                self.last = call
+                return None
+
+
+        # exercise(m9): Write kill.
+        def kill(pid,
+                 sig=9):  # a comment
+            try:
+                return pid
+            finally:
+                pass
+        ''')
+    holes = exercises.holes_in(source, "m9", "x.py")
+    assert [(h.name, h.first, h.last) for h in holes] == [("Guard.see", 5, 7), ("kill", 13, 16)]
+    blank = exercises.blank_source(source, holes)
+    assert '        """Docstring stays."""\n        raise NotImplementedError("Write see; see README' in blank
+    assert '         sig=9):  # a comment\n    raise NotImplementedError("Write kill; see README' in blank
+    compile(blank, "x.py", "exec")
+    bodies = {h.name: exercises.body_of(source, h) for h in holes}
+    for hole in sorted(exercises.holes_in(blank, "m9", "x.py"), key=lambda h: h.first, reverse=True):
+        blank = exercises.replace_body(blank, hole, bodies[hole.name])
+    assert blank == source
+
+
+def test_a_marker_must_stand_above_a_def():
+    with pytest.raises(exercises.ExerciseError, match="right above a def"):
+        exercises.holes_in("# exercise(m1): Write x.\nX = 1\n", "m1", "x.py")
+
+
+# --- start and check on the command line's terms ------------------------------------------------
+
+def test_start_refuses_to_overwrite_without_force(tmp_path, capsys):
+    copy = start("m1", tmp_path)
+    (copy / "loop.py").write_text("my work\n")
+    assert course.course_start("m1", tmp_path) == 2
+    assert "already exists" in capsys.readouterr().err and (copy / "loop.py").read_text() == "my work\n"
+    assert course.course_start("m1", tmp_path, force=True) == 0
+    assert (copy / "loop.py").read_bytes() != b"my work\n" and "NotImplementedError" in (copy / "loop.py").read_text()
+
+
+def test_start_and_check_name_the_valid_stages_and_folders(tmp_path, capsys):
+    assert course.course_start("m42", tmp_path) == 2
+    assert "valid stages" in capsys.readouterr().err
+    assert course.course_check("m1", mine=tmp_path) == 2
+    assert "is not a copy of m1_loop" in capsys.readouterr().err
+    for mine in (ROOT, ROOT / "m1_loop"):                              # never grade the stage itself
+        assert course.course_check("m1", mine=mine) == 2
+        assert "the repository's own m1_loop, not your copy" in capsys.readouterr().err
+
+
+def test_list_shows_the_exercise_progress(progress, tmp_path):
+    printed = []
+    exercises.record_pass("m3_hooks")
+    progress.write_text(json.dumps({**json.loads(progress.read_text()), "m3_hooks": {"best": 2, "total": 3}}))
+    assert course.course_list(output=printed.append) == 0
+    m3 = next(line for line in printed if line.startswith("m3_hooks"))
+    m4 = next(line for line in printed if line.startswith("m4_guards"))
+    assert "quiz 2/3" in m3 and m3.endswith("exercise done") and m4.endswith("exercise to do")
+
+
+# --- The real check: the sweeps -------------------------------------------------------------------
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_copy_with_its_holes_filled_back_passes_the_check(stage, tmp_path, progress):
+    copy = start(stage, tmp_path)
+    fill(copy, stage_bodies(stage))
+    code, text = check(copy)
+    assert code == 0, text
+    assert f"{stage} was imported from {copy.resolve()}" in text       # the copy ran, not the repository's stage
+    assert "FAIL" not in text and f"Exercise {exercises.short_name(stage)} done" in text
+    assert stage in exercises.load_passed()
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_hole_alone_fails_the_check(stage, tmp_path):
+    bodies = stage_bodies(stage)
+    for open_hole in bodies:
+        copy = tmp_path / open_hole[1] / stage
+        exercises.write_exercise(stage_dir(stage), copy)
+        fill(copy, {key: body for key, body in bodies.items() if key != open_hole})
+        code, text = check(copy, first_failure=True)
+        assert code == 1, f"no test of {stage} fails while {open_hole} is not written:\n{text}"
+        assert "First failure: " in text and "Run again: tinyharness course check" in text
+        assert f"Still to write: {open_hole[0]}:{open_hole[1]}" in text
+
+
+def counted_ids(body):
+    """m1's own run_agent, except that it pairs each result to an id it counted itself."""
+    assert '"tool_call_id": call["id"]' in body
+    return body.replace('"tool_call_id": call["id"]', '"tool_call_id": f"call_{stats.tool_calls}"')
+
+
+# Subtly wrong solutions: each differs from the stage's in one idea, and the report names the behaviour.
+WRONG = {
+    "m1 pairs a result to an id it counted itself": ("m1_loop", "loop.py", "run_agent",
+                                                     counted_ids(stage_bodies("m1_loop")[("loop.py", "run_agent")]),
+                                                     "tool results are paired by the server given id"),
+    "m3 compares path strings instead of resolved paths": ("m3_hooks", "hooks.py", "path_guard", '''\
+if name not in FILE_TOOLS:
+    return None
+path = args["path"]
+if "\\x00" in path:
+    return "the path contains a NUL byte, which no file name can hold"
+if Path(path).parts[:1] and Path(path).parts[0].startswith("~"):
+    return f"{path!r}: file tools never expand '~'; give a path relative to the workspace"
+target = os.path.normpath(os.path.join(workspace, path))  # '..' folded away as text: symlinks are not followed
+if not target.startswith(str(workspace)):
+    return f"{path!r} is outside the workspace"
+if name == "read_file" and hard_links(Path(target)) > 1:
+    return f"{path!r} has hard links"
+return None
+''', "path attack is stopped by the file tools"),
+    "m5 cuts the newest results too": ("m5_context", "context.py", "older_results", '''\
+last_reply = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+return [i for i, m in enumerate(messages) if m.get("role") == "tool" and i < last_reply]
+''', "old long results are stubbed and the newest two kept"),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG))
+def test_a_subtly_wrong_solution_fails_and_the_report_names_the_behaviour(case, tmp_path):
+    stage, file, function, body, behaviour = WRONG[case]
+    copy = start(stage, tmp_path)
+    fill(copy, {**stage_bodies(stage), (file, function): body})
+    code, text = check(copy, first_failure=True)
+    assert code == 1, text
+    assert f"First failure: {behaviour}\n" in text, text
+    assert "Still to write" not in text                                # everything is written, just wrong
+    assert "Hint (" in text and f"Run again: tinyharness course check {stage[:2]} --mine {copy}" in text
+
+
+def test_the_check_runs_the_copy_even_from_a_parent_folder(tmp_path):
+    copy = start("m0", tmp_path)
+    fill(copy, stage_bodies("m0_llm"))
+    (copy / "llm.py").write_text((copy / "llm.py").read_text().replace('"messages": messages', '"messages": []'))
+    printed = []                                                       # DIR, not DIR/m0_llm:
+    code = exercises.check(stage_dir("m0_llm"), tmp_path, output=printed.append, first_failure=True)
+    text = "\n".join(printed)
+    assert code == 1 and "First failure: " in text
+    assert f"m0_llm was imported from {copy.resolve()}" in text
+    assert os.environ.get("TINYHARNESS_STAGE_DIR") is None
+
+
+def test_exercise_and_quiz_progress_share_one_file_without_losing_each_other(progress):
+    from quizzes import quiz
+    exercises.record_pass("m1_loop")
+    quiz.record_score("m1_loop", 2, 3)
+    exercises.record_pass("m2_tools")
+    assert set(exercises.load_passed()) == {"m1_loop", "m2_tools"}
+    assert quiz.load_progress()["m1_loop"]["best"] == 2
+
+
+def test_start_never_replaces_the_stage_itself(tmp_path, capsys):
+    fake = tmp_path / "repo"                                           # a fake checkout: a failure costs nothing
+    (fake / "m1_b").mkdir(parents=True)
+    (fake / "m1_b" / "loop.py").write_text('# exercise(m1): Write run.\ndef run():\n    """Doc."""\n    return 1\n')
+    assert course.course_start("m1", fake, force=True, root=fake) == 2
+    assert "is the stage itself" in capsys.readouterr().err
+    assert (fake / "m1_b" / "loop.py").read_text().endswith("return 1\n")
+    assert course.course_start("m1", tmp_path, root=fake) == 0
+    assert (tmp_path / "m1_b" / "loop.py").read_text().endswith('"""Doc."""\n    raise NotImplementedError("Write run; see README \'Your turn\'")\n')

@@ -1,0 +1,33 @@
+"""The README's quick start is what CI runs: .ci/run runs exactly its two lines, each in a new shell."""
+import re
+import shlex
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def readme_quick_start():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Quick start", 1)[1]
+    block = re.search(r"```\n(.*?)```", section, re.S)[1]
+    return block.strip().splitlines()
+
+
+def ci_commands():
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    return [shlex.split(line)[2] for line in lines if line.startswith("bash -c ")]
+
+
+def test_ci_runs_exactly_the_readme_quick_start():
+    assert ci_commands() == readme_quick_start()
+
+
+def test_the_quick_start_makes_and_uses_a_virtual_environment_in_each_line():
+    install, tests = readme_quick_start()
+    assert install.startswith("python3 -m venv .venv && . .venv/bin/activate && ")
+    assert "python -m pip install -e" in install and install.endswith("tinyharness demo")
+    assert tests == ". .venv/bin/activate && python -m pytest -q"  # works alone in a new shell
+
+
+def test_ci_script_is_executable():
+    assert (ROOT / ".ci" / "run").stat().st_mode & 0o111

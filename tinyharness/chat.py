@@ -1,0 +1,461 @@
+"""Chat: one conversation, many tasks, in the current folder; the same loop as `run` underneath.
+
+The problem. `tinyharness run` is single-shot: one task, one loop, and the messages vanish when it
+ends. Real work is a conversation: a task, a correction, "now also do X", a question about what was
+done. And an interactive tool must survive its user: Ctrl-C to stop a model that went the wrong way
+or a command that hangs, without losing the hour of context before it.
+
+The mechanism. A `Conversation` holds the message list and hands it to `run_agent` for each user
+message (`messages=`, kept up to date in place), so every message gets the same tools, hooks,
+guards, context policy and verification as `run`, and its own budgets (`--max-turns` and
+`--max-seconds` count per message). Each message added is appended to the session file at once
+(`on_update`, sessions.py). Before a message is sent, the prompt's size is checked and the history
+compacted past the threshold (compact.py).
+
+Ctrl-C raises KeyboardInterrupt wherever the main thread is: in the model call (the HTTP read is
+abandoned), or waiting for a shell command. The shell tool starts each command in a process group of
+its own (so its timeout can kill all of it), which also means the terminal's Ctrl-C never reaches
+it; the chat kills those groups itself. Then it repairs the history: every call of the interrupted
+turn that has no result gets one saying it was interrupted, because servers reject a call without
+its result. The session goes on at the prompt; Ctrl-D (end of input) or /quit ends it.
+
+Input. On a terminal, `readline` (where Python has it) gives line editing and a history kept in the
+data folder. A line ending with a backslash continues on the next line; a line that is just \"\"\"
+starts a block that runs until the next such line. With standard input not a terminal (a pipe, a
+script, a test) each line is one message, the same continuations apply, and the session ends at
+/quit or end of input; answers are printed as `run` prints them.
+
+What it cannot do. Killing the commands of an interrupted turn needs /proc (Linux): elsewhere a
+command Ctrl-C interrupted runs on until it ends by itself. A turn stopped halfway may have written
+half its files: the interruption stops the harness, it does not undo anything. Permission prompts
+read standard input too, so in a pipe they take the next line as the answer (use --yes).
+"""
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from . import compact as compaction
+from .cli import StreamPrinter, printable
+from .guards import Stopped
+from .hooks import ask_user
+from .llm import LLMError
+from .loop import Stats, run_agent, system_prompt
+from .sessions import UsageTap, sessions_dir
+
+PROMPT, MORE = "you> ", "...> "
+BLOCK = '"""'
+INTERRUPTED_CALL = ("ERROR: interrupted by the user (Ctrl-C) before this call finished; it did not complete, "
+                    "and it may have done part of its work.")
+HELP = f"""Type a message and press Enter. A line ending with \\ continues on the next line;
+a line holding only {BLOCK} starts a block that ends at the next {BLOCK} line.
+  /help          this help
+  /compact       summarise the conversation so far and go on from the summary
+  /clear         forget the conversation (the session file keeps it)
+  /model NAME    talk to another model from the next message on
+  /save [PATH]   write the conversation as a JSON transcript (default: chat-<session id>.json)
+  /quit          end the session (so does Ctrl-D)
+Ctrl-C stops the current turn (the model call or the running command) and returns to the prompt."""
+
+
+class Conversation:
+    """The message list of one chat, and what happens to it: messages, compaction, /clear."""
+
+    def __init__(self, client, workspace, settings, writer=None, messages=None, err=sys.stderr):
+        self.tap = UsageTap(client, writer)
+        self.workspace, self.settings, self.writer, self.err = workspace, settings, writer, err
+        self.messages = messages or [{"role": "system", "content": system_prompt(workspace)}]
+
+    def sync(self, messages=None):
+        if self.writer:
+            self.writer.sync(self.messages)
+
+    def keep_subagent(self, messages):
+        if self.writer:
+            self.writer.event("subagent", messages=messages)
+
+    def notice(self, text):
+        print(printable(text), file=self.err, flush=True)
+        if self.writer:
+            self.writer.notice(text)
+
+    def send(self, text, echo, image=None):
+        """Run the agent on one user message; return its answer. Raises what run_agent raises
+        (Stopped, LLMError, KeyboardInterrupt) after making the history whole again."""
+        stats = Stats()
+        if compaction.needs_compaction(self.tap.last_usage, self.messages, self.settings["context_window"],
+                                       self.settings["compact_at"]):
+            tokens, how = compaction.prompt_size(self.tap.last_usage, self.messages)
+            self.compact(f"the history is about {tokens} tokens ({how}), past "
+                         f"{self.settings['compact_at']:.0%} of the {self.settings['context_window']}-token window",
+                         stats)
+        try:
+            return run_agent(text, self.tap, self.workspace, stats, self.settings["max_turns"], echo,
+                             self.settings["transcript"], self.settings["shell_timeout"], self.settings["approve"],
+                             self.settings["max_seconds"], self.settings["context_policy"],
+                             self.settings["context_window"], image=image, messages=self.messages,
+                             on_update=self.sync, extensions=self.settings.get("extensions"),
+                             sandbox=self.settings.get("sandbox"),
+                             on_subagent=self.keep_subagent)
+        except BaseException:
+            close_open_calls(self.messages)
+            raise
+        finally:
+            self.sync()
+            print(stats.line(), file=self.err, flush=True)
+
+    def compact(self, reason, stats=None):
+        """Summarise the past; on failure keep the history and say so. Returns True when it compacted.
+        The summary call is counted in `stats` (a model call like any other) when given."""
+        self.notice(f"[compact] {reason}: asking the model for a summary...")
+        hands = self.settings.get("extensions")
+        verdict = hands.hook("pre_compact") if hands else None  # the workspace's command hooks, if any
+        if verdict and not verdict.allowed:
+            self.notice(f"[compact] a pre_compact hook blocked it, so the history is kept as it was: {verdict.reason}")
+            return False
+        try:
+            done = compaction.compact(self.messages, self.tap, self.workspace, self.settings["keep_turns"],
+                                      extra=[verdict.output] if verdict and verdict.output else ())
+        except compaction.CompactionFailed as e:
+            self.notice(f"[compact] {e}")
+            return False
+        if stats:
+            stats.count_turn(done.usage)
+        for note in done.notes:
+            self.notice(f"[compact] {note}")
+        before = compaction.estimate_tokens(self.messages)
+        self.messages[:] = done.messages
+        if self.writer:
+            self.writer.compaction(done.summary, done.replaced, self.messages)
+        self.tap.last_usage = {}  # the next size check must measure the new, shorter history
+        self.notice(f"[compact] replaced {len(done.replaced)} messages with a summary: the history went from about "
+                    f"{before} to {compaction.estimate_tokens(self.messages)} tokens (estimated); the last "
+                    f"{self.settings['keep_turns']} turns are kept whole")
+        return True
+
+    def clear(self):
+        self.messages[:] = self.messages[:1]
+        self.tap.last_usage = {}
+        if self.writer:
+            self.writer.clear(self.messages)
+
+    def save(self, path):
+        Path(path).write_text(json.dumps(self.messages, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def close_open_calls(messages):
+    """After an interruption: give every call of the last assistant message that has no result one.
+    A server answers 400 to a history where a tool call is not followed by its result."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
+    if last is None:
+        return
+    answered = {m.get("tool_call_id") for m in messages[last + 1:] if m.get("role") == "tool"}
+    for call in messages[last].get("tool_calls") or []:
+        if call.get("id") not in answered:
+            messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": INTERRUPTED_CALL})
+
+
+def stop_commands():
+    """Kill the process group of every child of this process: the shell tool's commands (each leads a
+    group of its own, so the terminal's Ctrl-C did not reach them). Linux only: it reads /proc."""
+    me, killed = os.getpid(), 0
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return 0
+    for pid in map(int, entries):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            parent = int(stat.rsplit(")", 1)[1].split()[1])  # the name in parentheses may hold spaces
+            if parent == me:
+                os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)  # reap it now: nobody else will wait for a command the loop abandoned
+                killed += 1
+        except (OSError, ValueError, IndexError):
+            continue
+    return killed
+
+
+# --- Reading what the user types ----------------------------------------------------------------
+
+class Input:
+    """Lines from the terminal (with readline) or from a pipe, joined into messages."""
+
+    def __init__(self, interactive):
+        self.interactive = interactive
+        if interactive:
+            self.history = setup_readline()
+
+    def line(self, prompt):
+        if self.interactive:
+            return input(prompt)
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        return line.rstrip("\n").rstrip("\r")
+
+    def message(self):
+        """One message: a line, lines joined by a trailing backslash, or a \"\"\" block. EOFError at the end."""
+        first = self.line(PROMPT)
+        if first.strip() == BLOCK:
+            lines = []
+            while True:
+                line = self.line(MORE)
+                if line.strip() == BLOCK:
+                    return "\n".join(lines)
+                lines.append(line)
+        lines = [first]
+        while lines[-1].endswith("\\"):
+            lines[-1] = lines[-1][:-1]
+            lines.append(self.line(MORE))
+        return "\n".join(lines)
+
+    def close(self):
+        if self.interactive and self.history:
+            try:
+                import readline
+                readline.write_history_file(self.history)
+            except (ImportError, OSError):
+                pass
+
+
+def setup_readline():
+    """Line editing and a history of what was typed, when Python was built with readline."""
+    try:
+        import readline
+    except ImportError:
+        return None
+    path = sessions_dir().parent / "chat_history"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_file():
+            readline.read_history_file(path)
+        readline.set_history_length(1000)
+    except OSError:
+        return None
+    return path
+
+
+# --- The session loop ----------------------------------------------------------------------------
+
+class Chat:
+    """The prompt loop: commands, messages, Ctrl-C and the end of input."""
+
+    def __init__(self, conversation, client, printer, stream, interactive, out=sys.stdout):
+        self.conversation, self.client, self.printer, self.stream = conversation, client, printer, stream
+        self.interactive, self.out = interactive, out
+        self.status = 0  # what the last message ended with, for a pipe's exit status
+
+    def say(self, text):
+        print(printable(text), file=self.out, flush=True)
+
+    def command(self, text):
+        """Run a /command; return False when the session should end."""
+        name, _, rest = text.strip().partition(" ")
+        rest = rest.strip()
+        if name in ("/quit", "/exit"):
+            return False
+        if name == "/help":
+            self.say(HELP)
+        elif name == "/compact":
+            self.conversation.compact("asked for with /compact")
+        elif name == "/clear":
+            self.conversation.clear()
+            self.say("The conversation is cleared; the session file keeps what was said.")
+        elif name == "/model":
+            if not rest:
+                self.say(f"The model is {self.client.model}. /model NAME changes it.")
+            else:
+                self.client.model = rest
+                self.conversation.notice(f"[model] from the next message on: {rest}")
+        elif name == "/save":
+            writer = self.conversation.writer
+            path = rest or f"chat-{writer.id if writer else time.strftime('%Y%m%d-%H%M%S')}.json"
+            try:
+                self.conversation.save(path)
+                self.say(f"Saved the conversation to {path}")
+            except OSError as e:
+                self.say(f"Cannot save to {path}: {e.strerror or e}")
+        else:
+            self.say(f"Unknown command {name}; /help lists the commands.")
+        return True
+
+    def message(self, text, image=None):
+        """Send one message and print its answer (or why it stopped), the way `run` prints them."""
+        self.printer.since_tool = ""
+        try:
+            answer = self.conversation.send(text, self.printer.echo, image=image)
+            self.printer.end_line()
+            if not self.stream or answer.strip() != self.printer.since_tool.strip():
+                self.say(answer)
+            self.status = 0
+        except LLMError as e:
+            self.printer.end_line()
+            self.conversation.notice(f"error: {e}")
+            if "context" in str(e).lower():  # an overflow: the door's message says so
+                self.conversation.notice("(/compact replaces the older messages with a summary; /clear starts afresh)")
+            self.status = 1
+        except Stopped as e:
+            self.printer.end_line()
+            self.say(f"Stopped: {e}. The task is NOT confirmed complete.")
+            self.say(e.done)
+            self.status = 3
+        except KeyboardInterrupt:
+            self.printer.end_line()
+            killed = stop_commands()
+            self.conversation.notice("Interrupted: the turn was stopped" + (f" and {killed} running command(s) killed"
+                                     if killed else "") + "; the conversation is kept. Type your next message.")
+            self.status = 130
+            if not self.interactive:
+                raise
+
+    def run(self, reader, first=None, image=None):
+        """Read and answer messages until /quit or the end of input. Returns (exit status, end reason)."""
+        if first:
+            self.message(first, image)
+        while True:
+            try:
+                text = reader.message()
+            except EOFError:
+                if self.interactive:
+                    print(file=self.out)
+                return self.status, "end of input"
+            except KeyboardInterrupt:  # Ctrl-C at the prompt: a fresh line, like a shell
+                print("^C", file=self.out, flush=True)
+                continue
+            if not text.strip():
+                continue
+            if text.strip().startswith("/"):
+                try:
+                    if not self.command(text):
+                        return self.status, "quit"
+                except KeyboardInterrupt:  # e.g. during /compact's summary: nothing was replaced yet
+                    self.conversation.notice("Interrupted: the command was stopped; the conversation is unchanged.")
+                continue
+            try:
+                self.message(text)
+            except KeyboardInterrupt:
+                return 130, "interrupted"
+
+
+# --- `tinyharness chat` ----------------------------------------------------------------------------
+
+def check_flags(args, parser):
+    """Usage errors, found before the first model call (exit 2), as `run` checks them."""
+    if args.max_turns < 1:
+        parser.error("--max-turns must be 1 or more")
+    if not args.max_seconds > 0:
+        parser.error("--max-seconds must be more than 0")
+    if not args.shell_timeout > 0:
+        parser.error("--shell-timeout must be more than 0")
+    if args.context_window < 1:
+        parser.error("--context-window must be 1 or more")
+    if not 0 < args.compact_at <= 1:
+        parser.error("--compact-at must be more than 0 and at most 1 (a fraction of the context window)")
+    if args.keep_turns < 0:
+        parser.error("--keep-turns must be 0 or more")
+    if args.continue_session and args.resume:
+        parser.error("give --continue or --resume ID, not both")
+
+
+def open_session(args, workspace, model, err):
+    """(writer, messages) for a new, continued or resumed session; (None, None) with --no-session.
+    Raises SessionError when the session asked for cannot be used."""
+    from . import sessions
+    if args.no_session:
+        return None, None
+    if not (args.continue_session or args.resume):
+        return sessions.start_or_warn(workspace, model, err), None
+    if args.resume:
+        path = sessions.find(args.resume)
+    else:
+        path = sessions.latest_for(workspace)
+        if path is None:
+            raise sessions.SessionError(f"no session was started in {workspace} yet (`tinyharness sessions` "
+                                        "lists them); start one with `tinyharness chat`")
+    session = sessions.load(path)
+    if session.warning:
+        print(session.warning, file=err)
+    folder = session.header.get("folder")
+    if folder != str(Path(workspace).resolve()) and not args.yes_approve(
+            f"Session {session.id} was started in {folder}; resume it here, in {workspace}? [y/N] "):
+        raise sessions.SessionError(f"not resumed: session {session.id} belongs to {folder}; run "
+                                    "`tinyharness chat --resume ID` from that folder")
+    messages = session.messages()
+    writer = sessions.reopen(session)
+    writer.notice(f"resumed in {workspace}")
+    print(f"Resumed session {session.id}: {len(messages)} messages, {len(session.user_tasks())} turns.", file=err)
+    return writer, messages or None
+
+
+def chat_command(args, parser):
+    from .hooks import approve_everything
+    from .llm import Client
+    from .sessions import SessionError
+    from .vision import ImageError, image_part, load_attachment
+    from . import extensions
+    check_flags(args, parser)
+    extensions.check_flags(args, parser)
+    workspace = os.getcwd()
+    try:
+        image = image_part(*load_attachment(args.image, workspace)) if args.image else None
+    except ImageError as e:
+        parser.error(f"--image: {e}")
+    if image and not args.task:
+        parser.error("--image needs a first MESSAGE to attach it to")
+    interactive = sys.stdin.isatty()
+    stream = sys.stdout.isatty() if args.stream is None else args.stream
+    printer = StreamPrinter(sys.stdout)
+
+    def ask(prompt):
+        printer.end_line()
+        return ask_user(printable(prompt))
+    approve = approve_everything if args.yes else ask
+    args.yes_approve = approve
+    try:
+        writer, messages = open_session(args, workspace, args.model, sys.stderr)
+    except SessionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
+        hands = extensions.from_flags(args, workspace, ask, lambda text: print(printable(text), file=sys.stderr))
+    except extensions.SetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
+                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
+    from .cli import sandbox_from_args
+    settings = {"extensions": hands, "sandbox": sandbox_from_args(args, parser), "max_turns": args.max_turns, "max_seconds": args.max_seconds, "transcript": args.transcript,
+                "shell_timeout": args.shell_timeout, "approve": approve, "context_policy": args.context_policy,
+                "context_window": args.context_window, "compact_at": args.compact_at, "keep_turns": args.keep_turns}
+    conversation = Conversation(client, workspace, settings, writer, messages)
+    chat = Chat(conversation, client, printer, stream, interactive)
+    reader = Input(interactive)
+    if interactive:
+        print("tinyharness chat in " + workspace + ". /help for help, Ctrl-D or /quit to end.", flush=True)
+    status, reason = 1, "crash"
+    try:
+        status, reason = chat.run(reader, args.task, image)
+    finally:
+        hands.close()  # MCP servers end on every path, Ctrl-C included
+        reader.close()
+        if writer:
+            writer.end(reason)
+            writer.close()
+            print(f"Session {writer.id} saved (tinyharness chat --resume {writer.id}).", file=sys.stderr)
+    return status if not interactive else 0
+
+
+def add_chat_flags(parser):
+    """chat's own flags; the agent's flags are run's (cli.add_agent_flags)."""
+    parser.add_argument("task", nargs="?", metavar="MESSAGE", help="a first message (optional)")
+    parser.add_argument("--continue", dest="continue_session", action="store_true",
+                        help="go on with the latest session started in this folder")
+    parser.add_argument("--resume", metavar="ID", help="go on with the session ID (`tinyharness sessions` lists them)")
+    parser.add_argument("--compact-at", type=float, default=compaction.COMPACT_AT, metavar="FRACTION",
+                        help="summarise the history when the last prompt passes this fraction of the context "
+                             "window (default %(default)s)")
+    parser.add_argument("--keep-turns", type=int, default=compaction.KEEP_TURNS, metavar="N",
+                        help="user turns kept whole after a summary (default %(default)s)")

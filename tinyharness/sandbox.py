@@ -1,0 +1,781 @@
+"""The sandbox: what m3's regex cannot stop, the kernel does.
+
+m3 taught, honestly, that a command policy is text matching. `x=rm; $x -rf "$D"`, `find "$D" -delete`,
+a script written and then run, `git -c core.fsmonitor=...`, a hard link, `/proc/self/root/...`: the
+words never hold `rm -rf`, so no regex sees them. What every one of them has to do in the end is ask
+the kernel: open this file for writing, unlink that one, connect a socket, send a signal. This module
+makes the kernel say no, at the moment of the system call, whatever the spelling.
+
+Each `shell` command runs in a child process that, after `fork` and before `exec /bin/sh`, confines
+itself and everything it will start (the rules are inherited and can never be lifted):
+
+- **no new privileges** (`prctl(PR_SET_NO_NEW_PRIVS)`): a setuid program (`sudo`, `su`) gains nothing;
+  running as root, the capability bounding set is emptied too, so uid 0 keeps no capability after exec.
+- **Landlock** (Linux 5.13+, unprivileged, through three system calls made with ctypes): the ruleset
+  declares every file right the running kernel knows (probed with `landlock_create_ruleset(NULL, 0,
+  VERSION)`) and then grants only these:
+  write, create, remove, rename: the workspace and a private temporary folder (`TMPDIR`, deleted
+  afterwards); read and execute: the system (`/usr`, `/bin`, `/sbin`, `/lib*`, `/opt`, `/proc`, the
+  CPU list in `/sys`, `/etc` entry by entry without `shadow`, `gshadow`, `sudoers`, `ssh` and
+  `ssl/private`), the Python that runs the harness (so `python3 -m pytest` works from a virtualenv),
+  git's settings in the home folder (`~/.gitconfig`, `~/.config/git/{config,ignore,attributes}`: git
+  refuses to run when it may not read them; `~/.git-credentials` stays closed),
+  the workspace, and each `--sandbox-read PATH`; read and write: `/dev/null`, `/dev/zero`,
+  `/dev/full`, `/dev/random`, `/dev/urandom` (no terminal: the command runs in a session of its own,
+  without one, so it cannot type into yours with the TIOCSTI ioctl). Nothing else of the user's: not the home
+  folder, not a folder beside the workspace. Landlock ABI 4 adds TCP: no rule grants a port, so every
+  TCP `connect` and `bind` fails. ABI 6 adds scoping: no signal to a process outside the sandbox
+  (`kill -9 <the harness>` fails) and no abstract UNIX socket outside it.
+- **a seccomp filter** (a 12-instruction BPF program, `prctl(PR_SET_SECCOMP)`): `socket()` fails for
+  every family but `AF_UNIX`, so UDP, raw sockets and netlink are gone too (Landlock alone lets UDP
+  out), and `io_uring_setup` fails, since io_uring can open sockets without the `socket()` call.
+  Why not a network namespace (`unshare(CLONE_NEWUSER | CLONE_NEWNET)`)? It would cut the network just
+  as well, but unprivileged user namespaces are switched off on many systems (Ubuntu 24.04's AppArmor
+  restricts them, hardened kernels disable them); seccomp needs no privilege and no setup on any
+  kernel since 3.5, and costs nothing at run time.
+- **resource limits** (`setrlimit`): CPU seconds (the shell timeout, per process), 1 GiB per file
+  (`yes > big.txt` stops there), no core files, and a task count of 256 more than the whole machine
+  runs now (RLIMIT_NPROC counts every process and thread of the user, not of the command, so a fixed
+  number could stop the first fork of a user with a busy desktop; the machine's total, one read of
+  /proc/loadavg, is an upper bound of the user's). The kernel never enforces it for root: running as
+  root, a fork bomb is NOT stopped.
+- **an environment without secrets**: `TINYHARNESS_API_KEY` and every variable whose name ends in
+  `_KEY` or `_TOKEN` or holds `SECRET`, `PASSWORD`, `PASSWD` or `CREDENTIAL` is not passed on, nor
+  `SSH_AUTH_SOCK`. `TMPDIR`, `TMP` and `TEMP` point at the private folder.
+- **no process left behind**: the harness makes itself a child subreaper
+  (`prctl(PR_SET_CHILD_SUBREAPER)`), so whatever the command leaves running - `setsid`, a double fork,
+  `nohup ... &` - is re-parented to the harness instead of to init. When the command ends or times
+  out, the harness walks `/proc` for every descendant of the command and every orphan it adopted
+  during the command, and kills them all, again and again until none is left.
+- **protected paths inside the workspace**: Landlock grants and never carves, so `.git/hooks/`,
+  `.git/config` and `.tinyharness/` cannot be made read-only inside a writable workspace. Instead the
+  harness snapshots them before the command and, afterwards, undoes every change and reports it: a
+  hook file put back (a new `*.sample` file, which git never runs, may stay), a config restored unless
+  every key it gained is a harmless one (`user.name`, `remote.origin.url`, ...: a key that runs a
+  program, like `core.fsmonitor` or `core.hooksPath`, is never on that list). The file tools refuse
+  those paths outright, at any depth. The limits of undoing: only the workspace's own `.git` and
+  `.tinyharness` are watched by the shell (a nested repository's hooks are not); a hook planted and
+  triggered within one command (`... > .git/hooks/pre-commit && git commit`) runs before it is undone,
+  but inside the sandbox; what is undone is what would run later, outside it, at the user's next commit.
+
+The model only reads text, and `Permission denied` alone sends a small model looking for another
+way (sudo, another path): when a command's output shows a refusal, the result ends with one
+`[sandbox]` line saying what the sandbox allows and that the task should say what it needs.
+
+**Fail closed.** On a kernel without Landlock, or with an ABI older than 6 (kernel 6.12; scoping is
+the newest rule above), or on an architecture the seccomp filter does not know, `shell` refuses to run
+anything and says why; `tinyharness run --sandbox off` runs commands unconfined, with a warning on
+every run.
+
+**How the rules get into the child.** `subprocess.Popen(preexec_fn=...)` runs Python in the forked
+child before `exec`: the rules are applied there, with everything prepared in the parent (ctypes
+functions, the BPF program) so that the child only makes system calls. The caveat: `preexec_fn` is not
+safe when the parent has other threads, because `fork` copies only the calling thread and a lock that
+another thread held stays locked forever in the child; the code run in the child takes no lock (no
+import, no logging, no print). The cleaner way is a helper that applies the rules and then execs the
+shell (`python -m tinyharness.sandbox --exec ...`, kept here for that comparison and for use by
+hand), but a fresh interpreter costs about 40 ms a command, the `preexec_fn` way 5 to 12 ms
+(`python -m benchmarks.sandbox`; most of it is `fork` of the whole harness, which `preexec_fn` forces). To keep the child's part small, the parent also builds the
+Landlock ruleset: the child inherits its file descriptor and only calls `landlock_restrict_self`.
+
+**What it still cannot see.** Anything inside the workspace is fair game: a command can delete or
+rewrite every file there (use git). Reads of the system are allowed, so a command sees which programs
+are installed and the world-readable parts of `/etc` and `/proc`; running as root, root-owned files in
+those folders are readable too. `/tmp` itself is closed: a program that ignores `TMPDIR` fails there.
+`AF_UNIX` sockets stay open, and Landlock (up to ABI 7) does not check
+connecting to a socket file: a command could talk to `/var/run/docker.sock` or a desktop's D-Bus, if
+they exist and the user may use them. CPU and memory are not capped beyond the CPU-seconds limit, and
+the disk can still fill with many 1 GiB files. What the command prints, and what the model reads in the
+workspace, may still carry a prompt injection: the kernel stops what a command does, not what the
+model believes. And it is Linux only.
+
+**Check it yourself** (the sandbox is on by default):
+    tinyharness run --yes "run: x=rm; \\$x -rf ~/some-folder"   -> Permission denied
+    tinyharness run --yes "run: python3 -c 'import socket; socket.socket(2, 2)'"   -> PermissionError
+or without a model: `python -m tinyharness.sandbox --exec WORKSPACE -- sh -c 'touch ~/x'`.
+"""
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+try:
+    import resource  # POSIX only; this module is imported everywhere, and confines only on Linux
+except ImportError:
+    resource = None
+
+# --- Landlock: constants from <linux/landlock.h> -------------------------------------------------------
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446  # every arch
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+MIN_ABI = 6  # scoping (signals, abstract sockets) is the newest right this sandbox relies on
+
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR, MAKE_REG = 1 << 4, 1 << 5, 1 << 6, 1 << 7, 1 << 8
+MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 1 << 9, 1 << 10, 1 << 11, 1 << 12
+REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15  # ABI 2, 3, 5
+FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1}
+ALL_FS_RIGHTS = (1 << 16) - 1  # ABI 5 and later
+FILE_ONLY_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # what a rule on a file may grant
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
+
+READ_EXECUTE = EXECUTE | READ_FILE | READ_DIR
+DEVICE_RIGHTS = READ_FILE | WRITE_FILE | TRUNCATE  # no ioctl: TIOCSTI on a terminal types into your shell
+
+SYSTEM_READ = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc",
+               "/sys/devices/system/cpu"]
+GIT_SETTINGS = [".gitconfig", ".config/git/config", ".config/git/ignore", ".config/git/attributes"]  # in home
+ETC_SECRETS = {"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh", "master.passwd"}
+ETC_EXPANDED = {"ssl": {"private"}}  # folders of /etc granted entry by entry, minus these names
+NEW_TASKS = 256  # RLIMIT_NPROC: this many processes and threads more than the machine runs now
+FILE_BYTES = 1 << 30  # RLIMIT_FSIZE: no file written bigger than 1 GiB
+DEVICES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"]  # no terminal: none is ours
+
+
+class RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1  # the kernel's struct is __attribute__((packed)): 12 bytes
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+# --- seccomp: a BPF program that refuses socket() for every family but AF_UNIX ---------------------------
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER = 38, 24, 36
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+EACCES, ENOSYS = 13, 38
+AF_UNIX = 1
+# machine -> (AUDIT_ARCH_*, socket's number, io_uring_setup's number, whether x32 numbers must be refused)
+ARCHITECTURES = {"x86_64": (0xC000003E, 41, 425, True), "aarch64": (0xC00000B7, 198, 425, False)}
+
+
+class SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+
+def network_filter(machine):
+    """The BPF program, or None on an architecture it does not know. It reads struct seccomp_data:
+    the syscall number at offset 0, the architecture at 4, the first argument's low half at 16."""
+    if machine not in ARCHITECTURES:
+        return None
+    arch, socket_nr, io_uring_nr, has_x32 = ARCHITECTURES[machine]
+    deny = SECCOMP_RET_ERRNO | EACCES
+    program = [
+        (BPF_LD_W_ABS, 0, 0, 4),                             # 0: arch
+        (BPF_JEQ_K, 1, 0, arch),                             # 1: native? go on : kill (a 32-bit syscall table)
+        (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),         # 2
+        (BPF_LD_W_ABS, 0, 0, 0),                             # 3: syscall number
+        (BPF_JGE_K, 4, 0, 0x40000000 if has_x32 else 0xFFFFFFFF),  # 4: x32 numbers -> 9 : 5
+        (BPF_JEQ_K, 0, 2, socket_nr),                        # 5: socket? 6 : 8
+        (BPF_LD_W_ABS, 0, 0, 16),                            # 6: its family (args[0], low 32 bits)
+        (BPF_JEQ_K, 3, 2, AF_UNIX),                          # 7: AF_UNIX -> allow (11) : deny (10)
+        (BPF_JEQ_K, 0, 2, io_uring_nr),                      # 8: io_uring_setup? 9 : allow (11)
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | ENOSYS),       # 9: as if the kernel had no io_uring (or x32)
+        (BPF_RET_K, 0, 0, deny),                             # 10
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),                # 11
+    ]
+    return program
+
+
+# --- system calls through ctypes ---------------------------------------------------------------------------
+libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+def syscall(number, *args):
+    result = libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    if result < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return result
+
+
+def prctl(option, *args):
+    padded = [ctypes.c_ulong(a) if isinstance(a, int) else a for a in args] + [ctypes.c_ulong(0)] * (4 - len(args))
+    if libc.prctl(ctypes.c_int(option), *padded) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def landlock_abi():
+    """The Landlock ABI version of the running kernel, 0 when it has none (or Landlock is disabled)."""
+    if sys.platform != "linux":
+        return 0
+    try:
+        return syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.c_void_p(None), ctypes.c_size_t(0),
+                       ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
+    except OSError:  # ENOSYS: no Landlock in this kernel; EOPNOTSUPP: built in but switched off
+        return 0
+
+
+def unavailable_reason(abi=None, machine=None):
+    """Why this machine cannot run the sandbox, in one paragraph, or None when it can."""
+    abi = landlock_abi() if abi is None else abi
+    machine = platform.machine() if machine is None else machine
+    if sys.platform != "linux":
+        missing = f"it needs Linux, and this is {sys.platform}"
+    elif abi == 0:
+        missing = (f"this kernel ({platform.release()}) has no Landlock, or it is switched off (Landlock came in "
+                   "Linux 5.13; check that `lsm=` on the kernel command line includes landlock)")
+    elif abi < MIN_ABI:
+        missing = (f"this kernel ({platform.release()}) has Landlock ABI {abi}, and the sandbox needs ABI {MIN_ABI} "
+                   "(Linux 6.12) to keep signals inside the sandbox; ABI 4 (6.7) is needed to cut TCP")
+    elif network_filter(machine) is None:
+        missing = f"its network filter knows x86_64 and aarch64, not {machine}"
+    else:
+        return None
+    return (f"the shell is sandboxed and the sandbox cannot run here: {missing}. Nothing ran. To run commands "
+            "without a sandbox (the command regex is then all that stands between the model and your files), "
+            "start tinyharness again with --sandbox off, and read every command before you approve it.")
+
+
+# --- the rules the child applies to itself -----------------------------------------------------------------
+def read_paths(extra=()):
+    """The folders and files the sandbox may read and execute, besides the workspace."""
+    paths = [p for p in SYSTEM_READ if os.path.exists(p)]
+    home = os.path.realpath(os.path.expanduser("~"))
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:  # the Python running the harness (a venv too)
+        prefix = os.path.realpath(prefix)
+        if not Path(home).is_relative_to(prefix):  # never a prefix that holds the whole home folder (or /)
+            paths.append(prefix)
+    paths += etc_entries("/etc")
+    # git stops with "fatal" when it may not read the user's git settings
+    paths += [os.path.join(home, name) for name in GIT_SETTINGS]
+    return paths + [os.path.abspath(p) for p in extra]
+
+
+def etc_entries(folder, skip=ETC_SECRETS):
+    """/etc entry by entry, without the files that hold secrets: Landlock cannot carve them out of /etc."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    entries = []
+    for name in names:
+        if name in skip:
+            continue
+        path = os.path.join(folder, name)
+        if name in ETC_EXPANDED and os.path.isdir(path) and not os.path.islink(path):
+            entries += etc_entries(path, ETC_EXPANDED[name])
+        else:
+            entries.append(path)
+    return entries
+
+
+class Rules:
+    """The confinement of one command. The parent builds the Landlock ruleset (a file descriptor the
+    child inherits across fork) and everything else it can; the child only makes system calls."""
+
+    def __init__(self, abi, write, read, cpu_seconds, max_processes, file_bytes=None):
+        file_bytes = FILE_BYTES if file_bytes is None else file_bytes
+        self.fs = ALL_FS_RIGHTS if abi >= 5 else FS_RIGHTS_BY_ABI[abi]
+        self.attr = RulesetAttr(self.fs, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
+                                SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET if abi >= 6 else 0)
+        self.attr_size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+        self.grants = [(p, self.fs) for p in write] + [(p, READ_EXECUTE) for p in read] + \
+                      [(p, DEVICE_RIGHTS) for p in DEVICES] + [("/etc", READ_DIR)]  # listing /etc, not reading it
+        self.limits = [(resource.RLIMIT_CPU, cpu_seconds), (resource.RLIMIT_FSIZE, file_bytes),
+                       (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, max_processes)]
+        self.filter = network_filter(platform.machine())
+        self.program = (SockFilter * len(self.filter))(*self.filter)
+        self.fprog = SockFprog(len(self.filter), self.program)
+        self.last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text()) if os.path.exists(
+            "/proc/sys/kernel/cap_last_cap") else 40
+        self.drop_capabilities = os.geteuid() == 0
+        self.ruleset = None
+
+    def build(self):
+        """Create the Landlock ruleset and add every grant: in the parent, where it costs no fork time."""
+        self.ruleset = syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(self.attr), ctypes.c_size_t(self.attr_size),
+                               ctypes.c_uint32(0))
+        beneath = PathBeneathAttr()
+        for path, rights in self.grants:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # a path that does not exist here (no /lib32) grants nothing
+            try:
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    rights &= FILE_ONLY_RIGHTS  # a right about folder entries on a file: the kernel says EINVAL
+                beneath.allowed_access, beneath.parent_fd = rights & self.fs, fd
+                syscall(SYS_LANDLOCK_ADD_RULE, ctypes.c_int(self.ruleset), ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH),
+                        ctypes.byref(beneath), ctypes.c_uint32(0))
+            finally:
+                os.close(fd)
+        return self
+
+    def close(self):
+        if self.ruleset is not None:
+            os.close(self.ruleset)
+            self.ruleset = None
+
+    def apply(self):
+        """Confine the calling process for good: in the child, between fork and exec."""
+        for which, value in self.limits:
+            hard = resource.getrlimit(which)[1]
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(which, (value, value))
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        if self.drop_capabilities:  # root: after exec, uid 0 gets only what the bounding set allows
+            for cap in range(self.last_cap + 1):
+                prctl(PR_CAPBSET_DROP, cap)
+        syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(self.ruleset), ctypes.c_uint32(0))
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.fprog))
+
+    def apply_in_child(self):
+        """apply(), or exit 126 with the reason on the command's output: a command never runs unconfined."""
+        try:
+            self.apply()
+        except BaseException as e:
+            os.write(2, f"[sandbox] could not confine the command, so it did not run: {e}\n".encode())
+            os._exit(126)
+
+
+# --- the file tools: open beneath the workspace, at the moment of the call -------------------------------
+SYS_OPENAT2 = 437  # every arch; Linux 5.6
+BENEATH = sys.platform != "win32" and os.open in os.supports_dir_fd  # folders as descriptors: not on Windows
+RESOLVE_NO_MAGICLINKS, RESOLVE_BENEATH = 0x02, 0x08
+EXDEV = 18
+
+
+class OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def open_beneath(workspace, path, flags, mode=0o666):
+    """os.open(workspace/path), except that the kernel refuses, while it resolves the path, any step
+    that leaves the workspace: '..' above it, an absolute path, a symbolic link pointing out (even one
+    swapped in after the hooks checked the path), /proc/self/root. openat2(RESOLVE_BENEATH) on Linux;
+    on other POSIX systems a walk one component at a time that follows no symbolic link at all; on
+    Windows (no *at() calls) the plain path, as checked by the hooks just before."""
+    if not BENEATH:
+        return os.open(os.path.join(workspace, path), flags, mode)
+    root = os.open(workspace, getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if sys.platform == "linux":
+            try:
+                creates = flags & os.O_CREAT or flags & os.O_TMPFILE == os.O_TMPFILE  # else a mode is EINVAL
+                how = OpenHow(flags | os.O_CLOEXEC, mode if creates else 0, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+                return syscall(SYS_OPENAT2, ctypes.c_int(root), ctypes.c_char_p(os.fsencode(path)),
+                               ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+            except OSError as e:
+                if e.errno == EXDEV:
+                    raise PermissionError(e.errno, "the path leads out of the workspace (through '..', an absolute "
+                                                   "path or a symbolic link), and the file tools stay inside") from None
+                if e.errno != ENOSYS:
+                    raise
+        return walk_open(root, path, flags, mode)
+    finally:
+        os.close(root)
+
+
+def walk_open(root, path, flags, mode):
+    """The portable fallback: each folder opened relative to the last one with O_NOFOLLOW."""
+    parts = [p for p in Path(path).parts if p not in ("", ".")]
+    if Path(path).is_absolute() or ".." in parts:
+        raise PermissionError(EACCES, "the path leads out of the workspace, and the file tools stay inside")
+    folder = os.dup(root)
+    try:
+        for part in parts[:-1]:
+            step = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+            os.close(folder)
+            folder = step
+        return os.open(parts[-1] if parts else ".", flags | os.O_NOFOLLOW, mode, dir_fd=folder)
+    finally:
+        os.close(folder)
+
+
+# --- the environment ---------------------------------------------------------------------------------------
+def is_secret(name):
+    upper = name.upper()
+    return (upper.endswith(("_KEY", "_TOKEN")) or upper in ("TINYHARNESS_API_KEY", "SSH_AUTH_SOCK")
+            or any(word in upper for word in ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")))
+
+
+def clean_environment(environ, tmpdir):
+    env = {k: v for k, v in environ.items() if not is_secret(k)}
+    env.update(TMPDIR=tmpdir, TMP=tmpdir, TEMP=tmpdir)
+    return env
+
+
+def tasks_now():
+    """How many tasks (processes and threads) the whole machine runs now, from /proc/loadavg ("5/812").
+    RLIMIT_NPROC counts the user's tasks, threads included, and we cannot cheaply count only those:
+    the machine's total is an upper bound, so `tasks_now() + 256` never stops the first fork."""
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[1])
+    except (OSError, IndexError, ValueError):
+        return 4096
+
+
+# --- processes left behind -----------------------------------------------------------------------------------
+def become_subreaper():
+    """Orphans of our commands come to us, not to init, so we can find and end them."""
+    try:
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+        return True
+    except OSError:
+        return False
+
+
+def parents():
+    """{pid: parent pid} for every process we can see (the slow way: one file per process)."""
+    table = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    table[int(entry.name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    return table
+
+
+def child_lister():
+    """A function pid -> its children, for one look at the process tree. /proc/PID/task/TID/children
+    (one file per thread) reads only the tree we care about; without it, the whole /proc is read once."""
+    if os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
+        return children_from_proc
+    table = parents()
+    return lambda pid: {p for p, parent in table.items() if parent == pid}
+
+
+def children_from_proc(pid):
+    kids = set()
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids.update(int(p) for p in f.read().split())
+        except OSError:
+            pass  # the thread or the process ended meanwhile
+    return kids
+
+
+def tree(roots, children):
+    found, todo = set(roots), list(roots)
+    while todo:
+        for child in children(todo.pop()) - found:
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def end_everything(command_pid, adopted_before):
+    """Kill the command's whole tree and every orphan the harness adopted while it ran, again until none
+    is left (a process can fork between one look and the kill), then reap the orphans that became ours
+    (the command itself is left for Popen.wait). Returns how many of them had left the command's
+    process group (setsid, setpgid, a daemon): those the plain group kill would have missed."""
+    me, escaped = os.getpid(), set()
+    for _ in range(100):
+        children = child_lister()
+        found = tree((children(me) - adopted_before) | {command_pid}, children)
+        victims = {p for p in found if not is_zombie(p)}
+        # A dying process hands its children to us before it turns zombie: read ours again AFTER the
+        # zombie checks, or one handed over meanwhile would be missed.
+        if not victims and children(me) - adopted_before <= found:
+            break
+        for pid in victims:
+            try:
+                if os.getpgid(pid) != command_pid:  # left the command's group: the group kill missed it
+                    escaped.add(pid)
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.001)
+    for pid in child_lister()(me) - adopted_before - {command_pid}:
+        try:
+            os.kill(pid, signal.SIGKILL)  # a child of ours cannot have been replaced: a zombie, or now dying
+            os.waitpid(pid, 0)  # collected, or it stays a zombie for as long as the harness runs
+        except (ChildProcessError, ProcessLookupError):
+            pass
+    return len(escaped - {command_pid})
+
+
+def is_zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except OSError:
+        return True  # gone already
+
+
+# --- protected paths inside the workspace ---------------------------------------------------------------------
+PROTECTED = (".git/hooks", ".git/config", ".tinyharness")
+# git config keys a command may add: none of them runs a program (core.fsmonitor, core.hooksPath,
+# core.sshCommand, *.textconv, filter.*, alias.* ... are not here, so adding one is undone)
+HARMLESS_CONFIG = {"core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates",
+                   "core.ignorecase", "core.precomposeunicode", "core.symlinks", "user.name", "user.email",
+                   "init.defaultbranch", "branch.*.remote", "branch.*.merge", "remote.*.url", "remote.*.fetch"}
+
+
+def protected_path(path):
+    """The protected part a workspace-relative path lies in, or None: what the file tools refuse."""
+    parts = Path(path).parts
+    for i, part in enumerate(parts):
+        if part == ".tinyharness":
+            return ".tinyharness"
+        if part == ".git" and parts[i + 1:i + 2] in (("hooks",), ("config",)):
+            return f".git/{parts[i + 1]}"
+    return None
+
+
+def snapshot(workspace, contents=None):
+    """{relative path: ("file", sha256, mode) | ("link", target) | ("dir",)} under the protected paths.
+    `contents`, when given, receives each file's bytes (the state to put back: the user's own files).
+    After the command only digests are taken, read in chunks: a 1 GiB file planted there costs time,
+    not the harness's memory."""
+    seen = {}
+    for rel in PROTECTED:
+        path = Path(workspace, rel)
+        if path.is_dir() and not path.is_symlink():
+            seen[rel] = ("dir",)
+            for top, dirs, files in os.walk(path):
+                for name in dirs + files:
+                    key = Path(top, name).relative_to(workspace).as_posix()
+                    seen[key] = state_of(Path(top, name), key, contents)
+        else:
+            seen[rel] = state_of(path, rel, contents)
+    return {k: v for k, v in seen.items() if v is not None}
+
+
+def state_of(path, key, contents=None):
+    if path.is_symlink():
+        return ("link", os.readlink(path))
+    if path.is_file():
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+                if contents is not None:
+                    contents[key] = contents.get(key, b"") + chunk
+        if contents is not None:
+            contents.setdefault(key, b"")
+        return ("file", digest.hexdigest(), path.stat().st_mode)
+    return ("dir",) if path.is_dir() else None
+
+
+def config_keys(data):
+    """{section.key: value} of a git config file, enough to tell harmless keys from the rest."""
+    keys, section = {}, ""
+    for raw in data.decode("utf-8", "replace").splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            head = line[1:line.find("]")] if "]" in line else line[1:]
+            name, _, sub = head.partition(" ")
+            section = name.lower() + (".*" if sub.strip() else "")
+            continue
+        key, _, value = line.partition("=")
+        keys.setdefault(f"{section}.{key.strip().lower()}", []).append(value.strip())
+    return keys
+
+
+def config_is_harmless(before, after):
+    old = config_keys(before or b"")
+    return all(k in HARMLESS_CONFIG or old.get(k) == v for k, v in config_keys(after).items())
+
+
+def harmless_new_hook(key, old, new):
+    """git init makes .git/hooks full of *.sample files; git never runs those."""
+    return old is None and new is not None and (key == ".git/hooks" and new == ("dir",) or
+                                                key.startswith(".git/hooks/") and key.endswith(".sample"))
+
+
+def restore(workspace, before, contents):
+    """Undo every change under the protected paths (`before` and `contents` from snapshot); return what
+    was undone, one line each. The harness runs with all the user's rights here, so it never works
+    through a link the command may have planted: a path with a symbolic link on its way is left alone
+    (the link itself is a change, and is undone)."""
+    git = Path(workspace, ".git")
+    if any(k.startswith(".git/") for k in before) and (git.is_symlink() or not git.is_dir()):
+        return ["the command removed or replaced .git (nothing was put back: check the repository)"]
+    after, undone = snapshot(workspace), []
+    for key in sorted(set(before) | set(after), key=len, reverse=True):  # the deepest first
+        old, new = before.get(key), after.get(key)
+        if old == new or harmless_new_hook(key, old, new) or harmless_config(workspace, key, old, new, contents):
+            continue
+        if no_link_on_the_way(workspace, key):
+            remove(Path(workspace, key))
+        undone.append(f"{key} ({'created' if old is None else 'deleted' if new is None else 'changed'})")
+    for key in sorted(before, key=len):  # the shallowest first: folders before what they hold
+        path = Path(workspace, key)
+        if before[key] != state_of(path, key) and no_link_on_the_way(workspace, key):
+            put_back(path, before[key], contents.get(key))
+    return undone
+
+
+def harmless_config(workspace, key, old, new, contents):
+    """A .git/config that only gained harmless keys (git init, git config user.name) stays."""
+    if key != ".git/config" or not new or new[0] != "file" or (old and old[0] != "file"):
+        return False
+    path = Path(workspace, key)
+    if path.stat().st_size > 1 << 20 or not no_link_on_the_way(workspace, key):
+        return False
+    return config_is_harmless(contents.get(key) if old else None, path.read_bytes())
+
+
+def no_link_on_the_way(workspace, key):
+    """True when every folder between the workspace and `key` is a real folder, not a symbolic link."""
+    path = Path(workspace)
+    for part in Path(key).parts[:-1]:
+        path = path / part
+        if path.is_symlink() or not path.is_dir():
+            return not path.exists() and not path.is_symlink()  # missing: put_back will make real folders
+    return True
+
+
+def remove(path):
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def put_back(path, state, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if state[0] == "dir":
+        if path.is_symlink() or path.exists() and not path.is_dir():
+            remove(path)
+        path.mkdir(exist_ok=True)
+    elif state[0] == "link":
+        remove(path)
+        path.symlink_to(state[1])
+    else:
+        remove(path)
+        path.write_bytes(data)
+        os.chmod(path, state[2] & 0o7777)
+
+
+# --- running one command ------------------------------------------------------------------------------------------
+class Sandbox:
+    """How `shell` runs commands: `Sandbox()` confines them, `Sandbox(enabled=False)` does not.
+    `extra_read`: more paths the commands may read (--sandbox-read); `file_bytes`: the largest file."""
+
+    def __init__(self, enabled=True, extra_read=(), file_bytes=FILE_BYTES):
+        self.enabled, self.extra_read, self.file_bytes = enabled, list(extra_read), file_bytes
+        self._abi = None
+
+    @property
+    def abi(self):
+        if self._abi is None:
+            self._abi = landlock_abi()
+        return self._abi
+
+    def problem(self):
+        """Why commands cannot run sandboxed here (one paragraph), or None."""
+        return unavailable_reason(self.abi) if self.enabled else None
+
+    def rules(self, workspace, tmpdir, timeout):
+        return Rules(self.abi, [workspace, tmpdir], [workspace, *read_paths(self.extra_read)],
+                     cpu_seconds=max(1, int(timeout) + 1), max_processes=tasks_now() + NEW_TASKS,
+                     file_bytes=self.file_bytes)
+
+    def start(self, workspace, command, timeout, **popen):
+        """Start the command (confined when enabled); return (process, finish) where finish() ends
+        what it left behind, removes its TMPDIR, undoes changes to protected paths and returns notes."""
+        if not self.enabled:
+            process = subprocess.Popen(command, shell=True, cwd=workspace, start_new_session=True, **popen)
+            return process, lambda timed_out=False: []
+        become_subreaper()
+        adopted_before = child_lister()(os.getpid())
+        contents = {}
+        before = snapshot(workspace, contents)
+        tmpdir = tempfile.mkdtemp(prefix="tinyharness-tmp-")
+        workspace = os.path.realpath(workspace)
+        rules = self.rules(workspace, tmpdir, timeout)
+        try:
+            rules.build()
+            process = subprocess.Popen(["/bin/sh", "-c", command], cwd=workspace, start_new_session=True,
+                                       env=clean_environment(os.environ, tmpdir), preexec_fn=rules.apply_in_child, **popen)
+        except BaseException:
+            remove_tmpdir(tmpdir)
+            raise
+        finally:
+            rules.close()  # the child has its own copy of the descriptor, and closes it at exec
+
+        def finish(timed_out=False):
+            left = end_everything(process.pid, adopted_before)
+            remove_tmpdir(tmpdir)
+            notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running outside its "
+                     "process group"] \
+                if left and not timed_out else []  # a timeout's message says so already
+            try:
+                undone = restore(workspace, before, contents)
+            except OSError as e:  # the command's output still reaches the model, with this said
+                undone = [f"(putting them back failed: {e}; check .git/hooks, .git/config and .tinyharness)"]
+            if undone:
+                notes.append("[sandbox] protected paths were changed and have been put back: " + ", ".join(undone)
+                             + ". Hooks, git's config and the harness's own settings are for the user to change.")
+            return notes
+        return process, finish
+
+
+REFUSALS = ("Permission denied", "Operation not permitted", "Errno 13", "Errno 1]")
+HINT = ("[sandbox] this command ran in the sandbox: it may write only in the workspace and $TMPDIR, read only the "
+        "system and the workspace, open no network connection and signal no process outside, so a refusal above may "
+        "be the sandbox's. Do not look for a way around it; if the task needs more, say so in your answer.")
+
+
+def hint_for(output):
+    """The sandbox's one-line explanation, for an output that shows a refusal; None otherwise. A small
+    model that reads only 'Permission denied' tries sudo, or another path; this tells it why."""
+    return HINT if any(word in output for word in REFUSALS) else None
+
+
+def remove_tmpdir(tmpdir):
+    try:
+        os.rmdir(tmpdir)  # most commands leave it empty: 2 ms cheaper than rmtree
+    except OSError:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+HELPER_USAGE = "usage: python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp DIR] -- PROGRAM [ARGS...]"
+
+
+def helper_main(argv):
+    """`python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp DIR] -- PROGRAM ARGS...`:
+    apply the rules to this process, then exec PROGRAM in WORKSPACE (the other way to get the rules into
+    a child). --tmp: a private folder made by the caller, who removes it; without it, TMPDIR is the
+    workspace (never the shared /tmp: that would open every other user's and program's files there)."""
+    if len(argv) < 4 or argv[0] != "--exec" or "--" not in argv:
+        print(HELPER_USAGE, file=sys.stderr)
+        return 2
+    split = argv.index("--")
+    options, program = argv[1:split], argv[split + 1:]
+    workspace = os.path.realpath(options[0])
+    value = lambda name: [options[i + 1] for i, o in enumerate(options[:-1]) if o == name]
+    tmpdir = os.path.realpath((value("--tmp") or [workspace])[-1])
+    problem = unavailable_reason()
+    if problem or not program:
+        print(f"error: {problem or 'no program to run'}", file=sys.stderr)
+        return 1
+    Rules(landlock_abi(), [workspace, tmpdir], [workspace, *read_paths(value("--read"))], cpu_seconds=600,
+          max_processes=tasks_now() + NEW_TASKS).build().apply()
+    os.chdir(workspace)
+    os.execvpe(program[0], program, clean_environment(os.environ, tmpdir))
+
+
+if __name__ == "__main__":
+    sys.exit(helper_main(sys.argv[1:]))

@@ -1,0 +1,100 @@
+"""Subagents: a sub-task in a fresh context, and only its conclusion comes back.
+
+The problem. A task like "find where the budget is defined" can take fifteen tool calls of listing
+and reading. Every one of those results lands in the conversation and stays there (or is cut to a
+stub later): the main run pays for the search in context for the rest of its life, and a small
+model's window fills with pages it no longer needs.
+
+The mechanism. The `task{description}` tool starts a new loop - the same `run_agent`, with the same
+tools, hooks, permission prompt, guards and verification - whose context is only the system prompt
+and the description. It runs to its own end under its own turn and time budget and returns **only
+its final answer plus a one-line account** (turns, tool calls, files written) as the result of the
+parent's call. The parent's context never sees the child's tool results. The child cannot start a
+child of its own (the `task` tool is withheld from it: depth 1), so one careless description cannot
+fan out into a tree of runs. A child stopped by a limit says so: its result starts with
+"NOT confirmed complete", and the parent's model reads that.
+
+What it cannot do. The child knows only what the description says: a parent that writes "fix it"
+gets a child that does not know what "it" is. The child's answer is a claim, not evidence - the
+same rule as m6: check the files, not the words. Children run one at a time, never in parallel
+(two children writing the same file would race).
+"""
+
+TASK_TOOL = "task"
+SUBAGENT_MAX_TURNS = 12      # --subagent-max-turns
+SUBAGENT_MAX_SECONDS = 300   # --subagent-max-seconds
+
+TASK_SCHEMA = {"type": "function", "function": {
+    "name": TASK_TOOL,
+    "description": ("Hand a self-contained sub-task to a helper agent that starts with a fresh, empty context "
+                    "and the same tools. Only its final answer comes back, not the files it read, so use it "
+                    "for searches or chores whose details you do not need to keep. The description is all "
+                    "the helper knows: name the files, the goal and what to report."),
+    "parameters": {"type": "object",
+                   "properties": {"description": {"type": "string",
+                                                  "description": "the whole sub-task, self-contained"}},
+                   "required": ["description"]}}}
+
+
+def account(turns, tool_calls, files_written):
+    files = ", ".join(files_written) if files_written else "none"
+    return f"[subagent] turns={turns} tool_calls={tool_calls} files written: {files}"
+
+
+def result_for_parent(answer, turns, tool_calls, files_written, stopped=None):
+    """What the parent's model reads: the child's conclusion and a one-line account, nothing else."""
+    line = account(turns, tool_calls, files_written)
+    if stopped:
+        return (f"NOT confirmed complete: the helper agent was stopped ({stopped}).\n"
+                f"{answer.strip() or '(it gave no answer)'}\n{line}")
+    return f"{answer.strip() or '(the helper agent gave an empty answer)'}\n{line}"
+
+
+def run_child(description, parent, extensions, on_transcript=None):
+    """Run the sub-task in a fresh loop and return what the parent's model reads. `parent` holds the
+    parent run's client, workspace, stats, echo and settings; the child's model calls count in the
+    parent's [stats], because the user pays for them all."""
+    from .guards import Stopped          # here, not at the top: loop.py imports extensions, which imports us
+    from .loop import Stats, run_agent, system_prompt
+    stats = Stats()
+    messages = [{"role": "system", "content": system_prompt(parent["workspace"])}]
+    parent["echo"](f"  | subagent started: {description.splitlines()[0][:120]}")
+    answer, stopped = "", None
+    try:
+        answer = run_agent(description, parent["client"], parent["workspace"], stats,
+                           max_turns=extensions.subagent_max_turns, max_seconds=extensions.subagent_max_seconds,
+                           echo=lambda line: parent["echo"]("  |" + line), messages=messages,
+                           extensions=extensions.for_child(), **parent["settings"])
+    except Stopped as e:
+        stopped = str(e)
+    finally:
+        add_stats(parent["stats"], stats)
+        if on_transcript:
+            on_transcript(messages)
+    written = files_written(messages)
+    parent["echo"](f"  | subagent {'stopped' if stopped else 'done'}: {account(stats.turns, stats.tool_calls, written)}")
+    return result_for_parent(answer, stats.turns, stats.tool_calls, written, stopped)
+
+
+def add_stats(total, part):
+    total.turns += part.turns
+    total.tool_calls += part.tool_calls
+    total.prompt_tokens += part.prompt_tokens
+    total.completion_tokens += part.completion_tokens
+    total.uncounted += part.uncounted
+    if part.cached_tokens is not None:
+        total.cached_tokens = (total.cached_tokens or 0) + part.cached_tokens
+
+
+def files_written(messages):
+    """The paths of write_file calls whose result said OK, in order, each once."""
+    import json
+    results = {m.get("tool_call_id"): m.get("content", "") for m in messages if m.get("role") == "tool"}
+    written = []
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            if call["function"]["name"] == "write_file" and str(results.get(call["id"], "")).startswith("OK: wrote"):
+                path = json.loads(call["function"]["arguments"]).get("path")
+                if path not in written:
+                    written.append(path)
+    return written

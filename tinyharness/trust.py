@@ -1,0 +1,55 @@
+"""Trust: files in a workspace that make the harness run code (hooks, MCP servers) need the user's yes.
+
+A repository you clone can carry `.tinyharness/hooks.json`; if the harness ran it on sight, cloning
+would be enough to run a stranger's code. So the first time such a file is seen - and again whenever
+its bytes change - the user is asked, and the answer is remembered by the file's SHA-256 in the
+user's data folder. `--yes` approves the model's calls; it never answers this question, because the
+person who wrote the file is not the model and not the user.
+"""
+import hashlib
+import json
+import os
+from pathlib import Path
+
+
+def store_path():
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "tinyharness" / "trusted.json"
+
+
+def fingerprint(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _load():
+    try:
+        data = json.loads(store_path().read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def is_trusted(path):
+    return _load().get(str(Path(path).resolve())) == fingerprint(path)
+
+
+def remember(path):
+    data = _load()
+    data[str(Path(path).resolve())] = fingerprint(path)
+    store = store_path()
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+def ensure_trusted(path, what, ask):
+    """True when the file is trusted (already, or the user says y now). `ask` is the permission prompt,
+    never the --yes one."""
+    if is_trusted(path):
+        return True
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    preview = text if len(text) < 1500 else text[:1500] + "\n[...]"
+    print(f"This workspace has {what} ({path}); it runs commands on your machine:\n{preview}")
+    if ask("Trust this file and run what it lists? [y/N] "):
+        remember(path)
+        return True
+    return False

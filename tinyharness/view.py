@@ -1,0 +1,331 @@
+"""View: a session or a transcript as one HTML page you can read, scroll and send to someone.
+
+The problem. A transcript is JSON: every tool result is one long string with \\n in it, a cut
+result looks like any other, and a 40-turn run is thousands of lines. What went wrong, and where,
+is hard to see in it.
+
+The mechanism. `tinyharness view FILE` reads a session (.jsonl, sessions.py) or a `--transcript`
+file (a JSON list of messages) and writes one self-contained HTML page: the user's turns as a
+timeline; each model reply with its text, its reasoning folded, its tool calls with their arguments
+and, beside each, its result (long results folded with <details>); cut stubs, capped results, cut
+replies and compaction summaries marked; `[harness]` messages and the hooks' verdicts (BLOCKED,
+DENIED, ERROR) highlighted; the prompt tokens of each model call as a small inline SVG chart (from
+the server's counts in a session, else estimated from the messages, and labelled so); images inline.
+
+Everything in the page comes from the file: the styles are inline, images are data URIs, and a
+Content-Security-Policy forbids loading anything else, so opening it makes no network request. There
+is no script. Every piece of text is escaped with html.escape: the model's text, the tool results
+and the file names are untrusted, and a result holding `<script>` must show as text, never run.
+
+What it cannot do. It shows what the file holds: a transcript has no token counts and no events
+(interruptions, compactions) and shows the history after the context policy's cuts; an image given
+by URL is not fetched (it is shown as its address). A session of many megabytes (images, long
+results) makes a page as large; the browser copes, an e-mail may not.
+"""
+import html
+import json
+import re
+import sys
+import webbrowser
+from pathlib import Path
+
+from .compact import SUMMARY_MARK
+from .context import STUB_PREFIX, estimate_tokens
+from .sessions import FORMAT, SessionError, load, message_text
+
+FOLD_CHARS, FOLD_LINES = 600, 12   # results longer than this are folded
+VERDICTS = ("BLOCKED", "DENIED", "ERROR")
+DATA_IMAGE = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]+")
+CUT_REPLY = "[harness] Your last reply was cut off"
+CAPPED = "characters omitted by the harness"
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:16px;color:#1d1d1f;background:#fafafa}
+h1{font-size:20px;margin:0 0 4px} .meta{color:#666;margin-bottom:12px}
+.turn{border-left:4px solid #4a7bd0;background:#fff;margin:14px 0;padding:8px 14px;border-radius:4px;box-shadow:0 1px 2px #0002}
+.turn h2{font-size:15px;margin:4px 0;color:#4a7bd0}
+.msg{margin:8px 0;padding:6px 10px;border-radius:4px}
+.user{background:#eef3fc} .assistant{background:#f4f4f4} .system{background:#f0f0f0;color:#555}
+.harness{background:#fff4d6;border:1px solid #e0b84a} .summary{background:#e8f6ec;border:1px solid #58a56f}
+.notice{background:#fdecec;border:1px solid #d46a6a;color:#7a1f1f} .info{background:#eef1f5;border:1px solid #b8c2cf;color:#394b5e} .end{color:#888;font-size:12px}
+.call{margin:6px 0 6px 12px;border:1px solid #ddd;border-radius:4px;background:#fff;padding:4px 8px}
+.call .name{font-family:monospace;font-weight:bold}
+.result{margin:4px 0 0 12px} .verdict{background:#fdecec;border-left:3px solid #c0392b;padding-left:6px}
+.cut{background:#f3eefc;border-left:3px solid #8e6bbf;padding-left:6px}
+.badge{display:inline-block;font-size:11px;font-weight:bold;padding:0 6px;border-radius:8px;margin-right:6px;color:#fff;background:#888}
+.badge.verdict-b{background:#c0392b} .badge.cut-b{background:#8e6bbf} .badge.harness-b{background:#c8951b}
+.badge.summary-b{background:#3f8f57} .badge.notice-b{background:#c0392b} .badge.info-b{background:#6b7d92}
+pre{white-space:pre-wrap;word-break:break-word;margin:4px 0;font:12px/1.4 ui-monospace,monospace}
+details>summary{cursor:pointer;color:#333} img{max-width:400px;border:1px solid #ccc;display:block;margin:4px 0}
+.chart{background:#fff;padding:6px;border:1px solid #ddd;border-radius:4px} .label{color:#666;font-size:12px}
+"""
+
+
+class ViewError(Exception):
+    """A file that is neither a session nor a transcript."""
+
+
+def esc(text):
+    return html.escape("" if text is None else str(text), quote=True)
+
+
+def read_file(path):
+    """(title lines, events, warning). A transcript's messages become message events."""
+    path = Path(path)
+    try:
+        raw = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise ViewError(f"cannot read {path}: {e.strerror or e}") from None
+    first = raw.lstrip()[:1]
+    if first == "[":
+        try:
+            messages = json.loads(raw)
+        except ValueError as e:
+            raise ViewError(f"{path} is not valid JSON: {e}") from None
+        events = [{"type": m.get("role", "user"), "message": m} for m in messages if isinstance(m, dict)]
+        return {"title": f"Transcript {path.name}", "meta": f"{len(messages)} messages"}, events, None
+    if first == "{" and FORMAT in raw[:300]:
+        try:
+            session = load(path)
+        except SessionError as e:
+            raise ViewError(str(e)) from None
+        h = session.header
+        meta = f"folder {h.get('folder')} · started {h.get('started')} · model {h.get('model')}"
+        return {"title": f"Session {session.id}", "meta": meta}, session.events, session.warning
+    raise ViewError(f"{path} is neither a session (.jsonl with a session header) nor a --transcript file "
+                    "(a JSON list of messages)")
+
+
+def is_typed(message):
+    return message.get("role") == "user" and not message_text(message).startswith("[harness]")
+
+
+def token_points(events):
+    """(prompt tokens, completion tokens, estimated?) per model call."""
+    points, history = [], []
+    for event in events:
+        message = event.get("message")
+        kind = event.get("type")
+        if kind == "compaction":
+            replaced = len(event.get("replaced") or [])
+            history = history[:1] + [event.get("summary") or {}] + history[1 + replaced:]
+            continue
+        if kind == "clear":
+            history = history[:1]
+        if not isinstance(message, dict):
+            continue
+        if kind == "assistant":
+            usage = event.get("usage") or {}
+            prompt = usage.get("prompt_tokens")
+            if isinstance(prompt, int):
+                points.append((prompt, usage.get("completion_tokens") or 0, False))
+            else:
+                points.append((estimate_tokens(history), estimate_tokens([message]), True))
+        history.append(message)
+    return points
+
+
+def chart(points):
+    """Prompt tokens per model call as bars; the newest reply's completion on top, darker."""
+    if not points:
+        return ""
+    width, height, gap = 760, 120, 2
+    top = max(p + c for p, c, _ in points) or 1
+    bar = max(2, min(24, (width - 40) // len(points) - gap))
+    parts = []
+    for i, (prompt, completion, _) in enumerate(points):
+        x = 40 + i * (bar + gap)
+        ph, ch = height * prompt / top, height * completion / top
+        parts.append(f'<rect x="{x}" y="{height - ph - ch + 10:.1f}" width="{bar}" height="{ch:.1f}" fill="#e08a3c">'
+                     f'<title>call {i + 1}: {completion} completion tokens</title></rect>'
+                     f'<rect x="{x}" y="{height - ph + 10:.1f}" width="{bar}" height="{ph:.1f}" fill="#4a7bd0">'
+                     f'<title>call {i + 1}: {prompt} prompt tokens</title></rect>')
+    estimated = " (estimated from the messages: characters / 4)" if any(e for _, _, e in points) else ""
+    return (f'<div class="chart"><div class="label">Tokens per model call: prompt (blue), completion (orange); '
+            f'highest {top}{esc(estimated)}</div>'
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 20}" role="img" '
+            f'aria-label="tokens per model call"><line x1="38" y1="{height + 10}" x2="{width}" y2="{height + 10}" '
+            f'stroke="#999"/><text x="0" y="20" font-size="10" fill="#666">{top}</text>{"".join(parts)}</svg></div>')
+
+
+def content_html(content):
+    """A message's content: text escaped in <pre>, images inline when they are data URIs."""
+    if isinstance(content, str):
+        return f"<pre>{esc(content)}</pre>" if content else ""
+    out = []
+    for part in content or []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text":
+            out.append(f"<pre>{esc(part.get('text'))}</pre>")
+        elif part.get("type") == "image_url":
+            url = (part.get("image_url") or {}).get("url", "") if isinstance(part.get("image_url"), dict) else ""
+            if DATA_IMAGE.fullmatch(url or ""):
+                out.append(f'<img alt="image" src="{esc(url)}">')
+            else:
+                out.append(f'<p class="label">(an image at {esc(url[:200])}; not loaded: this page loads nothing '
+                           'from the network)</p>')
+    return "".join(out)
+
+
+def folded(text, summary_line=None):
+    """Long text inside <details>, its first line and size as the summary."""
+    text = "" if text is None else str(text)
+    if len(text) <= FOLD_CHARS and text.count("\n") < FOLD_LINES:
+        return f"<pre>{esc(text)}</pre>"
+    head = summary_line or text.split("\n", 1)[0][:160]
+    return f"<details><summary>{esc(head)} … ({len(text):,} characters)</summary><pre>{esc(text)}</pre></details>"
+
+
+def result_html(message):
+    content = message.get("content")
+    text = content if isinstance(content, str) else message_text(message)
+    badges, cls = [], "result"
+    verdict = next((v for v in VERDICTS if text.startswith(v)), None)
+    if verdict:
+        badges.append(f'<span class="badge verdict-b">{verdict}</span>')
+        cls += " verdict"
+    if text.startswith(STUB_PREFIX):
+        badges.append('<span class="badge cut-b">cut by the context policy</span>')
+        cls += " cut"
+    elif CAPPED in text:
+        badges.append('<span class="badge cut-b">capped</span>')
+        cls += " cut"
+    images = content_html(content) if isinstance(content, list) else ""
+    return f'<div class="{cls}">{"".join(badges)}{folded(text)}{images}</div>'
+
+
+def call_html(call, result):
+    function = call.get("function") or {}
+    try:
+        arguments = json.dumps(json.loads(function.get("arguments") or "{}"), indent=2, ensure_ascii=False)
+    except ValueError:
+        arguments = str(function.get("arguments"))
+    got = result_html(result) if result else '<div class="result label">(no result recorded)</div>'
+    return (f'<div class="call"><span class="name">{esc(function.get("name"))}</span> '
+            f'<span class="label">{esc(call.get("id"))}</span>{folded(arguments)}{got}</div>')
+
+
+def assistant_html(message, results, cut):
+    parts = ['<div class="msg assistant">']
+    if cut:
+        parts.append('<span class="badge cut-b">cut at the length limit</span>')
+    for key in ("reasoning", "reasoning_content", "thinking"):
+        if message.get(key):
+            parts.append(f"<details><summary>reasoning ({len(str(message[key])):,} characters)</summary>"
+                         f"<pre>{esc(message[key])}</pre></details>")
+    parts.append(content_html(message.get("content")))
+    for call in message.get("tool_calls") or []:
+        parts.append(call_html(call, results.pop(call.get("id"), None)))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def user_html(message):
+    text = message_text(message)
+    if text.startswith(SUMMARY_MARK):
+        return (f'<div class="msg summary"><span class="badge summary-b">compaction summary</span>'
+                f'{content_html(message.get("content"))}</div>')
+    if text.startswith("[harness]"):
+        return (f'<div class="msg harness"><span class="badge harness-b">[harness]</span>'
+                f'{content_html(message.get("content"))}</div>')
+    return f'<div class="msg user">{content_html(message.get("content"))}</div>'
+
+
+def compaction_html(event):
+    replaced = event.get("replaced") or []
+    listed = "".join(f"<li><b>{esc(m.get('role'))}</b>: {esc(message_text(m)[:200])}</li>"
+                     for m in replaced if isinstance(m, dict))
+    summary = event.get("summary") or {}
+    return (f'<div class="msg summary"><span class="badge summary-b">compaction summary</span> '
+            f'{len(replaced)} messages replaced by a summary{content_html(summary.get("content"))}'
+            f'<details><summary>the {len(replaced)} messages it replaced</summary><ul>{listed}</ul></details></div>')
+
+
+def timeline(events):
+    """The events as <section class="turn"> blocks, one per message the user typed."""
+    sections, current, turn = [], [], 0
+
+    def close():
+        if current:
+            sections.append("".join(current) + "</section>")
+            current.clear()
+    preamble = ['<section class="turn" id="turn-0"><h2>Before the first message</h2>']
+    current.extend(preamble)
+    for i, event in enumerate(events):
+        kind, message = event.get("type"), event.get("message")
+        if kind in ("system", "user", "assistant", "tool") and not isinstance(message, dict):
+            continue
+        if kind == "user" and is_typed(message):
+            close()
+            turn += 1
+            current.append(f'<section class="turn" id="turn-{turn}"><h2>Turn {turn}</h2>')
+        if kind == "system":
+            current.append(f'<div class="msg system"><details><summary>system prompt</summary>'
+                           f'{content_html(message.get("content"))}</details></div>')
+        elif kind == "user":
+            current.append(user_html(message))
+        elif kind == "assistant":
+            results, j = {}, i + 1
+            while j < len(events) and events[j].get("type") == "tool":
+                found = events[j].get("message") or {}
+                results[found.get("tool_call_id")] = found
+                events[j] = {**events[j], "shown": True}
+                j += 1
+            following = events[j].get("message") if j < len(events) else None
+            cut = isinstance(following, dict) and message_text(following).startswith(CUT_REPLY)
+            current.append(assistant_html(message, results, cut))
+            for leftover in results.values():  # a result whose call is not in this reply
+                current.append(f'<div class="msg">{result_html(leftover)}</div>')
+        elif kind == "tool" and not event.get("shown"):
+            current.append(f'<div class="msg">{result_html(message)}</div>')
+        elif kind == "compaction":
+            current.append(compaction_html(event))
+        elif kind == "notice":  # an interruption or an error in red; the harness's routine news quieter
+            text = str(event.get("text") or "")
+            alarm = text.startswith(("Interrupted", "error")) or "failed" in text or "kept as it was" in text
+            current.append(f'<div class="msg {"notice" if alarm else "info"}"><span class="badge '
+                           f'{"notice-b" if alarm else "info-b"}">notice</span><pre>{esc(text)}</pre></div>')
+        elif kind == "clear":
+            current.append('<div class="msg notice"><span class="badge notice-b">/clear</span>'
+                           'the conversation was cleared here</div>')
+        elif kind == "end":
+            current.append(f'<div class="end">session ended ({esc(event.get("reason"))}) {esc(event.get("time"))}</div>')
+    close()
+    if sections and sections[0] == "".join(preamble) + "</section>":
+        sections.pop(0)
+    return sections, turn
+
+
+def render(path):
+    """The whole page as a string."""
+    info, events, warning = read_file(path)
+    events = [dict(e) for e in events if isinstance(e, dict)]
+    points = token_points(events)
+    sections, turns = timeline(events)
+    warn = f'<div class="msg notice">{esc(warning)}</div>' if warning else ""
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:; '
+            f'style-src \'unsafe-inline\'">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<title>{esc(info["title"])}</title><style>{STYLE}</style></head><body>'
+            f'<h1>{esc(info["title"])}</h1><div class="meta">{esc(info["meta"])} · {turns} turns · '
+            f'{len(points)} model calls</div>{warn}{chart(points)}{"".join(sections)}</body></html>')
+
+
+def view_command(file, output=None, open_it=False):
+    try:
+        page = render(file)
+    except ViewError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    target = Path(output) if output else Path(file).with_suffix(".html")
+    try:
+        target.write_text(page, encoding="utf-8")
+    except OSError as e:
+        print(f"error: cannot write {target}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    print(target)
+    if open_it:
+        webbrowser.open(target.resolve().as_uri())
+    return 0
