@@ -267,3 +267,13 @@ def test_fake_server_plays_ollama_from_the_command_line():
 def test_a_wrong_api_in_the_environment_is_a_usage_error(tmp_path):
     result = run_stage(FINAL, tmp_path, "hi", env={"TINYHARNESS_API": "ollamaa"})
     assert result.returncode == 2 and "must be one of auto, openai, ollama" in result.stderr
+
+
+def test_run_sends_an_attached_image_as_bare_base64(tmp_path):
+    (tmp_path / "red.png").write_bytes(PNG)
+    with OllamaServer(script=["Red."]) as server:
+        result = run_stage(FINAL, tmp_path, "--base-url", server.base_url, "--image", "red.png", "What colour?")
+    assert result.returncode == 0, result.stderr
+    user = server.requests[0]["messages"][1]
+    assert user["images"] == [PNG_B64] and user["content"].startswith("What colour?")
+    assert server.rejected == []
