@@ -27,8 +27,9 @@ What it does:
    llama-cpp-python enforces with a grammar built from the tool's schema; in that schema the proxy
    limits `path` to an enum of the workspace's files (left free, the 270M model wrote paths of
    thousands of characters, one reply taking minutes); after four calls it sets
-   `tool_choice: "none"` (with max_tokens 512 and a stop at the first blank line) so the model
-   answers in one paragraph of text. Each request and the server's status are
+   `tool_choice: "none"` (with max_tokens 512 and `stop` at the end of the first sentence) so the
+   model answers in one sentence of text (with a blank line as the only stop, the model still ran
+   past 512 tokens twice in 3 of 10 runs, which the harness rightly stops with exit 3). Each request and the server's status are
    recorded; every answer with a status of 400 or more, and every empty 200 stream, counts as
    rejected.
 4. Runs every stage m1..m8 (not streamed: the stages do not stream) and `tinyharness run` twice
@@ -67,8 +68,8 @@ PLAN = ["list_dir", "read_file", "list_dir", "read_file"]       # read-only tool
 # from): a 270M model left free writes paths of thousands of characters, one reply taking minutes.
 PATHS = {"list_dir": ["."], "read_file": ["notes.txt", "todo.md"]}
 FINAL_MAX_TOKENS = 512      # the text answer after the four calls: short, so a run takes seconds
-FINAL_STOP = ["\n\n"]        # and one paragraph: left alone, the 270M model rambles past any cap, and a
-                            # reply cut at the limit twice is (rightly) a stop with exit 3
+FINAL_STOP = [". ", ".\n", "\n\n"]   # one sentence, as the task asks: left alone, the 270M model rambles past
+                                    # any cap, and a reply cut at the limit twice is (rightly) exit 3
 N_CTX = 8192
 TASK = "Look at the files in this folder and read notes.txt, then tell me in one sentence what it says."
 STAGES = sorted(p.name for p in ROOT.glob("m[1-9]_*") if (p / "__main__.py").is_file())
