@@ -1,18 +1,15 @@
 """One door to the model: the only file that speaks HTTP.
 
-POST {base_url}/chat/completions with the messages (and the tool schemas, when given) and return
-three things: the assistant message, the token usage and the finish_reason. Switching from Ollama to
-llama.cpp, vLLM or a cloud API means changing base_url and model, nothing else.
+POST {base_url}/chat/completions with the messages (and the tool schemas, when given); get back the
+assistant message, the token usage and the finish_reason. Another server is another base_url and model.
 
-The lesson of this file: the serving layer hands you structure you must not trust blindly. Real
-servers answer tool calls with `content: null`, arguments as an object or as broken JSON, calls
-without ids, token counts as strings - and then *reject* those same shapes when the harness sends
-the conversation back (llama-cpp-python answers HTTP 500 to an assistant `content: null`, Ollama
-400 to arguments that are not a JSON object). So the door rebuilds every reply into one canonical
-message, the only shape the rest of the harness ever sees and sends back. What it cannot repair (a
-call without a tool name, arguments that are not a JSON object) it does not guess at: the call gets
-`{}` and the problem goes to the loop under the private key `_problems` ({call id: what was wrong}),
-so the model can be told and try again.
+The lesson: the serving layer hands you structure you must not trust blindly. Servers answer tool calls
+with `content: null`, arguments as an object or as broken JSON, calls without ids, counts as strings -
+and then *reject* those shapes when they come back (llama-cpp-python: HTTP 500 to `content: null`;
+Ollama: 400 to arguments that are not a JSON object). So every reply is rebuilt into one canonical
+message, the only shape the harness keeps and sends back. What cannot be repaired is not guessed at:
+the call gets `{}` and the loop gets the problem under the private key `_problems` ({call id: what was
+wrong}), so the model can be told and try again.
 """
 import json
 import re
@@ -26,7 +23,7 @@ DEFAULT_BASE_URL = "http://localhost:11434/v1"
 # Sent as max_tokens with every request: without a cap one rambling reply can run for minutes, and a
 # reply cut here says finish_reason "length", which the loop must never take as a finished answer.
 MAX_REPLY_TOKENS = 4096
-# Where servers put a model's reasoning (Ollama /v1, llama.cpp and DeepSeek, Ollama's native API).
+# Where servers put a model's reasoning (Ollama /v1; llama.cpp, DeepSeek; Ollama's native API).
 REASONING_FIELDS = ("reasoning", "reasoning_content", "thinking")
 
 
@@ -35,7 +32,7 @@ class LLMError(Exception):
 
 
 class ContextOverflow(LLMError):
-    """The conversation no longer fits the model's context window (numbers None when the server did not say)."""
+    """The conversation no longer fits the context window (the server's numbers, or None)."""
 
     def __init__(self, message, prompt_tokens=None, context_window=None):
         super().__init__(message)
@@ -56,7 +53,7 @@ class Client:
         body = {"model": self.model, "messages": messages, "max_tokens": self.max_reply_tokens,
                 **({"tools": tools} if tools else {})}
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        wait = reply_timeout(self.timeout, timeout)
+        wait = self.timeout if timeout is None else max(0.1, min(self.timeout, timeout))
         try:
             with requests.post(self.url, json=body, headers=headers, timeout=wait, stream=True) as response:
                 raw = read_body(response, time.monotonic() + wait)
@@ -65,11 +62,6 @@ class Client:
         if response.status_code != 200:
             raise status_error(response.status_code, raw, self.url, self.model)
         return parse_completion(raw, self.url, self.model)
-
-
-def reply_timeout(timeout, limit):
-    """The client's own timeout, or less when the caller has less time left."""
-    return timeout if limit is None else max(0.1, min(timeout, limit))
 
 
 def read_body(response, deadline):
@@ -95,7 +87,8 @@ def parse_completion(raw, url, model):
         raise LLMError(f"The answer from {url} is not a chat completion (no JSON with choices[0].message): "
                        f"{bounded(raw, 300)!r}. Does --base-url point at an OpenAI-compatible /v1 endpoint?")
     reason = choice.get("finish_reason")
-    return canonical_message(message), clean_usage(data.get("usage")), clean(reason) if isinstance(reason, str) else None
+    reason = clean(reason) if isinstance(reason, str) else None
+    return canonical_message(message), clean_usage(data.get("usage")), reason
 
 
 def parse_json(raw):
@@ -106,6 +99,10 @@ def parse_json(raw):
         return None
 
 
+def as_str(raw):
+    return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+
+
 # --- The canonical message -------------------------------------------------------------------
 
 def canonical_message(raw):
@@ -113,10 +110,8 @@ def canonical_message(raw):
     function: {name, arguments}}]} (tool_calls only when there are some) plus the reasoning under the
     server's own field name. Everything else (`index`, the legacy `function_call`, ...) is left behind."""
     message = {"role": "assistant", "content": as_text(raw.get("content"))}
-    for field in REASONING_FIELDS:
-        if isinstance(raw.get(field), str) and raw[field]:
-            message[field] = clean(raw[field])
-            break
+    for field in [f for f in REASONING_FIELDS if isinstance(raw.get(f), str) and raw[f]][:1]:
+        message[field] = clean(raw[field])
     calls, problems = [], {}
     for number, item in enumerate(as_list(raw.get("tool_calls")), 1):
         call, problem = canonical_call(item, number, {c["id"] for c in calls})
@@ -150,13 +145,11 @@ def as_list(value):
 
 
 def canonical_call(item, number, used_ids):
-    """One call -> ({id, type, function: {name, arguments}}, what was wrong or None: the first problem)."""
+    """One call -> ({id, type, function: {name, arguments}}, the first thing wrong with it, or None)."""
     if isinstance(item, str) and isinstance(parsed := parse_json(item), dict):
-        item = parsed
-    wrong = []
-    if not isinstance(item, dict):
-        wrong.append(f"tool call {number} is not an object but {describe(item)}")
-        item = {}
+        item = parsed                               # a call written as a JSON string
+    wrong = [] if isinstance(item, dict) else [f"tool call {number} is not an object but {describe(item)}"]
+    item = item if isinstance(item, dict) else {}
     function = item.get("function")
     if function is None and ("name" in item or "arguments" in item):
         function = item                             # a flattened call: {"name", "arguments"}
@@ -166,16 +159,14 @@ def canonical_call(item, number, used_ids):
     name = function.get("name")
     if not isinstance(name, str):
         wrong.append(f"the tool name must be a string, not {describe(name)}")
-        name = ""
     elif not name.strip():
         wrong.append("the call names no tool")
     arguments, problem = canonical_arguments(function.get("arguments"))
-    call_id = item.get("id")
-    if not isinstance(call_id, str) or not call_id or call_id in used_ids:
-        call_id, extra = f"call_{number}", 1        # ours: the result must still be paired to its call
-        while call_id in used_ids:
-            call_id, extra = f"call_{number}_{extra}", extra + 1
-    call = {"id": clean(call_id), "type": "function", "function": {"name": clean(name), "arguments": arguments}}
+    call_id, extra = item.get("id"), 0
+    while not isinstance(call_id, str) or not call_id or call_id in used_ids:   # ours: a result must pair
+        call_id, extra = f"call_{number}" + (f"_{extra}" if extra else ""), extra + 1
+    name = clean(name) if isinstance(name, str) else ""
+    call = {"id": clean(call_id), "type": "function", "function": {"name": name, "arguments": arguments}}
     return call, (wrong + [problem])[0]
 
 
@@ -196,12 +187,12 @@ def canonical_arguments(arguments):
         return "{}", f"the arguments are not valid JSON ({e}): {arguments[:200]!r}"
     if not isinstance(value, dict):
         return "{}", f"the arguments must be a JSON object, not {arguments[:200]!r}"
-    # The model's own spelling; a lone surrogate can only sit in a JSON string, so write it as its \u escape.
+    # The model's own spelling; a lone surrogate can only sit in a JSON string: write it as its \u escape.
     return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", arguments), None
 
 
 def strict_json(text):
-    """json.loads without Python's extensions (NaN, Infinity, 1e999): other servers reject them."""
+    """json.loads without Python's extensions (NaN, Infinity, 1e999), which other servers refuse."""
     def refuse(token):
         raise ValueError(f"{token} is not JSON")
 
@@ -212,17 +203,12 @@ def strict_json(text):
     return json.loads(text, parse_constant=refuse, parse_float=finite)
 
 
-KINDS = {str: "a string", bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object"}
-
-
 def describe(value):
-    """A short description of a value, for a problem the model will read: `a number 3`, `null`."""
-    try:
-        shown = clean(json.dumps(value, ensure_ascii=False))
-    except (ValueError, TypeError, RecursionError):
-        shown = "..."
-    shown = shown if len(shown) <= 80 else shown[:80] + "..."
-    return "null" if value is None else f"{KINDS.get(type(value), type(value).__name__)} {shown}"
+    """A wrong value, short, for the model to read: `null`, `a number 3`, `a list [1, "a"]`."""
+    if value is None:
+        return "null"
+    kinds = {str: "a string", bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object"}
+    return f"{kinds.get(type(value), 'a value')} {bounded(json.dumps(value, ensure_ascii=False), 80)}"
 
 
 def clean_usage(usage):
@@ -237,65 +223,55 @@ def clean_usage(usage):
     return counts
 
 
-# --- Errors, in words --------------------------------------------------------------------------
+# --- Errors, in words: what happened, and what to do ---------------------------------------------
 
-def as_str(raw):
-    return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
-
-
-def bounded(raw, limit=600):
-    """One line of at most `limit` characters: enough for the cause, never a page."""
-    text = " ".join(clean(as_str(raw)).split())
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-CANNOT_CONNECT = ("Could not connect to the model server at {url}. Is it running? For Ollama, start it with "
-                  "`ollama serve`; for another server, pass --base-url or set TINYHARNESS_BASE_URL.")
+CRASHED = "It may have crashed or run out of memory; check its log and try again."
+NOT_RUNNING = ("Could not connect to the model server at {url}. Is it running? For Ollama, start it with "
+               "`ollama serve`; for another server, pass --base-url or set TINYHARNESS_BASE_URL.")
 # What a network failure says (its type's name and its text) -> the advice; the first match wins.
 NETWORK_ADVICE = [
-    (("refused",), CANNOT_CONNECT),
-    (("Timeout",), "The model server at {url} did not answer within {wait:g} s. A large model may still be "
-                   "loading; try again, or try a smaller model."),
-    (("ChunkedEncodingError", "ContentDecodingError"), "The connection to {url} broke while the answer was being "
-     "sent. The server may have crashed or run out of memory; check its log and try again."),
-    (("IncompleteRead", "RemoteDisconnected", "aborted"), "The model server at {url} closed the connection before "
-     "its answer was complete. It may have crashed or run out of memory; check its log and try again."),
+    (("refused",), NOT_RUNNING),
+    (("Timeout",), "The model server at {url} did not answer within {limit}. A large model may still be loading; "
+                   "try again, give the run more time, or try a smaller model."),
+    (("ChunkedEncodingError", "ContentDecodingError"), "The connection to {url} broke while the answer was "
+                                                       "being sent. " + CRASHED),
+    (("IncompleteRead", "RemoteDisconnected", "aborted"), "The model server at {url} closed the connection "
+                                                          "before its answer was complete. " + CRASHED),
     (("NameResolution", "name resolution", "Name or service not known", "nodename nor servname", "getaddrinfo failed",
       "No address associated", "Failed to resolve"), "The host name '{host}' in {url} could not be resolved (no such "
      "name in DNS). Check the spelling of --base-url (or TINYHARNESS_BASE_URL), e.g. http://localhost:11434/v1."),
 ]
-OUT_OF_TIME = ("The model server at {url} did not finish its answer within the {wait:g} s left of the run's time "
-               "limit (--max-seconds). Give the run more time, or ask for less at once.")
 
 
-def explain_network_error(error, url, wait, budget=False):
-    """budget: the timeout was the time left of the run (--max-seconds), not the client's own."""
+def explain_network_error(error, url, wait, out_of_time=False):
+    """out_of_time: the timeout was what was left of the run's --max-seconds, not the client's own."""
     said = f"{type(error).__name__}: {error}"
-    advice = next((advice for signs, advice in NETWORK_ADVICE if any(s in said for s in signs)), CANNOT_CONNECT)
-    advice = OUT_OF_TIME if budget and advice is NETWORK_ADVICE[1][1] else advice
-    return advice.format(url=url, wait=wait, host=urlsplit(url).hostname)
+    advice = next((advice for signs, advice in NETWORK_ADVICE if any(s in said for s in signs)), NOT_RUNNING)
+    limit = f"the {wait:g} s left of the run's time limit (--max-seconds)" if out_of_time else f"{wait:g} s"
+    return advice.format(url=url, limit=limit, host=urlsplit(url).hostname)
 
 
 def status_error(status, raw, url, model):
     """The LLMError for an HTTP error answer: a ContextOverflow when the prompt did not fit."""
-    detail, text = error_detail(raw), as_str(raw)
+    detail, text, hint = error_detail(raw), as_str(raw), "Check the server's log."
     if any(sign in text.lower() for sign in OVERFLOW_SIGNS):
-        prompt, window = (next((int(m.group(1)) for p in patterns if (m := re.search(p, text))), None)
-                          for patterns in (PROMPT_PATTERNS, WINDOW_PATTERNS))
-        return ContextOverflow(overflow_message(prompt, window, f"The server at {url} said: {detail}"), prompt, window)
+        prompt, window = (int(m.group(m.lastindex)) if (m := re.search(p, text)) else None for p in (PROMPT, WINDOW))
+        numbers = [f"{prompt} prompt tokens"] * bool(prompt) + [f"the window holds {window}"] * bool(window)
+        return ContextOverflow(f"The conversation no longer fits the model's context window"
+                               f"{' (' + '; '.join(numbers) + ')' if numbers else ''}. The server at {url} said: "
+                               f"{detail}. {OVERFLOW_ADVICE}", prompt, window)
     if status == 404 and "model" in detail.lower() and "not found" in detail.lower():
-        return LLMError(f"The server at {url} does not have the model '{model}' (HTTP 404: {detail}). "
-                        f"Pull it with `ollama pull {model}`, or choose another with --model.")
-    if status == 404 and "/v1" not in urlsplit(url).path:
-        return LLMError(f"The server at {url} answered HTTP 404: {detail}. OpenAI-compatible servers answer under "
-                        f"/v1: try --base-url {url[:-len('/chat/completions')]}/v1")
-    hint = "Set TINYHARNESS_API_KEY if the server needs a key." if status in (401, 403) else "Check the server's log."
+        hint = f"The model '{model}' is not there: pull it with `ollama pull {model}`, or choose another with --model."
+    elif status == 404 and "/v1" not in urlsplit(url).path:
+        hint = f"OpenAI-compatible servers answer under /v1: try --base-url {url[:-len('/chat/completions')]}/v1"
+    elif status in (401, 403):
+        hint = "Set TINYHARNESS_API_KEY if the server needs a key."
     return LLMError(f"The server at {url} answered HTTP {status}: {detail}. {hint}")
 
 
 def error_detail(raw):
     """The informative part of an error body: `error.message` (OpenAI, Ollama, llama.cpp), `error`,
-    `detail` (FastAPI) or `message` (vLLM), else the body itself; bounded, never cut before the cause."""
+    `detail` (FastAPI) or `message` (vLLM), else the body itself; one line, never cut before the cause."""
     data = parse_json(raw)
     data = data if isinstance(data, dict) else {}
     error = data.get("error")
@@ -312,23 +288,23 @@ def validation_summary(text):
     causes = [e for e in errors if e[2] != "literal_error"] or errors
     if not causes:
         return text
-    return text.splitlines()[0] + ": " + "; ".join(f"{loc}: {msg} (input {value or '?'})" for loc, msg, _, value in causes)
+    summary = "; ".join(f"{loc}: {msg} (input {value or '?'})" for loc, msg, _, value in causes)
+    return f"{text.splitlines()[0]}: {summary}"
 
 
-# The ways servers say "the prompt is longer than the context window", and where they give the numbers.
-OVERFLOW_SIGNS = ("exceed_context_size_error",           # llama.cpp server (400, or 500 in older builds)
-                  "context_length_exceeded",             # OpenAI, llama-cpp-python
-                  "maximum context length",              # vLLM, OpenAI
-                  "exceed context window",               # llama-cpp-python's message
-                  "exceeds the available context size")  # llama.cpp's message
-PROMPT_PATTERNS = (r'"n_prompt_tokens"\s*:\s*(\d+)', r"(\d+) in the messages", r"messages resulted in (\d+)",
-                   r"request has (\d+) input tokens", r"Requested tokens \((\d+)\)", r"prompt is (\d+) tokens")
-WINDOW_PATTERNS = (r'"n_ctx"\s*:\s*(\d+)', r"maximum context length is (\d+)", r"context window of (\d+)")
+def bounded(raw, limit=600):
+    """One line of at most `limit` characters: enough for the cause, never a page."""
+    text = " ".join(clean(as_str(raw)).split())
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
-def overflow_message(prompt, window, said):
-    numbers = "; ".join(n for n in (prompt and f"{prompt} prompt tokens", window and f"the window holds {window}") if n)
-    return (f"The conversation no longer fits the model's context window{f' ({numbers})' if numbers else ''}. "
-            f"{said}. What to do: give the task in smaller steps; use a model with a longer context; give the "
-            "server a bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has "
-            "--context-window, set it to the server's real window so old tool results are cut in time.")
+# How servers say "the prompt is longer than the context window" (llama.cpp's error type and message;
+# OpenAI's and llama-cpp-python's code; vLLM's and OpenAI's message; llama-cpp-python's), and the numbers.
+OVERFLOW_SIGNS = ("exceed_context_size_error", "exceeds the available context size", "context_length_exceeded",
+                  "maximum context length", "exceed context window")
+PROMPT = (r'"n_prompt_tokens"\s*:\s*(\d+)|(\d+) in the messages|messages resulted in (\d+)|'
+          r"request has (\d+) input tokens|Requested tokens \((\d+)\)|prompt is (\d+) tokens")
+WINDOW = r'"n_ctx"\s*:\s*(\d+)|maximum context length is (\d+)|context window of (\d+)'
+OVERFLOW_ADVICE = ("What to do: give the task in smaller steps; use a model with a longer context; give the server a "
+                   "bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has --context-window, "
+                   "set it to the server's real window so old tool results are cut in time.")
