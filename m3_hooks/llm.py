@@ -231,8 +231,8 @@ NOT_RUNNING = ("Could not connect to the model server at {url}. Is it running? F
 # What a network failure says (its type's name and its text) -> the advice; the first match wins.
 NETWORK_ADVICE = [
     (("refused",), NOT_RUNNING),
-    (("Timeout",), "The model server at {url} did not answer within {limit}. A large model may still be loading; "
-                   "try again, give the run more time, or try a smaller model."),
+    (("Timeout", "timed out"), "The model server at {url} did not answer within {limit}. A large model may still "
+                               "be loading; try again (with more time), or try a smaller model."),
     (("ChunkedEncodingError", "ContentDecodingError"), "The connection to {url} broke while the answer was "
                                                        "being sent. " + CRASHED),
     (("IncompleteRead", "RemoteDisconnected", "aborted"), "The model server at {url} closed the connection "
@@ -253,13 +253,9 @@ def explain_network_error(error, url, wait, out_of_time=False):
 
 def status_error(status, raw, url, model):
     """The LLMError for an HTTP error answer: a ContextOverflow when the prompt did not fit."""
-    detail, text, hint = error_detail(raw), as_str(raw), "Check the server's log."
-    if any(sign in text.lower() for sign in OVERFLOW_SIGNS):
-        prompt, window = (int(m.group(m.lastindex)) if (m := re.search(p, text)) else None for p in (PROMPT, WINDOW))
-        numbers = [f"{prompt} prompt tokens"] * bool(prompt) + [f"the window holds {window}"] * bool(window)
-        return ContextOverflow(f"The conversation no longer fits the model's context window"
-                               f"{' (' + '; '.join(numbers) + ')' if numbers else ''}. The server at {url} said: "
-                               f"{detail}. {OVERFLOW_ADVICE}", prompt, window)
+    detail, hint = error_detail(raw), "Check the server's log."
+    if any(sign in as_str(raw).lower() for sign in OVERFLOW_SIGNS):
+        return context_overflow(as_str(raw), f"The server at {url} said: {detail}")
     if status == 404 and "model" in detail.lower() and "not found" in detail.lower():
         hint = f"The model '{model}' is not there: pull it with `ollama pull {model}`, or choose another with --model."
     elif status == 404 and "/v1" not in urlsplit(url).path:
@@ -305,6 +301,14 @@ OVERFLOW_SIGNS = ("exceed_context_size_error", "exceeds the available context si
 PROMPT = (r'"n_prompt_tokens"\s*:\s*(\d+)|(\d+) in the messages|messages resulted in (\d+)|'
           r"request has (\d+) input tokens|Requested tokens \((\d+)\)|prompt is (\d+) tokens")
 WINDOW = r'"n_ctx"\s*:\s*(\d+)|maximum context length is (\d+)|context window of (\d+)'
-OVERFLOW_ADVICE = ("What to do: give the task in smaller steps; use a model with a longer context; give the server a "
-                   "bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has --context-window, "
-                   "set it to the server's real window so old tool results are cut in time.")
+
+
+def context_overflow(text, said):
+    """The ContextOverflow for an error body that says the prompt did not fit: the numbers, and what to do."""
+    prompt, window = (int(m.group(m.lastindex)) if m else None for m in (re.search(p, text) for p in (PROMPT, WINDOW)))
+    numbers = "; ".join(n for n in (prompt and f"{prompt} prompt tokens", window and f"the window holds {window}") if n)
+    return ContextOverflow(
+        f"The conversation no longer fits the model's context window{f' ({numbers})' if numbers else ''}. {said}. "
+        "What to do: give the task in smaller steps; use a model with a longer context; give the server a bigger "
+        "window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has --context-window, set it to the "
+        "server's real window so old tool results are cut in time.", prompt, window)
