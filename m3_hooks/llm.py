@@ -257,7 +257,7 @@ def status_error(status, raw, url, model):
     if any(sign in as_str(raw).lower() for sign in OVERFLOW_SIGNS):
         return context_overflow(as_str(raw), f"The server at {url} said: {detail}")
     if status == 404 and "model" in detail.lower() and "not found" in detail.lower():
-        hint = f"The model '{model}' is not there: pull it with `ollama pull {model}`, or choose another with --model."
+        hint = f"Pull the model with `ollama pull {model}`, or choose another with --model."
     elif status == 404 and "/v1" not in urlsplit(url).path:
         hint = f"OpenAI-compatible servers answer under /v1: try --base-url {url[:-len('/chat/completions')]}/v1"
     elif status in (401, 403):
@@ -273,6 +273,8 @@ def error_detail(raw):
     error = data.get("error")
     found = [error.get("message") if isinstance(error, dict) else error, data.get("detail"), data.get("message")]
     text = next((t for t in found if t), None) or as_str(raw)
+    if isinstance(text, list):      # FastAPI: [{"loc": [...], "msg": "...", "input": <can be huge>}]: where and what
+        text = [{"loc": d.get("loc"), "msg": d.get("msg")} if isinstance(d, dict) else d for d in text]
     return bounded(validation_summary(text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)))
 
 
