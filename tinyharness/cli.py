@@ -8,6 +8,7 @@ from .hooks import approve_everything, ask_user
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, MAX_REPLY_TOKENS, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
+from .ollama import API_CHOICES, OLLAMA_WINDOW_CAP, choose_dialect
 from . import extensions
 from .loop import Stats, Stopped, run_agent
 from .sandbox import Sandbox
@@ -91,6 +92,20 @@ class StreamPrinter:
 def add_run_flags(parser):
     parser.add_argument("task", help="what the agent should do, in plain words")
     add_agent_flags(parser)
+    add_dialect_flags(parser)
+
+
+def add_dialect_flags(parser):
+    """--api and --think, and the window from the model (tinyharness/ollama.py explains the native
+    dialect and the auto rule)."""
+    parser.add_argument("--api", choices=API_CHOICES, default=os.environ.get("TINYHARNESS_API", "auto"),
+                        help="the server's dialect: openai (/v1/chat/completions), ollama (Ollama's native /api/chat, "
+                             "which can set the context length), or auto: Ollama's native API when the host answers "
+                             "/api/version and the base URL is a bare host or ends in /v1 (env TINYHARNESS_API, "
+                             "default %(default)s)")
+    parser.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
+                        help="switch the model's thinking on or off (Ollama's native API; default: the model's own)")
+    parser.set_defaults(context_window=None)  # None: the model's own length with Ollama's native API (choose_dialect)
 
 
 def add_agent_flags(parser):
@@ -141,7 +156,8 @@ def add_agent_flags(parser):
                              "(repeatable)")
     parser.add_argument("--context-window", type=int, default=CONTEXT_WINDOW, metavar="TOKENS",
                         help="the model's context length: the policies cut to fit it, and a warning says when "
-                             "the prompt nears it (default %(default)s)")
+                             f"the prompt nears it (default {CONTEXT_WINDOW}; for `run` with Ollama's native API, the "
+                             f"model's own length, at most {OLLAMA_WINDOW_CAP}, sent as num_ctx)")
     extensions.add_flags(parser)
 
 
@@ -200,12 +216,18 @@ def build_parser():
                               "request's model name (for `python -m m7_eval.eval --base-url URL`)")
     replies.add_argument("--vision", action="store_true",
                          help="play a vision model that names the colours of the halves of each PNG it is sent")
+    replies.add_argument("--ollama", nargs="?", const="healthy", metavar="PERSONALITY",
+                         choices=["healthy", "no-model", "no-tools", "no-usage"],
+                         help="play Ollama (native /api/* and /v1) with a model that calls the first tool it is "
+                              "offered; PERSONALITY: healthy (default), no-model, no-tools, no-usage")
     fake.add_argument("--drop-images", action="store_true",
                       help="never see images, like Ollama with gemma4 e2b/e4b (try the arrival warning)")
     fake.add_argument("--port", type=port_number, default=0, help="port to listen on, 1 to 65535 (default: any free port)")
     fake.set_defaults(usage=fake)
     sub.add_parser("eval", add_help=False, help="measure models or harness settings on five tasks, judged by "
                                                 "the end state (`tinyharness eval --help`)")
+    sub.add_parser("doctor", add_help=False, help="check the server and model before a run: reachable, pulled, "
+                                                  "tools, context, a real tool call (`tinyharness doctor --help`)")
     course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, start, check",
                             description="Follow the course: see your progress, diff two stages, take a quiz, "
                                         "write a stage's key functions yourself, run a stage's tests.")
@@ -248,6 +270,9 @@ def dispatch(argv):
     if argv[:1] == ["eval"]:                  # the eval has its own flags and --help: hand it everything
         from .eval import main as eval_main
         return eval_main(argv[1:], prog="tinyharness eval")
+    if argv[:1] == ["doctor"]:                # so does the doctor
+        from .doctor import main as doctor_main
+        return doctor_main(argv[1:])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     usage = getattr(args, "usage", parser)  # the subcommand's own parser, where it set one
@@ -292,6 +317,9 @@ def sandbox_from_args(args, parser):
 
 def fake_server(args):
     try:
+        if args.ollama:
+            from .fake_ollama import serve
+            return serve(args.ollama, args.port)
         if args.eval_models:
             from .evals.policies import serve
             return serve(args.port)
@@ -314,7 +342,7 @@ def run_command(args, parser):
         parser.error("--max-seconds must be more than 0")
     if not args.shell_timeout > 0:
         parser.error("--shell-timeout must be more than 0")
-    if args.context_window < 1:
+    if args.context_window is not None and args.context_window < 1:
         parser.error("--context-window must be 1 or more")
     if args.max_reply_tokens < 1:
         parser.error("--max-reply-tokens must be 1 or more")
@@ -326,6 +354,8 @@ def run_command(args, parser):
     except ImageError as e:
         parser.error(f"--image: {e}")
     extensions.check_flags(args, parser)
+    if args.api not in API_CHOICES:  # from TINYHARNESS_API, which argparse does not check
+        parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
     try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
@@ -338,6 +368,7 @@ def run_command(args, parser):
                     max_reply_tokens=args.max_reply_tokens)
     stats = Stats()
     echo = printer.echo
+    client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
     session = None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr)
     if session and hands.hooks:
         hands.hooks.session_id = session.id  # a hook can tell one run's events from another's
