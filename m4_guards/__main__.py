@@ -22,30 +22,25 @@ def usage_problem(args, extra):
     after the model's work is spent: stray words, a URL requests cannot use, a transcript path that
     cannot be written."""
     if extra:  # `... find the budget` without quotes: only "find" became the task
-        quote = "" if any(e.startswith("-") for e in extra) else f'; put the task in quotes: "{" ".join([args.task, *extra])}"'
+        task = " ".join([args.task, *extra])
+        quote = "" if any(e.startswith("-") for e in extra) else f'; put the task in quotes: "{task}"'
         return f"unrecognized arguments: {' '.join(extra)}{quote}"
-    try:
+    try:  # urlsplit and .port raise ValueError for 'http://[::1' or a port that is not a number up to 65535
         url = urlsplit(args.base_url)
-        bad_url = url.scheme not in ("http", "https") or not url.hostname or url.port == 0
-    except ValueError:  # 'http://[::1', or a port that is not a number from 0 to 65535
-        bad_url = True
-    if bad_url:
+        if url.scheme not in ("http", "https") or not url.hostname or url.port == 0:
+            raise ValueError
+    except ValueError:
         return (f"--base-url {args.base_url!r} is not an http(s) URL with a host (and a port from 1 to 65535); "
                 f"for example --base-url {DEFAULT_BASE_URL}")
     path = args.transcript
-    if path is None:
-        return None
-    if not path or os.path.isdir(path):
-        return f"--transcript {path!r} is not a file name; for example --transcript run.json"
-    if not os.path.isdir(os.path.dirname(path) or "."):
-        return f"--transcript {path!r}: the folder {os.path.dirname(path)!r} does not exist"
-    existed = os.path.lexists(path)
-    try:  # open it as the transcript will be written, without emptying it (O_NONBLOCK: a FIFO cannot hang us)
-        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK))
-    except OSError as e:
-        return f"--transcript {path!r} cannot be written: {e.strerror}"
-    if not existed:
-        os.remove(path)  # it was only a test: leave nothing behind
+    if path is not None:  # open it as the transcript will be, without emptying it (O_NONBLOCK: a FIFO cannot hang us)
+        existed = os.path.lexists(path)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK))
+        except OSError as e:  # '' or a folder, a missing folder, no permission
+            return f"--transcript {path!r} cannot be written ({e.strerror}); for example --transcript run.json"
+        if not existed:
+            os.remove(path)  # it was only a test: leave nothing behind
     return None
 
 

@@ -1,18 +1,15 @@
 """One door to the model: the only file that speaks HTTP.
 
-POST {base_url}/chat/completions with the messages (and the tool schemas, when given) and return
-three things: the assistant message, the token usage and the finish_reason. Switching from Ollama to
-llama.cpp, vLLM or a cloud API means changing base_url and model, nothing else.
+POST {base_url}/chat/completions with the messages (and the tool schemas, when given); get back the
+assistant message, the token usage and the finish_reason. Another server is another base_url and model.
 
-The lesson of this file: the serving layer hands you structure you must not trust blindly. Real
-servers answer tool calls with `content: null`, arguments as an object or as broken JSON, calls
-without ids, token counts as strings - and then *reject* those same shapes when the harness sends
-the conversation back (llama-cpp-python answers HTTP 500 to an assistant `content: null`, Ollama
-400 to arguments that are not a JSON object). So the door rebuilds every reply into one canonical
-message, the only shape the rest of the harness ever sees and the only shape that goes back on the
-wire. What it cannot repair (a call without a tool name, arguments that are not a JSON object) it
-does not guess at: the call gets `{}` and the problem is handed to the loop under the private key
-`_problems` ({call id: what was wrong}), so the model can be told and try again.
+The lesson: the serving layer hands you structure you must not trust blindly. Servers answer tool calls
+with `content: null`, arguments as an object or as broken JSON, calls without ids, counts as strings -
+and then *reject* those shapes when they come back (llama-cpp-python: HTTP 500 to `content: null`;
+Ollama: 400 to arguments that are not a JSON object). So every reply is rebuilt into one canonical
+message, the only shape the harness keeps and sends back. What cannot be repaired is not guessed at:
+the call gets `{}` and the loop gets the problem under the private key `_problems` ({call id: what was
+wrong}), so the model can be told and try again.
 """
 import json
 import re
@@ -26,10 +23,8 @@ DEFAULT_BASE_URL = "http://localhost:11434/v1"
 # Sent as max_tokens with every request: without a cap one rambling reply can run for minutes, and a
 # reply cut here says finish_reason "length", which the loop must never take as a finished answer.
 MAX_REPLY_TOKENS = 4096
-# Where servers put a model's reasoning: Ollama /v1 says `reasoning`, llama.cpp and DeepSeek-style
-# APIs `reasoning_content`, Ollama's native API `thinking`. It stays under the name the server used.
+# Where servers put a model's reasoning (Ollama /v1; llama.cpp, DeepSeek; Ollama's native API).
 REASONING_FIELDS = ("reasoning", "reasoning_content", "thinking")
-EXCERPT_LIMIT = 600     # characters of a server's error we show: enough for the cause, never a page
 
 
 class LLMError(Exception):
@@ -37,8 +32,7 @@ class LLMError(Exception):
 
 
 class ContextOverflow(LLMError):
-    """The conversation no longer fits the model's context window. The numbers are the server's
-    (None when it did not say)."""
+    """The conversation no longer fits the context window (the server's numbers, or None)."""
 
     def __init__(self, message, prompt_tokens=None, context_window=None):
         super().__init__(message)
@@ -49,19 +43,17 @@ class Client:
     def __init__(self, base_url=DEFAULT_BASE_URL, model=DEFAULT_MODEL, api_key=None, timeout=600,
                  max_reply_tokens=MAX_REPLY_TOKENS):
         self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model, self.api_key = model, api_key
+        self.model, self.api_key, self.max_reply_tokens = model, api_key, max_reply_tokens
         self.timeout = timeout  # a cold model can take a minute or more to load
-        self.max_reply_tokens = max_reply_tokens
 
     # exercise(m0): Write Client.chat: POST the model, the messages, max_tokens (and the tools, when given) to self.url, and return parse_completion's (message, usage, finish_reason), turning every failure into an LLMError that gives advice.
     def chat(self, messages, tools=None, timeout=None):
         """Send the conversation; return (canonical assistant message, usage, finish_reason).
-
-        timeout, when given, bounds this whole reply (not only each read of it)."""
+        timeout, when given, bounds this whole reply (the loop passes the time left of the run)."""
         body = {"model": self.model, "messages": messages, "max_tokens": self.max_reply_tokens,
                 **({"tools": tools} if tools else {})}
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        wait = reply_timeout(self.timeout, timeout)
+        wait = self.timeout if timeout is None else max(0.1, min(self.timeout, timeout))
         try:
             with requests.post(self.url, json=body, headers=headers, timeout=wait, stream=True) as response:
                 raw = read_body(response, time.monotonic() + wait)
@@ -72,14 +64,8 @@ class Client:
         return parse_completion(raw, self.url, self.model)
 
 
-def reply_timeout(timeout, limit):
-    """The client's own timeout, or less when the caller has less time left."""
-    return timeout if limit is None else max(0.1, min(timeout, limit))
-
-
 def read_body(response, deadline):
-    """The whole body, read in pieces so a server that trickles forever still meets the deadline.
-    Reading it all here also surfaces a connection dropped mid-answer."""
+    """The whole body, read in pieces so a server that trickles forever still meets the deadline."""
     parts = []
     for part in response.iter_content(65536):
         parts.append(part)
@@ -89,41 +75,45 @@ def read_body(response, deadline):
 
 
 def parse_completion(raw, url, model):
-    """A whole chat.completion body -> (message, usage, finish_reason); anything else is an LLMError."""
+    """A chat.completion body -> (message, usage, finish_reason); anything else is an LLMError."""
     data = parse_json(raw)
-    if isinstance(data, dict) and data.get("error") not in (None, "", {}) and "choices" not in data:
-        raise status_error(200, raw, url, model)   # an error reported inside a 200 answer
-    choices = data.get("choices") if isinstance(data, dict) else None
+    data = data if isinstance(data, dict) else {}
+    choices = data.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = choice.get("message") if isinstance(choice, dict) else None
     if not isinstance(message, dict):
+        if data.get("error"):                       # an error reported inside a 200 answer
+            raise status_error(200, raw, url, model)
         raise LLMError(f"The answer from {url} is not a chat completion (no JSON with choices[0].message): "
-                       f"{excerpt(raw)!r}. Does --base-url point at an OpenAI-compatible /v1 endpoint?")
+                       f"{bounded(raw, 300)!r}. Does --base-url point at an OpenAI-compatible /v1 endpoint?")
     reason = choice.get("finish_reason")
-    return canonical_message(message), clean_usage(data.get("usage")), clean(reason) if isinstance(reason, str) else None
+    reason = clean(reason) if isinstance(reason, str) else None
+    return canonical_message(message), clean_usage(data.get("usage")), reason
 
 
 def parse_json(raw):
-    """The JSON value of a body, or None. Deep nesting (a RecursionError) counts as not JSON."""
+    """The JSON value of a body, or None (deep nesting, a RecursionError, counts as not JSON)."""
     try:
-        return json.loads(raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw)
+        return json.loads(as_str(raw))
     except (ValueError, RecursionError):
         return None
+
+
+def as_str(raw):
+    return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
 
 
 # --- The canonical message -------------------------------------------------------------------
 
 def canonical_message(raw):
-    """Any message-shaped object from a server -> the one shape the harness keeps and sends back:
-    {"role": "assistant", "content": str, "tool_calls": [{id, type, function: {name, arguments}}]}
-    (tool_calls only when there are some), plus the reasoning under the server's own field name.
-    Everything else the server added (`index`, the legacy `function_call`, ...) is left behind."""
+    """Any message-shaped dict -> {"role": "assistant", "content": str, "tool_calls": [{id, type,
+    function: {name, arguments}}]} (tool_calls only when there are some) plus the reasoning under the
+    server's own field name. Everything else (`index`, the legacy `function_call`, ...) is left behind."""
     message = {"role": "assistant", "content": as_text(raw.get("content"))}
-    field = next((f for f in REASONING_FIELDS if isinstance(raw.get(f), str) and raw[f]), None)
-    if field:
+    for field in [f for f in REASONING_FIELDS if isinstance(raw.get(f), str) and raw[f]][:1]:
         message[field] = clean(raw[field])
     calls, problems = [], {}
-    for number, item in enumerate(as_list_of_calls(raw.get("tool_calls")), 1):
+    for number, item in enumerate(as_list(raw.get("tool_calls")), 1):
         call, problem = canonical_call(item, number, {c["id"] for c in calls})
         calls.append(call)
         if problem:
@@ -136,135 +126,96 @@ def canonical_message(raw):
 
 
 def clean(text):
-    """A lone surrogate (half an emoji, escaped alone in JSON) cannot be encoded, and servers reject it
-    when it comes back: it becomes '?'."""
+    """A lone surrogate (half an emoji) cannot be encoded and servers reject it: it becomes '?'."""
     return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
 def as_text(content):
     """The content as a string: null is "", text parts are joined, anything else is shown as JSON."""
-    if isinstance(content, str):
-        return clean(content)
-    if content is None:
-        return ""
     if isinstance(content, list):
         return "".join(as_text(p.get("text")) if isinstance(p, dict) else as_text(p) for p in content)
-    return clean(json.dumps(content, ensure_ascii=False))
+    return "" if content is None else clean(content if isinstance(content, str) else json.dumps(content))
 
 
-def as_list_of_calls(tool_calls):
-    """tool_calls should be a list; a single call object, or a list written as a JSON string, is
-    taken as meant. Anything else becomes one item that canonical_call reports."""
-    if isinstance(tool_calls, str) and tool_calls.strip():
-        parsed = parse_json(tool_calls)
-        tool_calls = parsed if isinstance(parsed, (list, dict)) else tool_calls
-    if not tool_calls:
-        return []
-    return tool_calls if isinstance(tool_calls, list) else [tool_calls]
+def as_list(value):
+    """tool_calls as meant: a single call object, or a list written as a JSON string, counts too."""
+    if isinstance(value, str) and isinstance(parsed := parse_json(value), (list, dict)):
+        value = parsed
+    return [] if not value else value if isinstance(value, list) else [value]
 
 
 def canonical_call(item, number, used_ids):
-    """One call -> ({id, type, function: {name, arguments}}, what was wrong or None)."""
-    if isinstance(item, str):
-        item = parse_json(item) if isinstance(parse_json(item), dict) else item
-    if not isinstance(item, dict):
-        return blank_call(new_id(number, used_ids)), f"tool call {number} is not an object but {describe(item)}"
-    function, problem = item.get("function"), None
+    """One call -> ({id, type, function: {name, arguments}}, the first thing wrong with it, or None)."""
+    if isinstance(item, str) and isinstance(parsed := parse_json(item), dict):
+        item = parsed                               # a call written as a JSON string
+    wrong = [] if isinstance(item, dict) else [f"tool call {number} is not an object but {describe(item)}"]
+    item = item if isinstance(item, dict) else {}
+    function = item.get("function")
+    if function is None and ("name" in item or "arguments" in item):
+        function = item                             # a flattened call: {"name", "arguments"}
     if not isinstance(function, dict):
-        if function is None and ("name" in item or "arguments" in item):
-            function = item                      # a flattened call: {"name", "arguments"}
-        else:
-            function, problem = {}, f"the call has no function object (got {describe(function)})"
+        wrong.append(f"the call has no function object (got {describe(function)})")
+        function = {}
     name = function.get("name")
     if not isinstance(name, str):
-        problem = problem or f"the tool name must be a string, not {describe(name)}"
-        name = ""
+        wrong.append(f"the tool name must be a string, not {describe(name)}")
     elif not name.strip():
-        problem = problem or "the call names no tool"
-    arguments, wrong_arguments = canonical_arguments(function.get("arguments"))
-    call_id = item.get("id")
-    if not isinstance(call_id, str) or not call_id or call_id in used_ids:
-        call_id = new_id(number, used_ids)       # the result must still be paired to its call
-    call = {"id": clean(call_id), "type": "function", "function": {"name": clean(name), "arguments": arguments}}
-    return call, problem or wrong_arguments
-
-
-def blank_call(call_id):
-    return {"id": call_id, "type": "function", "function": {"name": "", "arguments": "{}"}}
-
-
-def new_id(number, used_ids):
-    call_id, extra = f"call_{number}", 1
-    while call_id in used_ids:
-        call_id, extra = f"call_{number}_{extra}", extra + 1
-    return call_id
+        wrong.append("the call names no tool")
+    arguments, problem = canonical_arguments(function.get("arguments"))
+    call_id, extra = item.get("id"), 0
+    while not isinstance(call_id, str) or not call_id or call_id in used_ids:   # ours: a result must pair
+        call_id, extra = f"call_{number}" + (f"_{extra}" if extra else ""), extra + 1
+    name = clean(name) if isinstance(name, str) else ""
+    call = {"id": clean(call_id), "type": "function", "function": {"name": name, "arguments": arguments}}
+    return call, (wrong + [problem])[0]
 
 
 def canonical_arguments(arguments):
     """(a string holding a JSON object, what was wrong or None). Broken arguments become "{}": a
     server rejects the whole conversation once a past call carries them (Ollama: HTTP 400)."""
     if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-        return "{}", None                        # no arguments at all: a call that needs none
-    if isinstance(arguments, dict):               # Ollama's native API and some /v1 servers send objects
-        return dump_object(arguments)
-    if not isinstance(arguments, str):
+        return "{}", None                           # no arguments: a call that needs none
+    if not isinstance(arguments, (str, dict)):
         return "{}", f"the arguments must be a JSON object, not {describe(arguments)}"
     try:
+        if isinstance(arguments, dict):             # Ollama's native API and some servers send objects
+            arguments = json.dumps(arguments, ensure_ascii=False)
         value = strict_json(arguments)
         if isinstance(value, str) and value.lstrip().startswith("{"):
-            value = strict_json(value)             # an object encoded twice: still what the model meant
+            arguments, value = value, strict_json(value)   # an object encoded twice: still what was meant
     except (ValueError, RecursionError) as e:
         return "{}", f"the arguments are not valid JSON ({e}): {arguments[:200]!r}"
     if not isinstance(value, dict):
         return "{}", f"the arguments must be a JSON object, not {arguments[:200]!r}"
-    if isinstance(strict_json(arguments), str):
-        return dump_object(value)
-    return escape_surrogates(arguments), None   # the model's own spelling, byte for byte
+    # The model's own spelling; a lone surrogate can only sit in a JSON string: write it as its \u escape.
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", arguments), None
 
 
 def strict_json(text):
-    """json.loads without Python's extensions (NaN, Infinity, 1e999): other servers reject them."""
+    """json.loads without Python's extensions (NaN, Infinity, 1e999), which other servers refuse."""
     def refuse(token):
         raise ValueError(f"{token} is not JSON")
 
     def finite(token):
-        value = float(token)
-        if value in (float("inf"), float("-inf")):
+        if abs(float(token)) == float("inf"):
             raise ValueError(f"{token} is too large a number")
-        return value
+        return float(token)
     return json.loads(text, parse_constant=refuse, parse_float=finite)
 
 
-def dump_object(value):
-    try:
-        return escape_surrogates(json.dumps(value, ensure_ascii=False, allow_nan=False)), None
-    except (ValueError, TypeError, RecursionError) as e:
-        return "{}", f"the arguments cannot be sent back as JSON ({e})"
-
-
-def escape_surrogates(json_text):
-    """A lone surrogate can only sit inside a JSON string: write it as its \\u escape, which every
-    server reads back, and the tool still sees (and refuses) exactly what the model sent."""
-    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", json_text)
-
-
 def describe(value):
-    """A short description of a value, for a problem the model will read."""
+    """A wrong value, short, for the model to read: `null`, `a number 3`, `a list [1, "a"]`."""
     if value is None:
         return "null"
-    kind = {str: "a string", bool: "a boolean", int: "a number", float: "a number", list: "a list",
-            dict: "an object"}.get(type(value), type(value).__name__)
-    try:
-        shown = json.dumps(value, ensure_ascii=False)
-    except (ValueError, TypeError, RecursionError):
-        shown = "..."
-    return f"{kind} {clean(shown[:80])}{'...' if len(shown) > 80 else ''}"
+    kinds = {str: "a string", bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object"}
+    return f"{kinds.get(type(value), 'a value')} {bounded(json.dumps(value, ensure_ascii=False), 80)}"
 
 
 def clean_usage(usage):
     """Only the counts a server really reported as whole numbers; {} when there are none."""
-    if not isinstance(usage, dict):
-        return {}
+    def is_count(value):
+        return type(value) is int and value >= 0   # not a bool, not "12", not 12.5
+    usage = usage if isinstance(usage, dict) else {}
     counts = {k: usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens") if is_count(usage.get(k))}
     details = usage.get("prompt_tokens_details")
     if isinstance(details, dict) and is_count(details.get("cached_tokens")):
@@ -272,72 +223,59 @@ def clean_usage(usage):
     return counts
 
 
-def is_count(value):
-    return type(value) is int and value >= 0   # not a bool, not "12", not 12.5
+# --- Errors, in words: what happened, and what to do ---------------------------------------------
+
+CRASHED = "It may have crashed or run out of memory; check its log and try again."
+NOT_RUNNING = ("Could not connect to the model server at {url}. Is it running? For Ollama, start it with "
+               "`ollama serve`; for another server, pass --base-url or set TINYHARNESS_BASE_URL.")
+# What a network failure says (its type's name and its text) -> the advice; the first match wins.
+NETWORK_ADVICE = [
+    (("refused",), NOT_RUNNING),
+    (("Timeout", "timed out"), "The model server at {url} did not answer within {limit}. A large model may still "
+                               "be loading; try again (with more time), or try a smaller model."),
+    (("ChunkedEncodingError", "ContentDecodingError"), "The connection to {url} broke while the answer was "
+                                                       "being sent. " + CRASHED),
+    (("IncompleteRead", "RemoteDisconnected", "aborted"), "The model server at {url} closed the connection "
+                                                          "before its answer was complete. " + CRASHED),
+    (("NameResolution", "name resolution", "Name or service not known", "nodename nor servname", "getaddrinfo failed",
+      "No address associated", "Failed to resolve"), "The host name '{host}' in {url} could not be resolved (no such "
+     "name in DNS). Check the spelling of --base-url (or TINYHARNESS_BASE_URL), e.g. http://localhost:11434/v1."),
+]
 
 
-# --- Errors, in words --------------------------------------------------------------------------
-
-def explain_network_error(error, url, timeout, budget=False):
-    """budget: the timeout was the time left of the run (--max-seconds), not the client's own."""
-    text = str(error)
-    if isinstance(error, requests.exceptions.Timeout) and budget:
-        return (f"The model server at {url} did not finish its answer within the {timeout:g} s left of the "
-                "run's time limit (--max-seconds). Give the run more time, or ask for less at once.")
-    if isinstance(error, requests.exceptions.Timeout):
-        return (f"The model server at {url} did not answer within {timeout:g} s. "
-                "A large model may still be loading; try again, or try a smaller model.")
-    if isinstance(error, requests.exceptions.ConnectionError) and "refused" not in text.lower() \
-            and any(s in text for s in ("IncompleteRead", "RemoteDisconnected", "aborted")):
-        return (f"The model server at {url} closed the connection before its answer was complete. "
-                "It may have crashed or run out of memory; check its log and try again.")
-    if isinstance(error, (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError)):
-        return (f"The connection to {url} broke while the answer was being sent. "
-                "The server may have crashed or run out of memory; check its log and try again.")
-    if any(s in text for s in ("NameResolutionError", "Name or service not known", "nodename nor servname",
-                               "getaddrinfo failed", "Temporary failure in name resolution",
-                               "No address associated with hostname", "Failed to resolve")):
-        return (f"The host name '{urlsplit(url).hostname}' in {url} could not be resolved (no such name in DNS). "
-                "Check the spelling of --base-url (or TINYHARNESS_BASE_URL), e.g. http://localhost:11434/v1.")
-    return (f"Could not connect to the model server at {url}. Is it running? For Ollama, start it with "
-            "`ollama serve`; for another server, pass --base-url or set TINYHARNESS_BASE_URL.")
+def explain_network_error(error, url, wait, out_of_time=False):
+    """out_of_time: the timeout was what was left of the run's --max-seconds, not the client's own."""
+    said = f"{type(error).__name__}: {error}"
+    advice = next((advice for signs, advice in NETWORK_ADVICE if any(s in said for s in signs)), NOT_RUNNING)
+    limit = f"the {wait:g} s left of the run's time limit (--max-seconds)" if out_of_time else f"{wait:g} s"
+    return advice.format(url=url, limit=limit, host=urlsplit(url).hostname)
 
 
 def status_error(status, raw, url, model):
-    """The LLMError for an HTTP error answer (a ContextOverflow when the prompt was too long)."""
-    detail = error_detail(raw)
-    overflow = context_overflow(raw, detail, url)
-    return overflow or LLMError(explain_status(status, detail, url, model))
-
-
-def explain_status(status, body, url, model):
-    if status == 404 and "model" in body.lower() and "not found" in body.lower():
-        return (f"The server at {url} does not have the model '{model}' (HTTP 404: {body}). "
-                f"Pull it with `ollama pull {model}`, or choose another with --model.")
-    if status == 404 and "/v1" not in urlsplit(url).path:
-        base = url[: -len("/chat/completions")]
-        return (f"The server at {url} answered HTTP 404: {body}. OpenAI-compatible servers answer under /v1: "
-                f"try --base-url {base}/v1")
-    hint = "Set TINYHARNESS_API_KEY if the server needs a key." if status in (401, 403) else "Check the server's log."
-    return f"The server at {url} answered HTTP {status}: {body}. {hint}"
+    """The LLMError for an HTTP error answer: a ContextOverflow when the prompt did not fit."""
+    detail, hint = error_detail(raw), "Check the server's log."
+    if any(sign in as_str(raw).lower() for sign in OVERFLOW_SIGNS):
+        return context_overflow(as_str(raw), f"The server at {url} said: {detail}")
+    if status == 404 and "model" in detail.lower() and "not found" in detail.lower():
+        hint = f"Pull the model with `ollama pull {model}`, or choose another with --model."
+    elif status == 404 and "/v1" not in urlsplit(url).path:
+        hint = f"OpenAI-compatible servers answer under /v1: try --base-url {url[:-len('/chat/completions')]}/v1"
+    elif status in (401, 403):
+        hint = "Set TINYHARNESS_API_KEY if the server needs a key."
+    return LLMError(f"The server at {url} answered HTTP {status}: {detail}. {hint}")
 
 
 def error_detail(raw):
-    """The informative part of an error body: `error.message` (OpenAI, Ollama, llama.cpp), `detail`
-    (FastAPI servers), else the text itself; bounded, but never cut before the cause."""
+    """The informative part of an error body: `error.message` (OpenAI, Ollama, llama.cpp), `error`,
+    `detail` (FastAPI) or `message` (vLLM), else the body itself; one line, never cut before the cause."""
     data = parse_json(raw)
-    text = None
-    if isinstance(data, dict):
-        error = data.get("error")
-        text = error.get("message") if isinstance(error, dict) else error
-        if not isinstance(text, str) or not text:
-            text = data.get("detail") or data.get("message")
-        if isinstance(text, list):                 # FastAPI: [{"loc": [...], "msg": "..."}]
-            text = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" if isinstance(d, dict)
-                             else str(d) for d in text)
-    if not isinstance(text, str) or not text:
-        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
-    return bounded(validation_summary(text))
+    data = data if isinstance(data, dict) else {}
+    error = data.get("error")
+    found = [error.get("message") if isinstance(error, dict) else error, data.get("detail"), data.get("message")]
+    text = next((t for t in found if t), None) or as_str(raw)
+    if isinstance(text, list):      # FastAPI: [{"loc": [...], "msg": "...", "input": <can be huge>}]: where and what
+        text = [{"loc": d.get("loc"), "msg": d.get("msg")} if isinstance(d, dict) else d for d in text]
+    return bounded(validation_summary(text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)))
 
 
 def validation_summary(text):
@@ -348,45 +286,31 @@ def validation_summary(text):
     causes = [e for e in errors if e[2] != "literal_error"] or errors
     if not causes:
         return text
-    head = text.splitlines()[0]
-    return head + ": " + "; ".join(f"{loc}: {msg} (input {value or '?'})" for loc, msg, _, value in causes)
+    summary = "; ".join(f"{loc}: {msg} (input {value or '?'})" for loc, msg, _, value in causes)
+    return f"{text.splitlines()[0]}: {summary}"
 
 
-def bounded(text, limit=EXCERPT_LIMIT):
-    text = " ".join(clean(text).split())
+def bounded(raw, limit=600):
+    """One line of at most `limit` characters: enough for the cause, never a page."""
+    text = " ".join(clean(as_str(raw)).split())
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def excerpt(raw, limit=300):
-    text = (raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw).strip()
-    return text if len(text) <= limit else text[:limit] + "..."
+# How servers say "the prompt is longer than the context window" (llama.cpp's error type and message;
+# OpenAI's and llama-cpp-python's code; vLLM's and OpenAI's message; llama-cpp-python's), and the numbers.
+OVERFLOW_SIGNS = ("exceed_context_size_error", "exceeds the available context size", "context_length_exceeded",
+                  "maximum context length", "exceed context window")
+PROMPT = (r'"n_prompt_tokens"\s*:\s*(\d+)|(\d+) in the messages|messages resulted in (\d+)|'
+          r"request has (\d+) input tokens|Requested tokens \((\d+)\)|prompt is (\d+) tokens")
+WINDOW = r'"n_ctx"\s*:\s*(\d+)|maximum context length is (\d+)|context window of (\d+)'
 
 
-# The ways servers say "the prompt is longer than the context window".
-OVERFLOW_SIGNS = ("exceed_context_size_error",           # llama.cpp server (400, or 500 in older builds)
-                  "context_length_exceeded",             # OpenAI, llama-cpp-python
-                  "maximum context length",              # vLLM, OpenAI
-                  "exceed context window",               # llama-cpp-python's message
-                  "exceeds the available context size")  # llama.cpp's message
-PROMPT_PATTERNS = (r'"n_prompt_tokens"\s*:\s*(\d+)', r"(\d+) in the messages", r"messages resulted in (\d+)",
-                   r"request has (\d+) input tokens", r"Requested tokens \((\d+)\)", r"prompt is (\d+) tokens")
-WINDOW_PATTERNS = (r'"n_ctx"\s*:\s*(\d+)', r"maximum context length is (\d+)", r"context window of (\d+)")
-
-
-def context_overflow(raw, detail, url):
-    """A ContextOverflow when the error body says the prompt did not fit, else None."""
-    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
-    if not any(sign in text.lower() for sign in OVERFLOW_SIGNS):
-        return None
-    prompt, window = (next((int(m.group(1)) for p in patterns for m in [re.search(p, text)] if m), None)
-                      for patterns in (PROMPT_PATTERNS, WINDOW_PATTERNS))
-    return ContextOverflow(overflow_message(prompt, window, f"The server at {url} said: {detail}"), prompt, window)
-
-
-def overflow_message(prompt, window, said, sure=True):
-    numbers = [f"{prompt} prompt tokens" if prompt else "", f"the window holds {window}" if window else ""]
-    numbers = f" ({'; '.join(n for n in numbers if n)})" if any(numbers) else ""
-    lead = f"The conversation no longer fits the model's context window{numbers}. " if sure else ""
-    return (f"{lead}{said}. What to do: give the task in smaller steps; use a model with a longer context; give "
-            "the server a bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has "
-            "--context-window, set it to the server's real window so old tool results are cut in time.")
+def context_overflow(text, said):
+    """The ContextOverflow for an error body that says the prompt did not fit: the numbers, and what to do."""
+    prompt, window = (int(m.group(m.lastindex)) if m else None for m in (re.search(p, text) for p in (PROMPT, WINDOW)))
+    numbers = "; ".join(n for n in (prompt and f"{prompt} prompt tokens", window and f"the window holds {window}") if n)
+    return ContextOverflow(
+        f"The conversation no longer fits the model's context window{f' ({numbers})' if numbers else ''}. {said}. "
+        "What to do: give the task in smaller steps; use a model with a longer context; give the server a bigger "
+        "window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has --context-window, set it to the "
+        "server's real window so old tool results are cut in time.", prompt, window)

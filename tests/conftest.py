@@ -17,7 +17,7 @@ def pytest_collection_modifyitems(config, items):
     stage = config.getoption("--stage")
     if not stage:
         return
-    other = [item for item in items if stage_of(item) not in (None, stage) or item.get_closest_marker("reruns_the_stage")]
+    other = [item for item in items if of_another_stage(item, stage) or item.get_closest_marker("reruns_the_stage")]
     if other:
         config.hook.pytest_deselected(items=other)
         dropped = set(other)
@@ -34,10 +34,16 @@ def pytest_terminal_summary(terminalreporter):
             "stops one, its xfail fails the suite, and the case moves to the stopped side.")
 
 
-def stage_of(item):
-    """The stage a test is parametrised with (any parameter whose value names a stage), or None."""
+def of_another_stage(item, stage):
+    """A case parametrised with stages, none of them this one (`[m3_hooks-m4_guards]` is m4's too)."""
+    stages = stages_of(item)
+    return bool(stages) and stage not in stages
+
+
+def stages_of(item):
+    """The stages a test is parametrised with (every parameter whose value names a stage)."""
     params = item.callspec.params.values() if hasattr(item, "callspec") else ()
-    return next((value for value in params if isinstance(value, str) and value in (*STAGES, FINAL)), None)
+    return {value for value in params if isinstance(value, str) and value in (*STAGES, FINAL)}
 
 
 @pytest.fixture

@@ -350,7 +350,7 @@ def check_flags(args, parser):
         parser.error("--max-seconds must be more than 0")
     if not args.shell_timeout > 0:
         parser.error("--shell-timeout must be more than 0")
-    if args.context_window < 1:
+    if args.context_window is not None and args.context_window < 1:
         parser.error("--context-window must be 1 or more")
     if not 0 < args.compact_at <= 1:
         parser.error("--compact-at must be more than 0 and at most 1 (a fraction of the context window)")
@@ -424,10 +424,15 @@ def chat_command(args, parser):
     except extensions.SetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
-                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning)
     from .cli import sandbox_from_args
-    settings = {"extensions": hands, "sandbox": sandbox_from_args(args, parser), "max_turns": args.max_turns, "max_seconds": args.max_seconds, "transcript": args.transcript,
+    from .context import CONTEXT_WINDOW
+    from .ollama import choose_dialect
+    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
+                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
+                    max_reply_tokens=args.max_reply_tokens)
+    client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
+    settings = {"extensions": hands, "sandbox": sandbox_from_args(args, parser), "max_turns": args.max_turns,
+                "max_seconds": args.max_seconds, "transcript": args.transcript,
                 "shell_timeout": args.shell_timeout, "approve": approve, "context_policy": args.context_policy,
                 "context_window": args.context_window, "compact_at": args.compact_at, "keep_turns": args.keep_turns}
     conversation = Conversation(client, workspace, settings, writer, messages)
@@ -449,7 +454,9 @@ def chat_command(args, parser):
 
 
 def add_chat_flags(parser):
-    """chat's own flags; the agent's flags are run's (cli.add_agent_flags)."""
+    """chat's own flags; the agent's flags are run's (cli.add_agent_flags), and so are --api and --think."""
+    from .cli import add_dialect_flags
+    add_dialect_flags(parser)
     parser.add_argument("task", nargs="?", metavar="MESSAGE", help="a first message (optional)")
     parser.add_argument("--continue", dest="continue_session", action="store_true",
                         help="go on with the latest session started in this folder")

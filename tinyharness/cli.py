@@ -8,6 +8,7 @@ from .hooks import approve_everything, ask_user
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, MAX_REPLY_TOKENS, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
+from .ollama import API_CHOICES, OLLAMA_WINDOW_CAP, choose_dialect
 from . import extensions
 from .loop import Stats, Stopped, run_agent
 from .sandbox import Sandbox
@@ -31,30 +32,25 @@ def usage_problem(args, extra):
     after the model's work is spent: stray words, a URL requests cannot use, a transcript path that
     cannot be written."""
     if extra:  # `... find the budget` without quotes: only "find" became the task
-        quote = "" if any(e.startswith("-") for e in extra) else f'; put the task in quotes: "{" ".join([args.task, *extra])}"'
+        task = " ".join([args.task, *extra])
+        quote = "" if any(e.startswith("-") for e in extra) else f'; put the task in quotes: "{task}"'
         return f"unrecognized arguments: {' '.join(extra)}{quote}"
-    try:
+    try:  # urlsplit and .port raise ValueError for 'http://[::1' or a port that is not a number up to 65535
         url = urlsplit(args.base_url)
-        bad_url = url.scheme not in ("http", "https") or not url.hostname or url.port == 0
-    except ValueError:  # 'http://[::1', or a port that is not a number from 0 to 65535
-        bad_url = True
-    if bad_url:
+        if url.scheme not in ("http", "https") or not url.hostname or url.port == 0:
+            raise ValueError
+    except ValueError:
         return (f"--base-url {args.base_url!r} is not an http(s) URL with a host (and a port from 1 to 65535); "
                 f"for example --base-url {DEFAULT_BASE_URL}")
     path = args.transcript
-    if path is None:
-        return None
-    if not path or os.path.isdir(path):
-        return f"--transcript {path!r} is not a file name; for example --transcript run.json"
-    if not os.path.isdir(os.path.dirname(path) or "."):
-        return f"--transcript {path!r}: the folder {os.path.dirname(path)!r} does not exist"
-    existed = os.path.lexists(path)
-    try:  # open it as the transcript will be written, without emptying it (O_NONBLOCK: a FIFO cannot hang us)
-        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK))
-    except OSError as e:
-        return f"--transcript {path!r} cannot be written: {e.strerror}"
-    if not existed:
-        os.remove(path)  # it was only a test: leave nothing behind
+    if path is not None:  # open it as the transcript will be, without emptying it (O_NONBLOCK: a FIFO cannot hang us)
+        existed = os.path.lexists(path)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK))
+        except OSError as e:  # '' or a folder, a missing folder, no permission
+            return f"--transcript {path!r} cannot be written ({e.strerror}); for example --transcript run.json"
+        if not existed:
+            os.remove(path)  # it was only a test: leave nothing behind
     return None
 
 
@@ -96,6 +92,20 @@ class StreamPrinter:
 def add_run_flags(parser):
     parser.add_argument("task", help="what the agent should do, in plain words")
     add_agent_flags(parser)
+    add_dialect_flags(parser)
+
+
+def add_dialect_flags(parser):
+    """--api and --think, and the window from the model (tinyharness/ollama.py explains the native
+    dialect and the auto rule)."""
+    parser.add_argument("--api", choices=API_CHOICES, default=os.environ.get("TINYHARNESS_API", "auto"),
+                        help="the server's dialect: openai (/v1/chat/completions), ollama (Ollama's native /api/chat, "
+                             "which can set the context length), or auto: Ollama's native API when the host answers "
+                             "/api/version and the base URL is a bare host or ends in /v1 (env TINYHARNESS_API, "
+                             "default %(default)s)")
+    parser.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
+                        help="switch the model's thinking on or off (Ollama's native API; default: the model's own)")
+    parser.set_defaults(context_window=None)  # None: the model's own length with Ollama's native API (choose_dialect)
 
 
 def add_agent_flags(parser):
@@ -146,7 +156,8 @@ def add_agent_flags(parser):
                              "(repeatable)")
     parser.add_argument("--context-window", type=int, default=CONTEXT_WINDOW, metavar="TOKENS",
                         help="the model's context length: the policies cut to fit it, and a warning says when "
-                             "the prompt nears it (default %(default)s)")
+                             f"the prompt nears it (default {CONTEXT_WINDOW}; for `run` with Ollama's native API, the "
+                             f"model's own length, at most {OLLAMA_WINDOW_CAP}, sent as num_ctx)")
     extensions.add_flags(parser)
 
 
@@ -199,21 +210,30 @@ def build_parser():
                           description="An OpenAI-compatible server that answers from a JSON script of replies, "
                                       "plays the eval's scripted models, or plays a vision model.")
     replies = fake.add_mutually_exclusive_group(required=True)
-    replies.add_argument("--script", metavar="FILE", help="JSON file: a list of replies")
+    replies.add_argument("--script", metavar="FILE|NAME",
+                         help="JSON file: a list of replies; or the name of a bundled one (notes, self-rescue, "
+                              "verify: examples/NAME.script.json)")
     replies.add_argument("--eval-models", action="store_true",
                          help="play the eval's scripted models competent, liar and clumsy, chosen by the "
                               "request's model name (for `python -m m7_eval.eval --base-url URL`)")
     replies.add_argument("--vision", action="store_true",
                          help="play a vision model that names the colours of the halves of each PNG it is sent")
+    replies.add_argument("--ollama", nargs="?", const="healthy", metavar="PERSONALITY",
+                         choices=["healthy", "no-model", "no-tools", "no-usage"],
+                         help="play Ollama (native /api/* and /v1) with a model that calls the first tool it is "
+                              "offered; PERSONALITY: healthy (default), no-model, no-tools, no-usage")
     fake.add_argument("--drop-images", action="store_true",
                       help="never see images, like Ollama with gemma4 e2b/e4b (try the arrival warning)")
     fake.add_argument("--port", type=port_number, default=0, help="port to listen on, 1 to 65535 (default: any free port)")
     fake.set_defaults(usage=fake)
     sub.add_parser("eval", add_help=False, help="measure models or harness settings on five tasks, judged by "
                                                 "the end state (`tinyharness eval --help`)")
-    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, start, check",
+    sub.add_parser("doctor", add_help=False, help="check the server and model before a run: reachable, pulled, "
+                                                  "tools, context, a real tool call (`tinyharness doctor --help`)")
+    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, start, check, workspace",
                             description="Follow the course: see your progress, diff two stages, take a quiz, "
-                                        "write a stage's key functions yourself, run a stage's tests.")
+                                        "write a stage's key functions yourself, run a stage's tests, copy a "
+                                        "fresh example workspace for a lesson's Try it.")
     course_sub = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
     course_sub.add_parser("list", help="the stages, one line each, with your quiz and exercise progress")
     diff = course_sub.add_parser("diff", help="a unified diff of two stages' code")
@@ -235,6 +255,15 @@ def build_parser():
                                               "what fails first, and a hint.")
     check.add_argument("stage", help="a stage, e.g. m3")
     check.add_argument("--mine", metavar="DIR", help="your copy: the folder `course start` wrote (or its parent)")
+    check.add_argument("-k", dest="keyword", metavar="EXPRESSION",
+                       help="only the tests whose names match, as pytest's -k (e.g. attacks)")
+    workspace = course_sub.add_parser(
+        "workspace", help="copy a fresh example workspace (notes, images, empty) to a new folder",
+        description="Copy examples/NAME to DIR for a lesson's Try it (`empty`: an empty folder). DIR must not "
+                    "exist yet (a copy into an old run's folder would mix its files with the example's).")
+    workspace.add_argument("name", metavar="NAME", help="the example: notes, images, or empty")
+    workspace.add_argument("dir", metavar="DIR", help="a new folder, e.g. /tmp/notes-m1")
+    workspace.add_argument("--force", action="store_true", help="replace DIR if it exists")
     return parser
 
 
@@ -253,6 +282,9 @@ def dispatch(argv):
     if argv[:1] == ["eval"]:                  # the eval has its own flags and --help: hand it everything
         from .eval import main as eval_main
         return eval_main(argv[1:], prog="tinyharness eval")
+    if argv[:1] == ["doctor"]:                # so does the doctor
+        from .doctor import main as doctor_main
+        return doctor_main(argv[1:])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     usage = getattr(args, "usage", parser)  # the subcommand's own parser, where it set one
@@ -297,11 +329,16 @@ def sandbox_from_args(args, parser):
 
 def fake_server(args):
     try:
+        if args.ollama:
+            from .fake_ollama import serve
+            return serve(args.ollama, args.port)
         if args.eval_models:
             from .evals.policies import serve
             return serve(args.port)
         from .testing import main as fake_server_main
-        source = ["--vision"] if args.vision else ["--script", args.script]
+        source = ["--vision"] if args.vision else ["--script", script_path(args.script)]
+        if source[-1] is None:
+            return 2
         return fake_server_main([*source, "--port", str(args.port)] + ["--drop-images"] * args.drop_images)
     except OSError as e:  # the port is taken, or below 1024 without the right to it
         print(f"error: cannot listen on 127.0.0.1:{args.port}: {e.strerror or e}. Choose another --port, "
@@ -319,7 +356,7 @@ def run_command(args, parser):
         parser.error("--max-seconds must be more than 0")
     if not args.shell_timeout > 0:
         parser.error("--shell-timeout must be more than 0")
-    if args.context_window < 1:
+    if args.context_window is not None and args.context_window < 1:
         parser.error("--context-window must be 1 or more")
     if args.max_reply_tokens < 1:
         parser.error("--max-reply-tokens must be 1 or more")
@@ -331,6 +368,8 @@ def run_command(args, parser):
     except ImageError as e:
         parser.error(f"--image: {e}")
     extensions.check_flags(args, parser)
+    if args.api not in API_CHOICES:  # from TINYHARNESS_API, which argparse does not check
+        parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
     try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
@@ -343,6 +382,7 @@ def run_command(args, parser):
                     max_reply_tokens=args.max_reply_tokens)
     stats = Stats()
     echo = printer.echo
+    client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
     session = None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr)
     if session and hands.hooks:
         hands.hooks.session_id = session.id  # a hook can tell one run's events from another's
@@ -402,4 +442,17 @@ def course_command(args):
         return course.course_quiz(args.stage)
     if args.course_command == "start":
         return course.course_start(args.stage, args.dir, args.force)
-    return course.course_check(args.stage, mine=args.mine)
+    if args.course_command == "workspace":
+        return course.course_workspace(args.name, args.dir, force=args.force)
+    return course.course_check(args.stage, mine=args.mine, keyword=args.keyword)
+
+
+def script_path(name_or_path):
+    """The script file for --script: a path, or the name of a bundled example script."""
+    from .course import bundled_script, bundled_script_names
+    path = bundled_script(name_or_path)
+    if os.path.exists(path):
+        return path
+    print(f"error: no script file {name_or_path!r}, and no bundled script of that name "
+          f"(bundled: {', '.join(bundled_script_names())})", file=sys.stderr)
+    return None

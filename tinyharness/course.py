@@ -1,7 +1,13 @@
-"""The learner's companion: `tinyharness course list|diff|quiz|start|check`.
+"""The learner's companion: `tinyharness course list|diff|quiz|start|check|workspace`.
 
 These commands read the stage folders (m0_llm/, m1_loop/, ...) of a checkout of the repository,
 next to this package. Each function returns an exit code; cli.py wires them to the command line.
+
+A lesson's "Try it" block must run as written from wherever the learner's last command left them,
+so nothing here depends on the current folder: `course workspace notes DIR` copies a fresh example
+(and refuses to copy into a folder that exists, where `cp -r` would nest the copy and a later run
+would find an old budget.md), `fake-server --script notes` finds the bundled script by name
+(`bundled_script`), and `course check m3 -k attacks` runs pytest from the checkout's root.
 """
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import importlib.util
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +132,15 @@ def course_quiz(stage: str, root=None) -> int:
     return _quiz().take_quiz(stage, root=root)
 
 
+def stage_selection(folder: str, keyword: str | None = None) -> str:
+    """The pytest -k expression for one stage's tests: those whose parameter id names the stage
+    (`test_x[m4_guards]`, `test_shell_attack[m4_guards-rm-rf]`, `test_table[m3_hooks-m4_guards]`).
+    A bare `-k m4_guards` would also match the module name test_m4_guards.py, i.e. every stage's
+    runs of it. KEYWORD narrows further, as pytest's own -k."""
+    selection = f"[{folder}] or [{folder}- or -{folder}]"
+    return f"({selection}) and ({keyword})" if keyword else selection
+
+
 def _stage(stage: str, root) -> Path | None:
     """The stage folder, or None after saying what the valid names are."""
     quiz = _quiz()
@@ -145,7 +161,7 @@ def course_start(stage: str, parent=None, force=False, root=None) -> int:
     return exercises.start(folder, parent, force)
 
 
-def course_check(stage: str, root=None, mine=None) -> int:
+def course_check(stage: str, root=None, mine=None, keyword: str | None = None) -> int:
     """Run the ladder tests of one stage (their ids carry the stage folder name); with `mine`, the
     tests of what the stage introduced, against the learner's copy of it (see exercises.py)."""
     root = _checkout(root)
@@ -158,6 +174,73 @@ def course_check(stage: str, root=None, mine=None) -> int:
     if mine is not None:
         from . import exercises
         return exercises.check(folder, mine, root)
-    command = [sys.executable, "-m", "pytest", "tests", "-q", "-k", folder.name, "--stage", folder.name]
+    command = [sys.executable, "-m", "pytest", "tests", "-q", "--stage", folder.name, "-k", stage_selection(folder.name, keyword)]
     print(f"Running: {shlex.join(command)}", flush=True)
     return subprocess.run(command, cwd=root).returncode
+
+
+EMPTY = "empty"   # `course workspace empty DIR`: a new empty folder, with the same refusal and --force
+
+
+def examples_folder(root=None) -> Path:
+    return Path(root or ROOT) / "examples"
+
+
+def example_workspaces(root=None) -> list[str]:
+    """The names of the example folders (notes, images, ...) a lesson can copy."""
+    folder = examples_folder(root)
+    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+
+def course_workspace(name: str, destination, force: bool = False, root=None) -> int:
+    """Copy the example workspace NAME to DESTINATION, which must not exist yet (force replaces it).
+
+    `cp -r examples/notes /tmp/notes` run twice puts the second copy inside the first, and the next
+    run sees the files the last one wrote: a figure compared with the lesson's is then off.
+    """
+    root = _checkout(root)
+    if root is None:
+        return 2
+    names = example_workspaces(root) + [EMPTY]
+    if name not in names:
+        print(f"error: no example workspace {name!r}; there are: {', '.join(names)}", file=sys.stderr)
+        return 2
+    source = examples_folder(root) / name
+    target = Path(destination).expanduser().absolute()
+    if name != EMPTY and target.resolve().is_relative_to(source.resolve()):
+        print(f"error: {target} is inside the example itself ({source}); choose a folder elsewhere, "
+              "e.g. /tmp/notes", file=sys.stderr)
+        return 2
+    if target.exists() or target.is_symlink():
+        if not force:
+            print(f"error: {target} already exists, and copying into it would mix an old run's files "
+                  "with the example's. Choose a new folder, or add --force to replace it.", file=sys.stderr)
+            return 2
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        else:
+            target.unlink()
+    if name == EMPTY:
+        target.mkdir(parents=True)
+        print(f"Made the empty folder {target}: cd {shlex.quote(str(target))}")
+        return 0
+    shutil.copytree(source, target)
+    print(f"Copied the {name} example to {target}: cd {shlex.quote(str(target))}")
+    return 0
+
+
+def bundled_script(name_or_path: str, root=None) -> str:
+    """A fake-server script given by path, or by the name of a bundled one (notes ->
+    examples/notes.script.json). Returns the path to use; an unknown name comes back unchanged,
+    so the server's own error names it."""
+    if Path(name_or_path).exists():
+        return name_or_path
+    bundled = examples_folder(root) / f"{name_or_path}.script.json"
+    if "/" not in name_or_path and bundled.is_file():
+        return str(bundled)
+    return name_or_path
+
+
+def bundled_script_names(root=None) -> list[str]:
+    folder = examples_folder(root)
+    return sorted(p.name[:-len(".script.json")] for p in folder.glob("*.script.json")) if folder.is_dir() else []

@@ -112,7 +112,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
                 raise Stopped(budget.exceeded(turn), record.account()) from None
             raise
         stats.count_turn(usage)
-        watch_context(watch, usage, messages)
+        watch_context(watch, usage, messages, tools)
         arrived = arrivals.check(messages, tools, usage)  # a warning if a new picture never arrived
         if arrived:
             print(arrived, file=sys.stderr, flush=True)
@@ -219,10 +219,12 @@ def tokens_spent(stats, max_tokens):
     return None
 
 
-def watch_context(watch, usage, messages):
+def watch_context(watch, usage, messages, tools=()):
     """Warn on stderr when the prompt count says the context is nearly full, or was cut. Without the
-    server's count, the harness's own estimate of what it sent stands in, and the warning says so."""
-    sent = estimate_tokens(messages)  # our estimate also tells our own cuts apart from the server's
+    server's count, the harness's own estimate of what it sent stands in, and the warning says so.
+    The estimate counts the tool schemas too: an MCP server withdrawn mid-run shrinks the prompt, and
+    that drop is ours, not the server's."""
+    sent = estimate_tokens(messages + [{"role": "system", "content": json.dumps(list(tools))}])
     counted = usage.get("prompt_tokens")
     warning = watch.check(sent if counted is None else counted, len(messages), sent_tokens=sent)
     if warning:

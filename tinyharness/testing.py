@@ -401,6 +401,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         path = self.path.split("?")[0].rstrip("/")
+        if path.startswith("/api/"):                # Ollama's native routes: fake_ollama.py
+            from .fake_ollama import answer_native
+            return answer_native(self, "GET", path, None)
         if path.endswith("/models"):
             model = {"id": self.server.owner.model, "object": "model", "owned_by": "tinyharness"}
             self.send_json(200, {"object": "list", "data": [model]})
@@ -411,6 +414,9 @@ class _Handler(BaseHTTPRequestHandler):
         # Read the body first, whatever the path, so the connection stays in a sane state.
         data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         path = self.path.split("?")[0].rstrip("/")
+        if path.startswith("/api/"):
+            from .fake_ollama import answer_native
+            return answer_native(self, "POST", path, data)
         if not path.endswith("/v1/chat/completions"):        # like Ollama: a base URL without /v1 is a 404
             return self.send_json(404, error_body(f"no route for POST {path}", "invalid_request_error"))
         try:

@@ -1,0 +1,56 @@
+"""Every marked "Try it" block of every stage README runs verbatim and prints what the README quotes
+next to it (benchmarks/tryit.py: bash, a fresh HOME, started outside the repository, against the
+scripted server the block starts itself)."""
+import pytest
+
+from benchmarks import tryit
+
+BLOCKS = tryit.all_blocks()
+OUTPUTS = {}
+
+
+def output_of(block, tmp_path):
+    if block.name not in OUTPUTS:
+        OUTPUTS[block.name] = tryit.run_block(block, tmp_path).stdout
+    return OUTPUTS[block.name]
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])
+def test_try_it_block_runs_and_shows_what_the_readme_quotes(block, tmp_path):
+    output = output_of(block, tmp_path)
+    wrong = tryit.problems(block, output)
+    assert not wrong, "\n".join(wrong) + "\n--- output ---\n" + output
+
+
+@pytest.mark.parametrize("stage", sorted(r.parent.name for r in tryit.readmes()))
+def test_every_stage_has_a_try_it_block_that_runs_offline(stage):
+    assert any(b.readme.parent.name == stage for b in BLOCKS)
+
+
+def test_a_quoted_figure_changed_by_one_is_caught(tmp_path):
+    block = next(b for b in BLOCKS if any("prompt_tokens=" in span for span in b.expected))
+    output = output_of(block, tmp_path)
+    assert not tryit.problems(block, output)
+    span = next(s for s in block.expected if "prompt_tokens=" in s)
+    number = span.split("prompt_tokens=")[1].split()[0]
+    changed = span.replace(f"prompt_tokens={number}", f"prompt_tokens={int(number) + 1}")
+    block.expected[block.expected.index(span)] = changed
+    try:
+        assert tryit.problems(block, output) == [f"the README quotes `{changed}`, the output does not have it"]
+    finally:
+        block.expected[block.expected.index(changed)] = span
+
+
+def test_fix_rewrites_a_quoted_key_value_from_the_output():
+    text = "You should see `turns=5 prompt_tokens=3091` and `exit code 0`."
+    output = "[stats] turns=5 tool_calls=4 prompt_tokens=3090 completion_tokens=85\nexit code 0\n"
+    assert tryit.fixed_paragraph(text, output) == "You should see `turns=5 prompt_tokens=3090` and `exit code 0`."
+    two_runs = output + "[stats] turns=5 tool_calls=4 prompt_tokens=3122\n"
+    assert tryit.fixed_paragraph(text, two_runs) == text.replace("3091", "3091")   # ambiguous: left alone
+
+
+def test_a_block_that_needs_the_repository_folder_fails(tmp_path):
+    block = tryit.Block(tryit.ROOT / "m1_loop/README.md", 1, "cat examples/notes.script.json\n",
+                        ["list_dir"], (0, 0))
+    output = tryit.run_block(block, tmp_path).stdout
+    assert tryit.problems(block, output) == ["the README quotes `list_dir`, the output does not have it"]

@@ -1,0 +1,372 @@
+"""`tinyharness doctor`: why a run will or will not work, said before the run.
+
+The problem. A newcomer's first run fails for reasons far from the harness: the server is not
+started, the model was never pulled, the model cannot call tools, the server quietly uses a
+4096-token context while the harness plans for more, the stream carries no token counts. Each shows
+up mid-run as a confusing symptom (an HTTP 404, a model that "forgets" its instructions, `?` in the
+stats).
+
+The mechanism. Ask the server the questions a run depends on, each answered on one line,
+`OK`, `WARN` (a run works, with a limit worth knowing) or `FAIL` (a run will not work), with the fix:
+
+    server      who answers at the base URL: Ollama (/api/version), llama.cpp (/props), vLLM (/version),
+                or another OpenAI-compatible server (/v1/models owned_by, the Server header)
+    model       pulled / listed (else the exact `ollama pull` command)
+    tools, vision, thinking   what Ollama's /api/show says the model can do
+    context     the length in force on the server versus the window the harness will assume
+    tool call   one trivial request with one tool: does a real, well-formed tool call come back?
+    streaming   does a streamed answer arrive, and does it report token counts?
+    round trip  how long the probe took (a cold model loads first)
+
+The probes go through the same client `tinyharness run` would use (--api decides, as in a run).
+Exit 0 when a run can work (no FAIL), 1 when it cannot.
+
+What it cannot do: one trivial tool call says the wiring works, not that the model is good at a
+real task; measure that with `tinyharness eval`.
+"""
+import argparse
+import os
+import sys
+import time
+from types import SimpleNamespace
+from urllib.parse import urlsplit
+
+import requests
+
+from .context import CONTEXT_WINDOW
+from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
+from .ollama import (API_CHOICES, OLLAMA_WINDOW_CAP, capabilities, choose_dialect, could_be_ollama, host_root, model_context_length,
+                     ollama_version, show_model)
+
+ASK_TIMEOUT = 5             # seconds for the quick questions (version, model list, props)
+SLOW_ROUND_TRIP = 30        # seconds: slower than this is worth a warning
+PROBE_TOOL = {"type": "function", "function": {
+    "name": "report", "description": "Report one word back to the user.",
+    "parameters": {"type": "object", "properties": {"word": {"type": "string", "description": "the word"}},
+                   "required": ["word"]}}}
+PROBE_MESSAGES = [{"role": "system", "content": "You are being tested. Use the tool you are given."},
+                  {"role": "user", "content": 'Call the tool `report` with the word "ready". Do not answer in text.'}]
+STREAM_MESSAGES = [{"role": "user", "content": "Reply with the single word OK."}]
+
+
+class Report:
+    """Prints each finding as it is made, and remembers whether any was a FAIL."""
+
+    def __init__(self, out=None):
+        self.out, self.failed = out or sys.stdout, False
+
+    def line(self, status, check, text, fix=None):
+        self.failed = self.failed or status == "FAIL"
+        print(f"{status:<5} {check:<11} {text}" + (f" Fix: {fix}" if fix else ""), file=self.out, flush=True)
+
+
+def get(url, timeout=ASK_TIMEOUT):
+    """(status, JSON or None, headers) of a GET, or None when nothing answers."""
+    try:
+        response = requests.get(url, timeout=timeout)
+    except requests.exceptions.RequestException:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    return response.status_code, body, response.headers
+
+
+# --- Which server? ------------------------------------------------------------------------------------
+
+def identify(base_url):
+    """{kind, version, models, n_ctx, ...} for the server at base_url, or None when nothing answers."""
+    root = host_root(base_url)
+    version = ollama_version(base_url, ASK_TIMEOUT) if could_be_ollama(base_url) else None
+    if version:
+        return {"kind": "Ollama", "version": version}
+    listed = get(base_url.rstrip("/") + "/models")
+    if listed is None:
+        return None
+    status, body, headers = listed
+    found = {"kind": "an OpenAI-compatible server", "models_status": status, "models": [], "owned_by": set()}
+    for model in (body or {}).get("data") or [] if isinstance(body, dict) else []:
+        if isinstance(model, dict):
+            found["models"].append(model.get("id"))
+            found["owned_by"].add(str(model.get("owned_by")))
+            if isinstance(model.get("max_model_len"), int):
+                found["n_ctx"] = model["max_model_len"]          # vLLM says it here
+    props = get(root + "/props")
+    if props and props[0] == 200 and isinstance(props[1], dict) and (
+            "default_generation_settings" in props[1] or "build_info" in props[1]):
+        found["kind"] = "llama.cpp (llama-server)"
+        n_ctx = (props[1].get("default_generation_settings") or {}).get("n_ctx")
+        found["n_ctx"] = n_ctx if isinstance(n_ctx, int) else found.get("n_ctx")
+    elif "vllm" in found["owned_by"] or "n_ctx" in found or is_version(get(root + "/version")):
+        found["kind"] = "vLLM"
+    elif "llamacpp" in found["owned_by"]:
+        found["kind"] = "llama.cpp (llama-server)"
+    elif "me" in found["owned_by"] and "uvicorn" in str(headers.get("server", "")).lower():
+        found["kind"] = "llama-cpp-python"                       # its /v1/models says owned_by "me"
+    elif "uvicorn" in str(headers.get("server", "")).lower():
+        found["kind"] = "a Python OpenAI-compatible server (uvicorn: llama-cpp-python, vLLM or similar)"
+    return found
+
+
+def is_version(answer):
+    """vLLM answers GET /version with {"version": "..."}."""
+    return bool(answer) and answer[0] == 200 and isinstance(answer[1], dict) and isinstance(answer[1].get("version"), str)
+
+
+# --- The checks -------------------------------------------------------------------------------------
+
+def check_server(report, args):
+    found = identify(args.base_url)
+    if found is None:
+        report.line("FAIL", "server", f"nothing answers at {args.base_url}.",
+                    "start the server (Ollama: `ollama serve`), or point --base-url (or TINYHARNESS_BASE_URL) "
+                    "at the one you run, e.g. http://localhost:8080/v1 for llama.cpp.")
+        return None
+    if found["kind"] == "Ollama":
+        report.line("OK", "server", f"Ollama {found['version']} answers at {host_root(args.base_url)}.")
+    elif found.get("models_status") == 404 and not urlsplit(args.base_url).path.rstrip("/").endswith("/v1"):
+        report.line("FAIL", "server", f"something answers at {args.base_url}, but not the OpenAI API (404 on /models).",
+                    f"add /v1: --base-url {args.base_url.rstrip('/')}/v1")
+        return None
+    elif found.get("models_status") != 200:
+        report.line("WARN", "server", f"{found['kind']} answers at {args.base_url}, but /models said HTTP "
+                    f"{found['models_status']}.", "check --base-url and TINYHARNESS_API_KEY.")
+    else:
+        report.line("OK", "server", f"{found['kind']} answers at {args.base_url}.")
+    return found
+
+
+def check_dialect(report, args, found):
+    """Which API the run will speak, said once, with what it means for the context length."""
+    if args.api == "openai" or (args.api == "auto" and found["kind"] != "Ollama"):
+        api = "openai"
+    else:
+        api = "ollama"
+    if found["kind"] == "Ollama" and api == "openai":
+        report.line("WARN", "api", "the run will use Ollama's /v1 shim (--api openai), where the context length "
+                    "cannot be set.", "drop --api openai (auto picks Ollama's native API).")
+    elif api == "ollama" and found["kind"] != "Ollama":
+        report.line("FAIL", "api", f"--api ollama, but {found['kind']} does not speak Ollama's native API.",
+                    "use --api auto or openai.")
+    else:
+        what = "Ollama's native /api/chat" if api == "ollama" else "the OpenAI API (/v1/chat/completions)"
+        report.line("OK", "api", f"the run will use {what}.")
+    return api
+
+
+def check_model_ollama(report, args):
+    listed = get(host_root(args.base_url) + "/api/tags")
+    names = [m.get("name") for m in ((listed or (0, {}))[1] or {}).get("models") or [] if isinstance(m, dict)]
+    wanted = {args.model, args.model + ":latest"} if ":" not in args.model else {args.model}
+    if wanted & set(names):
+        report.line("OK", "model", f"{args.model} is pulled.")
+        return show_model(args.base_url, args.model, ASK_TIMEOUT) or {}
+    have = f" (this server has: {', '.join(names)})" if names else " (this server has no models yet)"
+    report.line("FAIL", "model", f"{args.model} is not on this server{have}.",
+                f"`ollama pull {args.model}`, or choose one it has with --model.")
+    return None
+
+
+def check_model_openai(report, args, found):
+    models = [m for m in found.get("models") or [] if m]
+    if not models or args.model in models:
+        report.line("OK", "model", f"{args.model} is listed." if models else
+                    f"the server lists no models; {args.model} will be asked for.")
+    else:
+        report.line("WARN", "model", f"{args.model} is not in the server's list ({', '.join(models[:5])}); a server "
+                    "with one model may answer anyway.", f"--model {models[0]}")
+
+
+def check_capabilities(report, args, shown):
+    can = capabilities(shown)
+    if can is None:
+        report.line("WARN", "tools", f"Ollama does not say what {args.model} can do (an old Ollama?); the probe "
+                    "below will tell.")
+        return True
+    if "tools" in can:
+        report.line("OK", "tools", f"{args.model} can call tools.")
+    else:
+        report.line("FAIL", "tools", f"{args.model} cannot call tools (its capabilities: {', '.join(can)}); "
+                    "the harness needs tool calls.", "choose a model with tool support, e.g. qwen3:8b "
+                    "(`ollama show MODEL` lists a model's capabilities).")
+    if "vision" in can:
+        report.line("OK", "vision", f"{args.model} can see images (--image, view_image).")
+    else:
+        report.line("WARN", "vision", f"{args.model} cannot see images: --image and view_image will not work.",
+                    "for pictures, use a vision model (e.g. qwen2.5vl:7b).")
+    if "thinking" in can:
+        report.line("OK", "thinking", f"{args.model} can think; --think/--no-think switch it.")
+    else:
+        report.line("OK", "thinking", f"{args.model} does not think aloud (--think would be refused).")
+    return "tools" in can
+
+
+def check_context(report, args, found, api, shown):
+    """The length in force on the server against the window the harness will plan with."""
+    if found["kind"] == "Ollama":
+        length = model_context_length(shown)
+        if api == "ollama":
+            window = args.context_window or (min(length, OLLAMA_WINDOW_CAP) if length else CONTEXT_WINDOW)
+            if length and window > length:
+                return report.line("WARN", "context", f"the harness will assume {window} tokens but {args.model} "
+                                   f"holds {length}.", f"--context-window {length}")
+            return report.line("OK", "context", f"the harness assumes {window} tokens and sends it as num_ctx "
+                               f"(the model holds {length or 'an unknown number of'}), so nothing is cut silently.")
+        window = args.context_window or CONTEXT_WINDOW
+        loaded = loaded_context(args)
+        in_force = f"{loaded} (loaded now)" if loaded else "Ollama's default (4096 below 24 GiB of video memory)"
+        if loaded and loaded >= window:
+            return report.line("OK", "context", f"in force {in_force}; the harness assumes {window}.")
+        return report.line("WARN", "context", f"over /v1 the length in force is {in_force}, not settable per "
+                           f"request; the harness assumes {window}, and Ollama silently drops the start of a "
+                           "longer prompt.", f"--api ollama, or start Ollama with OLLAMA_CONTEXT_LENGTH={window}.")
+    window = args.context_window or CONTEXT_WINDOW
+    n_ctx = found.get("n_ctx")
+    if n_ctx is None:
+        return report.line("WARN", "context", f"the server does not say its context length; the harness assumes "
+                           f"{window}.", "check the server's setting (llama.cpp -c, llama-cpp-python --n_ctx, "
+                           "vLLM --max-model-len) and pass --context-window to match.")
+    if n_ctx < window:
+        return report.line("WARN", "context", f"the server holds {n_ctx} tokens; the harness assumes {window}.",
+                           f"--context-window {n_ctx}, or start the server with a larger context.")
+    report.line("OK", "context", f"the server holds {n_ctx} tokens; the harness assumes {window}.")
+
+
+def loaded_context(args):
+    """The context length a loaded model runs with, from /api/ps (newer Ollama says it), or None."""
+    ps = get(host_root(args.base_url) + "/api/ps")
+    for model in ((ps or (0, {}))[1] or {}).get("models") or []:
+        if isinstance(model, dict) and model.get("name") == args.model and isinstance(model.get("context_length"), int):
+            return model["context_length"]
+    return None
+
+
+def make_client(args, api, stream):
+    """The client a run would build, for the probes."""
+    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
+                    timeout=args.timeout, stream=stream)
+    run_args = SimpleNamespace(api=api, base_url=args.base_url, model=args.model,
+                               context_window=args.context_window, think=None)
+    return choose_dialect(run_args, client, CONTEXT_WINDOW)[0]
+
+
+def probe_tool_call(report, args, api):
+    """One trivial request with one tool; the answer should be a well-formed call to it."""
+    started = time.monotonic()
+    try:
+        answer = make_client(args, api, stream=False).chat(PROBE_MESSAGES, tools=[PROBE_TOOL])
+    except LLMError as e:
+        report.line("FAIL", "tool call", f"the probe request failed: {e}")
+        return None
+    seconds = time.monotonic() - started
+    message = answer[0]
+    calls = message.get("tool_calls") or []
+    problems = message.get("_problems") or {}
+    if not calls:
+        said = (message.get("content") or "").strip().replace("\n", " ")[:120]
+        report.line("FAIL", "tool call", f"asked for a call to `report`, the model answered in text: {said!r}.",
+                    "use a model with tool support; on llama.cpp start the server with --jinja (a tool-aware "
+                    "chat template), on vLLM with --enable-auto-tool-choice --tool-call-parser.")
+    elif problems or calls[0]["function"].get("name") != "report":
+        what = "; ".join(problems.values()) or f"it called {calls[0]['function'].get('name')!r}"
+        report.line("WARN", "tool call", f"a tool call came back, but not a clean one: {what}.",
+                    "a bigger model, or one trained for tool calls, does better.")
+    else:
+        report.line("OK", "tool call", f"report({calls[0]['function']['arguments']}) came back as a real tool "
+                    f"call in {seconds:.1f} s.")
+    return seconds
+
+
+def probe_stream(report, args, api):
+    started = time.monotonic()
+    try:
+        answer = make_client(args, api, stream=True).chat(STREAM_MESSAGES)
+    except LLMError as e:
+        report.line("FAIL", "streaming", f"a streamed answer failed: {e}", "run without --stream (a pipe does).")
+        return None
+    usage = answer[1] or {}
+    if isinstance(usage.get("prompt_tokens"), int):
+        report.line("OK", "streaming", f"works and reports usage (prompt_tokens={usage['prompt_tokens']}, "
+                    f"completion_tokens={usage.get('completion_tokens', '?')}).")
+    else:
+        report.line("WARN", "streaming", "works, but the server reports no token counts: [stats] will say ? and "
+                    "the context watch falls back to the harness's own estimate.",
+                    "a server that reports usage (Ollama, llama-server) measures instead of guessing.")
+    return time.monotonic() - started
+
+
+def check_round_trip(report, seconds):
+    if seconds is None:
+        return
+    if seconds > SLOW_ROUND_TRIP:
+        report.line("WARN", "round trip", f"{seconds:.1f} s for a one-line request: a cold model loads first, or "
+                    "the machine is slow for this model.", "run the doctor again (a loaded model answers faster), "
+                    "or choose a smaller model.")
+    else:
+        report.line("OK", "round trip", f"{seconds:.1f} s for a one-line request.")
+
+
+def diagnose(args, out=None):
+    """Run every check in order; return the exit code (0: a run can work, 1: it cannot)."""
+    report = Report(out)
+    found = check_server(report, args)
+    if found is None:
+        return verdict(report)
+    api = check_dialect(report, args, found)
+    shown, tools_ok = {}, True
+    if found["kind"] == "Ollama":
+        shown = check_model_ollama(report, args)
+        if shown is None:
+            return verdict(report)
+        tools_ok = check_capabilities(report, args, shown)
+    else:
+        check_model_openai(report, args, found)
+    check_context(report, args, found, api, shown)
+    seconds = probe_tool_call(report, args, api) if tools_ok else None
+    streamed = probe_stream(report, args, api)
+    check_round_trip(report, seconds if seconds is not None else streamed)
+    return verdict(report)
+
+
+def verdict(report):
+    if report.failed:
+        print("Verdict: a run will not work until the FAIL lines are fixed.", file=report.out, flush=True)
+        return 1
+    print("Verdict: a run can work.", file=report.out, flush=True)
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="tinyharness doctor",
+        description="Check the model server and the model before a run: reachable, which server, model pulled, "
+                    "tools/vision/thinking, context length, a real tool call, streaming and usage, round trip. "
+                    "Each line says OK, WARN or FAIL, with the fix. Exit 0 when a run can work, 1 when not.")
+    parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
+                        help="model name (env TINYHARNESS_MODEL, default %(default)s)")
+    parser.add_argument("--base-url", default=os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL),
+                        help="the server's OpenAI-compatible endpoint (env TINYHARNESS_BASE_URL, default %(default)s)")
+    parser.add_argument("--api", choices=API_CHOICES, default=os.environ.get("TINYHARNESS_API", "auto"),
+                        help="the dialect the run will use, as for `tinyharness run` (default %(default)s)")
+    parser.add_argument("--context-window", type=int, default=None, metavar="TOKENS",
+                        help="the window you will pass to `tinyharness run`, if any")
+    parser.add_argument("--timeout", type=float, default=180, metavar="SECONDS",
+                        help="longest wait for one probe answer (a cold model loads first; default %(default)s)")
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.context_window is not None and args.context_window < 1:
+        parser.error("--context-window must be 1 or more")
+    if not args.timeout > 0:
+        parser.error("--timeout must be more than 0")
+    if args.api not in API_CHOICES:
+        parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
+    try:
+        return diagnose(args)
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130

@@ -1,0 +1,430 @@
+"""Ollama's own dialect: the same door, spoken the way Ollama speaks natively.
+
+The problem. Ollama answers the OpenAI-style `/v1/chat/completions`, but through that shim the
+context length cannot be set: `options.num_ctx` is ignored there, and recent Ollama gives a model
+4096 tokens on a machine with less than 24 GiB of video memory. Past that it drops the *start* of
+the prompt (the system prompt and the tool schemas first) and still answers HTTP 200. A harness that
+believes it has 8192 tokens is then talking to a model that never saw its instructions.
+
+The mechanism. Ollama's native `POST /api/chat` takes `options.num_ctx` with every request, so we
+send the window the harness plans with, and what we assume is what is in force. The native format
+differs from /v1 in small ways, and this module translates both ways so the loop never knows:
+
+    canonical (what the loop keeps)                 native (what /api/chat takes)
+    arguments: '{"path": "a"}'  (a JSON string)     arguments: {"path": "a"}      (an object)
+    tool result: tool_call_id                       tool result: tool_name
+    content: [text part, image_url data URI]        content: "text", images: ["<bare base64>"]
+    tool call: {id, type, function}                 tool call: {function: {name, arguments}}
+    max_tokens                                      options.num_predict
+    usage.prompt_tokens / completion_tokens         prompt_eval_count / eval_count
+    finish_reason "length"                          done_reason "length"
+    reasoning (/v1) or thinking                     thinking, switched with `think: true/false`
+
+A streamed answer is NDJSON: one JSON object per line, the last with `done: true`, the reason and
+the counts. Tool calls come whole (never as fragments), without `index`, maybe only in that last
+line; thinking arrives under `thinking`.
+
+`--api auto` (the default) asks the host once: if `GET /api/version` answers with a version, the
+host is Ollama and the native dialect is used, unless the base URL clearly points somewhere else
+(a path other than nothing or `/v1`, e.g. `https://example.com/openai/v1`). `/api/show` then tells the
+model's own context length, which becomes the default `--context-window` (capped, see below).
+
+What it cannot do. It cannot make a model with a 4k context remember more than 4k tokens; it only
+makes the harness and the server agree on the number. A bigger num_ctx costs memory (the KV cache
+grows with it), which is why the default is capped at OLLAMA_WINDOW_CAP tokens; ask for more with
+--context-window. Images must already be data URIs (the harness fetches URLs itself): native
+Ollama takes bare base64 only.
+"""
+import base64
+import binascii
+import json
+import re
+import sys
+import time
+from urllib.parse import urlsplit
+
+import requests
+
+from .llm import (MAX_REPLY_TOKENS, ContextOverflow, LLMError, ThinkSplitter, error_detail, excerpt,
+                  explain_network_error, overflow_message)
+
+API_CHOICES = ("auto", "openai", "ollama")
+PROBE_TIMEOUT = 3           # seconds for the one /api/version question: a local server answers at once
+OLLAMA_WINDOW_CAP = 32768   # default num_ctx at most this: a 128k KV cache outgrows most laptops
+REASONING_FIELDS = ("thinking", "reasoning", "reasoning_content")
+
+
+# --- Where Ollama lives ---------------------------------------------------------------------------
+
+def host_root(base_url):
+    """http://host:11434/v1 -> http://host:11434 (the native API lives beside /v1, not under it)."""
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def could_be_ollama(base_url):
+    """The auto rule's first half: only a bare host, or a host followed by /v1, may be Ollama.
+    A longer path (a cloud API, a proxy's route) is never asked."""
+    parts = urlsplit(base_url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.path.rstrip("/") in ("", "/v1")
+
+
+def ollama_version(base_url, timeout=PROBE_TIMEOUT):
+    """Ollama's version string when the host answers GET /api/version like Ollama, else None."""
+    try:
+        response = requests.get(host_root(base_url) + "/api/version", timeout=timeout)
+        version = response.json().get("version") if response.status_code == 200 else None
+    except (requests.exceptions.RequestException, ValueError, AttributeError):
+        return None
+    return version if isinstance(version, str) else None
+
+
+def show_model(base_url, model, timeout=PROBE_TIMEOUT):
+    """The /api/show answer for a model (capabilities, model_info, parameters), or None."""
+    try:
+        response = requests.post(host_root(base_url) + "/api/show", json={"model": model}, timeout=timeout)
+        shown = response.json() if response.status_code == 200 else None
+    except (requests.exceptions.RequestException, ValueError):
+        return None
+    return shown if isinstance(shown, dict) else None
+
+
+def model_context_length(shown):
+    """The model's own context length from /api/show: model_info["<architecture>.context_length"]."""
+    info = (shown or {}).get("model_info")
+    if not isinstance(info, dict):
+        return None
+    lengths = [v for k, v in info.items() if k.endswith(".context_length") and isinstance(v, int) and v > 0]
+    return lengths[0] if lengths else None
+
+
+def capabilities(shown):
+    """What /api/show says the model can do: completion, tools, vision, thinking, ..."""
+    found = (shown or {}).get("capabilities")
+    return [c for c in found if isinstance(c, str)] if isinstance(found, list) else None
+
+
+# --- Choosing the dialect -------------------------------------------------------------------------
+
+def pick_api(api, base_url):
+    """'openai' or 'ollama' for --api auto|openai|ollama (auto asks the host once)."""
+    if api != "auto":
+        return api
+    return "ollama" if could_be_ollama(base_url) and ollama_version(base_url) else "openai"
+
+
+def default_window(base_url, model, fallback):
+    """The model's own context length (capped), from /api/show; `fallback` when it does not say."""
+    length = model_context_length(show_model(base_url, model))
+    return min(length, OLLAMA_WINDOW_CAP) if length else fallback
+
+
+def choose_dialect(args, client, fallback_window):
+    """The client `tinyharness run` should use, and the context window to plan with.
+
+    `client` is the OpenAI-style client already built from the flags; when the dialect is Ollama's
+    native one, an OllamaClient takes over its settings (model, key, streaming, callbacks). Never
+    raises: a server that does not answer here fails at the first model call with the door's
+    clear message."""
+    api = pick_api(getattr(args, "api", "auto") or "auto", args.base_url)
+    window = getattr(args, "context_window", None)
+    if api == "openai":
+        if getattr(args, "think", None) is not None:
+            print("[harness] --think/--no-think only work with Ollama's native API (--api ollama); ignored.",
+                  file=sys.stderr)
+        return client, window or fallback_window
+    window = window or default_window(args.base_url, args.model, fallback_window)
+    native = OllamaClient(args.base_url, args.model, api_key=client.api_key, timeout=client.timeout,
+                          stream=client.stream, on_text=client.on_text, on_reasoning=client.on_reasoning,
+                          max_reply_tokens=getattr(client, "max_reply_tokens", MAX_REPLY_TOKENS),
+                          context_window=window, think=getattr(args, "think", None))
+    return native, window
+
+
+# --- The client -----------------------------------------------------------------------------------
+
+class OllamaClient:
+    """Same interface as llm.Client: chat() returns (canonical message, usage, finish_reason)."""
+
+    dialect = "ollama"
+
+    def __init__(self, base_url, model, api_key=None, timeout=600, stream=False, on_text=None, on_reasoning=None,
+                 max_reply_tokens=MAX_REPLY_TOKENS, context_window=None, think=None):
+        self.url = host_root(base_url) + "/api/chat"
+        self.model, self.api_key, self.timeout, self.stream = model, api_key, timeout, stream
+        self.on_text, self.on_reasoning = on_text, on_reasoning
+        self.max_reply_tokens, self.context_window, self.think = max_reply_tokens, context_window, think
+        self.calls_made = 0     # for our own call ids when the server gives none
+
+    def chat(self, messages, tools=None, on_text=None, on_reasoning=None, timeout=None):
+        body = self.request_body(messages, tools)
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        on_text, on_reasoning = on_text or self.on_text, on_reasoning or self.on_reasoning
+        limit = self.timeout if timeout is None else max(0.001, min(self.timeout, timeout))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            with requests.post(self.url, json=body, headers=headers, timeout=limit, stream=self.stream) as response:
+                if response.status_code != 200:
+                    raise self.explain_status(response.status_code, response.content)
+                if self.stream:
+                    frames = self.read_frames(response, deadline)
+                else:
+                    frames = [self.parse_frame(response.content)]
+                return self.assemble(frames, on_text, on_reasoning)
+        except requests.exceptions.RequestException as e:
+            raise LLMError(explain_network_error(e, self.url, limit)) from None
+
+    # --- canonical -> native --------------------------------------------------------------------
+
+    def request_body(self, messages, tools):
+        options = {"num_predict": self.max_reply_tokens}
+        if self.context_window:
+            options["num_ctx"] = self.context_window     # the whole point: the window we plan with
+        body = {"model": self.model, "messages": to_native(messages), "stream": bool(self.stream),
+                "options": options}                      # stream: Ollama streams unless told not to
+        if tools:
+            body["tools"] = tools                        # the same JSON-schema list as /v1
+        if self.think is not None:
+            body["think"] = bool(self.think)
+        return body
+
+    # --- native -> canonical --------------------------------------------------------------------
+
+    def parse_frame(self, raw):
+        """One JSON object: a whole answer, or one NDJSON line of a streamed one."""
+        try:
+            frame = json.loads(raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw)
+            assert isinstance(frame, dict)
+        except (ValueError, AssertionError):
+            raise LLMError(f"The answer from {self.url} is not Ollama's JSON: {excerpt(as_bytes(raw))!r}. "
+                           "Is this an Ollama server? Try --api openai for other servers.") from None
+        if frame.get("error") is not None:
+            raise self.explain_error_text(str(frame["error"]), streamed=True)
+        return frame
+
+    def read_frames(self, response, deadline):
+        """NDJSON: one frame per line, until `done: true`. A stream that stops early is an error."""
+        try:
+            for line in response.iter_lines():
+                if deadline is not None and time.monotonic() > deadline:
+                    raise LLMError(f"The model's reply from {self.url} took longer than the time left "
+                                   "(--max-seconds); it was stopped part-way.")
+                if not line.strip():
+                    continue
+                frame = self.parse_frame(line)
+                yield frame
+                if frame.get("done"):
+                    return
+        except requests.exceptions.RequestException as e:
+            if "timed out" in str(e):
+                raise LLMError(f"The model server at {self.url} stopped sending its streamed answer for "
+                               f"{self.timeout} s. It may be overloaded or stuck; check its log and try again.") from None
+        raise LLMError(f"The streamed answer from {self.url} ended before its last line (done: true): the stream "
+                       "broke part-way. The server may have crashed or run out of memory; check its log.")
+
+    def assemble(self, frames, on_text, on_reasoning):
+        """Frames -> (canonical message, usage, finish_reason); text and thinking shown as they come."""
+        text, thinking, native_calls, last, think = [], [], [], {}, ThinkSplitter()
+
+        def emit(is_reasoning, piece):
+            if not piece:
+                return
+            (thinking if is_reasoning else text).append(piece)
+            callback = on_reasoning if is_reasoning else on_text
+            if callback and self.stream:
+                callback(piece)
+
+        for frame in frames:
+            message = frame.get("message") if isinstance(frame.get("message"), dict) else {}
+            field = next((f for f in REASONING_FIELDS if isinstance(message.get(f), str) and message[f]), None)
+            if field:
+                emit(True, message[field])
+            if isinstance(message.get("content"), str):
+                for is_reasoning, piece in think.feed(message["content"]):  # stray <think> tags are not the answer
+                    emit(is_reasoning, piece)
+            native_calls += [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+            last = frame
+        for is_reasoning, piece in think.flush():
+            emit(is_reasoning, piece)
+        if not last.get("done", not self.stream):
+            raise LLMError(f"The answer from {self.url} never said it was done. The server may have crashed; check its log.")
+        content = "".join(text).lstrip() if think.seen else "".join(text)
+        message = self.canonical(content, "".join(thinking), native_calls)
+        return message, usage_of(last), finish_reason_of(last)
+
+    def canonical(self, content, thinking, native_calls):
+        message = {"role": "assistant", "content": content}
+        if thinking:
+            message["thinking"] = thinking      # the name Ollama uses; it is sent back under it
+        calls, problems = [], {}
+        for native in native_calls:
+            self.calls_made += 1
+            call, problem = canonical_call(native, f"call_{self.calls_made}")
+            calls.append(call)
+            if problem:
+                problems[call["id"]] = problem
+        if calls:
+            message["tool_calls"] = calls
+        if problems:
+            message["_problems"] = problems     # never sent: the loop pops it and tells the model
+        return message
+
+    # --- errors, in words -----------------------------------------------------------------------
+
+    def explain_status(self, status, raw):
+        return self.explain_error_text(error_detail(raw), status=status)   # Ollama: {"error": "..."}
+
+    def explain_error_text(self, text, status=None, streamed=False):
+        where = f"The Ollama server at {self.url}"
+        said = f"HTTP {status}: {text}" if status else text
+        lowered = text.lower()
+        if "not found" in lowered and "model" in lowered:
+            return LLMError(f"{where} does not have the model '{self.model}' ({said}). "
+                            f"Pull it with `ollama pull {self.model}`, or choose another with --model.")
+        if "does not support tools" in lowered:
+            return LLMError(f"{where} says the model '{self.model}' cannot call tools ({said}). The harness needs "
+                            "tool calls: choose a model with the tools capability (e.g. qwen3:8b); "
+                            "`ollama show MODEL` lists what a model can do.")
+        if "does not support thinking" in lowered:
+            return LLMError(f"{where} says the model '{self.model}' cannot think ({said}). Drop --think.")
+        if "context" in lowered and any(w in lowered for w in ("exceed", "too long", "length")):
+            return ContextOverflow(overflow_message(None, self.context_window, f"{where} said: {said}"),
+                                   None, self.context_window)
+        if status == 404:
+            return LLMError(f"{where} has no native chat route ({said}). Is it an Ollama server? For other servers "
+                            "use --api openai.")
+        hint = "Set TINYHARNESS_API_KEY if the server needs a key." if status in (401, 403) else "Check the server's log."
+        verb = "reported an error in the middle of its streamed answer" if streamed else "answered"
+        return LLMError(f"{where} {verb} {said}. {hint}")
+
+
+def as_bytes(raw):
+    return raw if isinstance(raw, bytes) else str(raw).encode("utf-8", errors="replace")
+
+
+def canonical_call(native, spare_id):
+    """A native call ({function: {name, arguments: object}}) -> the canonical one, and what was wrong."""
+    function = native.get("function") if isinstance(native.get("function"), dict) else {}
+    name, arguments, problem = function.get("name"), function.get("arguments"), None
+    if not isinstance(name, str):
+        name, problem = "", f"the call has no tool name (got {json.dumps(name)[:100]})"
+    if isinstance(arguments, str):              # not Ollama's way, but be kind to a proxy that sends a string
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            pass
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        problem = problem or f"the arguments must be a JSON object, not {json.dumps(arguments)[:200]}"
+        arguments = {}
+    call_id = native.get("id") if isinstance(native.get("id"), str) and native.get("id") else spare_id
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}, problem
+
+
+def usage_of(frame):
+    """prompt_eval_count / eval_count -> prompt_tokens / completion_tokens, only when they are ints."""
+    usage = {}
+    for native, ours in (("prompt_eval_count", "prompt_tokens"), ("eval_count", "completion_tokens")):
+        if isinstance(frame.get(native), int) and not isinstance(frame.get(native), bool):
+            usage[ours] = frame[native]
+    return usage
+
+
+def finish_reason_of(frame):
+    reason = frame.get("done_reason")
+    return reason if isinstance(reason, str) and reason else None
+
+
+# --- The history, translated ----------------------------------------------------------------------
+
+def to_native(messages):
+    """Canonical (OpenAI-shaped) messages -> /api/chat messages. The input is never changed."""
+    names = {}          # tool_call_id -> tool name, from the assistant messages seen so far
+    native = []
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant":
+            native.append(native_assistant(message, names))
+        elif role == "tool":
+            native.append(native_tool_result(message, names))
+        else:
+            native.append(native_plain(message))
+    return native
+
+
+def native_plain(message):
+    """system/user: content as one string, images as a list of bare base64 strings."""
+    text, images = split_content(message.get("content"))
+    out = {"role": message.get("role"), "content": text}
+    if images:
+        out["images"] = images
+    return out
+
+
+def native_assistant(message, names):
+    out = {"role": "assistant", "content": message.get("content") or ""}
+    thinking = next((message[f] for f in REASONING_FIELDS if isinstance(message.get(f), str) and message[f]), None)
+    if thinking:
+        out["thinking"] = thinking
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        names[call.get("id")] = function.get("name") or ""
+        calls.append({"function": {"name": function.get("name") or "", "arguments": arguments_object(function.get("arguments"))}})
+    if calls:
+        out["tool_calls"] = calls               # no ids: native pairs results by tool_name, in order
+    return out
+
+
+def native_tool_result(message, names):
+    text, images = split_content(message.get("content"))
+    out = {"role": "tool", "content": text, "tool_name": names.get(message.get("tool_call_id"), "")}
+    if images:
+        out["images"] = images
+    return out
+
+
+def arguments_object(arguments):
+    """A JSON-object string (canonical) -> the object; anything else -> {} (Ollama rejects strings)."""
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        value = json.loads(arguments) if isinstance(arguments, str) and arguments.strip() else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+DATA_URI = re.compile(r"data:image/[\w.+-]+;base64,(.*)", re.S)
+
+
+def split_content(content):
+    """(text, [bare base64, ...]) from a string or a list of text and image_url parts."""
+    if content is None:
+        return "", []
+    if isinstance(content, str):
+        return content, []
+    texts, images = [], []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif part.get("type") == "image_url":
+            images.append(bare_base64((part.get("image_url") or {}).get("url")))
+    return "\n".join(texts), images
+
+
+def bare_base64(url):
+    match = DATA_URI.fullmatch(url or "")
+    if not match:
+        raise LLMError(f"Ollama's native API takes images as base64 data, not as a link ({str(url)[:80]!r}). "
+                       "Attach the image as a file, or use --api openai.")
+    data = match.group(1).strip()
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise LLMError("An attached image's data is not valid base64; it cannot be sent.") from None
+    return data
