@@ -24,6 +24,20 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if item not in dropped]
 
 
+def pytest_collection_finish(session):
+    """Start the scripted evals that the selected tests read (tests/test_m7_eval.py) in the background."""
+    stages = []
+    for item in session.items:
+        names = getattr(item, "fixturenames", ())
+        stage = (item.callspec.params["scripted_run"] if "scripted_run" in names
+                 else FINAL if "scripted_eval" in names else None)
+        if stage and stage not in stages:
+            stages.append(stage)
+    if stages:
+        from tests.test_m7_eval import start_scripted_evals
+        start_scripted_evals(stages)
+
+
 def pytest_terminal_summary(terminalreporter):
     """Say what the xfailed count is, where a newcomer reads it: not broken tests, but known escapes."""
     xfailed = len(terminalreporter.stats.get("xfailed", []))

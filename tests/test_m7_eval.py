@@ -8,14 +8,19 @@ everything, `liar` passes nothing and claims success every time, `clumsy` fails 
 tasks and claims four of those as done. The same assertions hold on every stage from m7 on and on
 `tinyharness eval`.
 """
+import atexit
 import filecmp
 import importlib
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import requests
@@ -42,12 +47,17 @@ def eval_main(stage):
     return importlib.import_module(f"{stage}.eval").main
 
 
-def run_eval(stage, cwd, *args, timeout=120, in_process=True):
-    """The eval's command line; in this process like tests/ladder.py:run_stage (the harness runs it
-    starts are real processes either way), or as its own process with in_process=False."""
+def eval_env(stage):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [*import_roots(stage), env.get("PYTHONPATH")]))
     env["PYTHONIOENCODING"] = "utf-8"
+    return env
+
+
+def run_eval(stage, cwd, *args, timeout=120, in_process=True, env=None):
+    """The eval's command line; in this process like tests/ladder.py:run_stage (the harness runs it
+    starts are real processes either way), or as its own process with in_process=False."""
+    env = env or eval_env(stage)
     if in_process and can_run_in_process(stage):
         return run_in_process(stage, cwd, list(args), "", timeout, env, main=eval_main(stage),
                               shown_as=eval_command(stage, *args))
@@ -69,7 +79,29 @@ def harness_tools(stage):
 
 # --- The three scripted models through the real eval and the real harness ------------------------
 
-_SCRIPTED_RUNS = {}
+_SCRIPTED_RUNS = {}   # stage -> (stage, process, JSON report, requests sent), or the Future of it
+_BACKGROUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scripted-eval")
+
+
+def one_scripted_eval(stage, folder, in_process=True, env=None):
+    with ScriptedServer(policy=by_model(), model="competent") as server:
+        proc = run_eval(stage, folder, "--base-url", server.base_url, "--models", MODELS, "--out", "results.json",
+                        in_process=in_process, env=env)
+        sent = list(server.requests)
+    report = json.loads((folder / "results.json").read_text(encoding="utf-8")) if proc.returncode == 0 else None
+    return stage, proc, report, sent
+
+
+def start_scripted_evals(stages):
+    """Start these stages' evals in the background, one after another, as their own processes (called
+    by tests/conftest.py once the selected tests are known): their thirty harness processes each run on
+    the machine's other core while the tests before them run here."""
+    for stage in stages:
+        if stage not in _SCRIPTED_RUNS:
+            folder = Path(tempfile.mkdtemp(prefix="tinyharness-test-eval-"))
+            atexit.register(shutil.rmtree, folder, True)
+            env = eval_env(stage)            # read here: a test in this thread swaps os.environ while it runs
+            _SCRIPTED_RUNS[stage] = _BACKGROUND.submit(one_scripted_eval, stage, folder, False, env)
 
 
 def scripted_eval_run(stage, tmp_path_factory):
@@ -79,12 +111,9 @@ def scripted_eval_run(stage, tmp_path_factory):
     session and every test that reads it shares the result (tests/test_eval.py reads tinyharness's).
     """
     if stage not in _SCRIPTED_RUNS:
-        folder = tmp_path_factory.mktemp("eval")
-        with ScriptedServer(policy=by_model(), model="competent") as server:
-            proc = run_eval(stage, folder, "--base-url", server.base_url, "--models", MODELS, "--out", "results.json")
-            sent = list(server.requests)
-        report = json.loads((folder / "results.json").read_text(encoding="utf-8")) if proc.returncode == 0 else None
-        _SCRIPTED_RUNS[stage] = stage, proc, report, sent
+        _SCRIPTED_RUNS[stage] = one_scripted_eval(stage, tmp_path_factory.mktemp("eval"))
+    if isinstance(_SCRIPTED_RUNS[stage], Future):
+        _SCRIPTED_RUNS[stage] = _SCRIPTED_RUNS[stage].result()
     return _SCRIPTED_RUNS[stage]
 
 
