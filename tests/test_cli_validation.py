@@ -230,7 +230,8 @@ def test_the_demo_keeps_its_folder_when_asked_and_says_where(tmp_path, monkeypat
     assert f"The workspace is kept in {tmp_path / name}; delete that folder when you are done" in text
 
 
-@pytest.mark.parametrize("args", [["--base-url", "notaurl"], ["--transcript", "no/such/folder/t.json"], ["hello", "there"]])
+@pytest.mark.parametrize("args", [["--base-url", "notaurl"], ["--transcript", "no/such/folder/t.json"], ["hello", "there"],
+                                  ["--bogus"], ["--bogus", "hello"]])  # chat's message is optional: no task to quote
 def test_chat_checks_its_command_line_like_run(args, capsys):
     with pytest.raises(SystemExit) as stop:
         tinyharness_main("chat", *args)

@@ -32,7 +32,7 @@ def usage_problem(args, extra):
     after the model's work is spent: stray words, a URL requests cannot use, a transcript path that
     cannot be written."""
     if extra:  # `... find the budget` without quotes: only "find" became the task
-        task = " ".join([args.task, *extra])
+        task = " ".join([args.task or "", *extra]).strip()  # chat's message is optional: task may be None
         quote = "" if any(e.startswith("-") for e in extra) else f'; put the task in quotes: "{task}"'
         return f"unrecognized arguments: {' '.join(extra)}{quote}"
     try:  # urlsplit and .port raise ValueError for 'http://[::1' or a port that is not a number up to 65535
