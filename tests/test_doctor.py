@@ -86,11 +86,13 @@ def test_a_model_that_answers_in_text_fails_the_probe(capsys):
     assert code == 1 and status["tool call"] == "FAIL" and "--jinja" in out
 
 
-@pytest.mark.parametrize("args", [["--context-window", "0"], ["--timeout", "0"]])
+@pytest.mark.parametrize("args", [["--context-window", "0"], ["--timeout", "0"], ["--base-url", "notaurl"],
+                                  ["--base-url", "ftp://x/v1"], ["--base-url", "http://localhost:99999/v1"]])
 def test_bad_flags_are_usage_errors(args, capsys):
     with pytest.raises(SystemExit) as stopped:
         main(args)
     assert stopped.value.code == 2
+    assert "usage: tinyharness doctor" in capsys.readouterr().err   # not "nothing answers at notaurl", exit 1
 
 
 def test_the_doctor_command_is_wired_into_tinyharness():

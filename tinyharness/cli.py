@@ -35,13 +35,8 @@ def usage_problem(args, extra):
         task = " ".join([args.task or "", *extra]).strip()  # chat's message is optional: task may be None
         quote = "" if any(e.startswith("-") for e in extra) else f'; put the task in quotes: "{task}"'
         return f"unrecognized arguments: {' '.join(extra)}{quote}"
-    try:  # urlsplit and .port raise ValueError for 'http://[::1' or a port that is not a number up to 65535
-        url = urlsplit(args.base_url)
-        if url.scheme not in ("http", "https") or not url.hostname or url.port == 0:
-            raise ValueError
-    except ValueError:
-        return (f"--base-url {args.base_url!r} is not an http(s) URL with a host (and a port from 1 to 65535); "
-                f"for example --base-url {DEFAULT_BASE_URL}")
+    if problem := base_url_problem(args.base_url):
+        return problem
     path = args.transcript
     if path is not None:  # open it as the transcript will be, without emptying it (O_NONBLOCK: a FIFO cannot hang us)
         existed = os.path.lexists(path)
@@ -51,6 +46,18 @@ def usage_problem(args, extra):
             return f"--transcript {path!r} cannot be written ({e.strerror}); for example --transcript run.json"
         if not existed:
             os.remove(path)  # it was only a test: leave nothing behind
+    return None
+
+
+def base_url_problem(base_url):
+    """Why requests cannot use BASE_URL (a usage error, shared by run, chat and doctor), or None."""
+    try:  # urlsplit and .port raise ValueError for 'http://[::1' or a port that is not a number up to 65535
+        url = urlsplit(base_url)
+        if url.scheme not in ("http", "https") or not url.hostname or url.port == 0:
+            raise ValueError
+    except ValueError:
+        return (f"--base-url {base_url!r} is not an http(s) URL with a host (and a port from 1 to 65535); "
+                f"for example --base-url {DEFAULT_BASE_URL}")
     return None
 
 

@@ -363,6 +363,9 @@ def main(argv=None):
         parser.error("--context-window must be 1 or more")
     if not args.timeout > 0:
         parser.error("--timeout must be more than 0")
+    from .cli import base_url_problem  # here, not at the top: cli imports this module when asked for `doctor`
+    if problem := base_url_problem(args.base_url):
+        parser.error(problem)
     if args.api not in API_CHOICES:
         parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
     try:
