@@ -428,6 +428,9 @@ def explain_status(status, body, url, model):
     if status == 404 and "model" in body.lower() and "not found" in body.lower():
         return (f"The server at {url} does not have the model '{model}' (HTTP 404: {body}). "
                 f"Pull it with `ollama pull {model}`, or choose another with --model.")
+    if status == 404 and url.endswith("/chat/completions" * 2):  # the server's docs show the whole endpoint
+        return (f"The server at {url} answered HTTP 404: {body}. --base-url is the part without /chat/completions: "
+                f"try --base-url {url[:-2 * len('/chat/completions')]}")
     if status == 404 and "/v1" not in urlsplit(url).path:
         base = url[: -len("/chat/completions")]
         return (f"The server at {url} answered HTTP 404: {body}. OpenAI-compatible servers answer under /v1: "
