@@ -68,6 +68,17 @@ def test_pipe_mode_answers_each_line_keeps_the_history_and_writes_every_event(wo
     assert path.stem in listed.stdout and "make a file" in listed.stdout and str(workspace.resolve()) in listed.stdout
 
 
+@pytest.mark.parametrize("value", ["", "relative/data"])
+def test_a_relative_or_empty_xdg_data_home_means_the_default(monkeypatch, tmp_path, value):
+    # The XDG base directory rule: a relative path is invalid. Taken as it is, it would put the
+    # sessions (and the trust store) inside whatever folder the agent works in.
+    from tinyharness import trust
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", value)
+    assert sessions.sessions_dir() == tmp_path / ".local" / "share" / "tinyharness" / "sessions"
+    assert trust.store_path() == tmp_path / ".local" / "share" / "tinyharness" / "trusted.json"
+
+
 def test_multiline_input_by_backslash_and_triple_quotes(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.StringIO('one \\\ntwo\n"""\nblock a\n\nblock b\n"""\nlast\n'))
     reader = Input(interactive=False)
