@@ -165,6 +165,27 @@ def test_ctrl_c_while_waiting_for_the_model_exits_130_without_a_traceback(stage,
     assert [line for line in err.splitlines() if not line.startswith("[stats]")] == ["Interrupted."]
 
 
+# --- `... | head`: the reader closed standard output -------------------------------------------
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_a_closed_stdout_stops_the_run_with_exit_1_and_no_traceback(stage, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
+    env.update(PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8", XDG_DATA_HOME=str(tmp_path / "data"))
+    script = [{"tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]}, "never asked"]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # like `| head` that has already exited: the first line printed finds no reader
+    with ScriptedServer(script=script) as server:
+        try:
+            result = subprocess.run(command(stage, "--base-url", server.base_url, "hi"), cwd=tmp_path, env=env,
+                                    stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+        finally:
+            os.close(write_end)
+    assert result.returncode == 1, result.stderr     # not 0: the model did not finish
+    assert "Traceback" not in result.stderr and "the output was closed" in result.stderr, result.stderr
+    assert result.stderr.splitlines()[-1].startswith("[stats] turns=1 ")
+    assert len(server.requests) == 1
+
+
 # --- The tinyharness command's other subcommands -------------------------------------------------
 
 def tinyharness_main(*args):
