@@ -244,6 +244,16 @@ def test_max_tokens_stops_the_package_gracefully(workspace):
             "The task is NOT confirmed complete.") in result.stdout
 
 
+def test_max_tokens_says_once_when_the_server_reports_no_counts(workspace):
+    # The budget counts the server's tokens; a server that sends none must not leave it silently off.
+    script = [{**calls(tool_call("list_dir", path=".")), "usage": False} for _ in range(3)] + ["done"]
+    result, server = run(FINAL, workspace, script, "--max-tokens", "250")
+    assert result.returncode == 0 and len(server.requests) == 4
+    warnings = [line for line in result.stderr.splitlines() if "--max-tokens" in line]
+    assert warnings == ["[harness] --max-tokens 250 cannot be enforced: the server reports no token counts "
+                        "for its replies (see `tinyharness doctor`)."], result.stderr
+
+
 @pytest.mark.parametrize("stage", stages_from("m1"))
 def test_the_tool_line_is_one_line_whatever_the_model_spelled(stage, workspace):
     script = [calls({"name": "write_file", "arguments": '{ "path":"a.txt",\n "content" : "x" }'}), "done"]

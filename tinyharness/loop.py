@@ -112,6 +112,9 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
                 raise Stopped(budget.exceeded(turn), record.account()) from None
             raise
         stats.count_turn(usage)
+        if max_tokens and stats.uncounted == 1 and not {"prompt_tokens", "completion_tokens"} & set(usage):
+            print(f"[harness] --max-tokens {max_tokens} cannot be enforced: the server reports no token counts "
+                  "for its replies (see `tinyharness doctor`).", file=sys.stderr)  # once: a silent budget is no budget
         watch_context(watch, usage, messages, tools)
         arrived = arrivals.check(messages, tools, usage)  # a warning if a new picture never arrived
         if arrived:
