@@ -242,12 +242,19 @@ def build_parser():
                                         "write a stage's key functions yourself, run a stage's tests, copy a "
                                         "fresh example workspace for a lesson's Try it.")
     course_sub = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
-    course_sub.add_parser("list", help="the stages, one line each, with your quiz and exercise progress")
-    diff = course_sub.add_parser("diff", help="a unified diff of two stages' code")
+    course_sub.add_parser("list", help="the stages, one line each, with your quiz and exercise progress",
+                          description="List the stages, one line each, with your best quiz score and whether "
+                                      "your exercise passed; 'Next:' says what to do next.")
+    diff = course_sub.add_parser("diff", help="a unified diff of two stages' code",
+                                 description="Show what the later stage's lesson changed: a unified diff of the "
+                                             "two stages' code (with --docs, their README and quiz too).")
     diff.add_argument("a", help="a stage, e.g. m0")
     diff.add_argument("b", help="a later stage, e.g. m1")
     diff.add_argument("--docs", action="store_true", help="include README.md and QUIZ.md")
-    course_sub.add_parser("quiz", help="take a stage's three-question quiz").add_argument("stage")
+    course_sub.add_parser("quiz", help="take a stage's three-question quiz",
+                          description="Take a stage's three-question quiz: type a letter and Enter per question "
+                                      "(Ctrl-D stops). A finished attempt is recorded; `course list` shows your "
+                                      "best score.").add_argument("stage", help="a stage, e.g. m1")
     start = course_sub.add_parser("start", help="copy a stage with its lesson's functions left for you to write",
                                   description="Write your copy of a stage into DIR/<stage folder>: the same code, "
                                               "except that the functions the lesson is about raise "
