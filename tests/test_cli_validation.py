@@ -16,6 +16,7 @@ import pytest
 
 from tests.ladder import FINAL, command, level, stages_from
 from tests.ladder import ROOT
+from tinyharness.demo import TASK
 from tinyharness.testing import ScriptedServer
 
 LADDER = stages_from("m1")
@@ -239,6 +240,8 @@ def test_the_demo_removes_its_folder(tmp_path, monkeypatch):
     assert demo_folders(tmp_path) == []
     assert any("  | 300 KM" in line for line in said), "the demo still shows the file it wrote"
     assert "is gone (`tinyharness demo --keep` keeps it)" in "\n".join(said)
+    # What to run next works from any folder, with the package installed and no clone: no examples/ path
+    assert said[-1].endswith(f'tinyharness course workspace notes ~/notes && cd ~/notes && tinyharness run "{TASK}"')
 
 
 def test_the_demo_keeps_its_folder_when_asked_and_says_where(tmp_path, monkeypatch):
