@@ -129,6 +129,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             messages.append({"role": "user", "content": notice})
         repeated = repeats.end_turn()
         if repeated and repeats.warnings == 1:  # after all of this turn's results, never between them
+            echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: the model is asked for another approach")
             messages.append({"role": "user", "content": repeat_warning(repeated)})
         if repeated and repeats.warnings > 1:
             save_transcript(transcript, messages)
