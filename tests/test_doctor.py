@@ -63,6 +63,13 @@ def test_nothing_listening_fails_at_once(capsys):
     assert f"nothing answers at {url}" in out and "`ollama serve`" in out
 
 
+def test_a_host_name_that_does_not_resolve_is_named(capsys):
+    code, out, status = doctor(capsys, "--base-url", "http://example.invalid/v1")
+    assert code == 1 and status == {"server": "FAIL"}
+    assert "the host name 'example.invalid'" in out and "could not be resolved" in out
+    assert "nothing answers" not in out and "ollama serve" not in out
+
+
 def test_ollama_over_v1_warns_about_the_context(capsys):
     with OllamaServer(personality="healthy") as server:
         code, out, status = doctor(capsys, "--base-url", server.base_url, "--api", "openai")
