@@ -111,13 +111,21 @@ def test_a_cut_reply_is_never_run_and_the_model_is_told_once(stage, workspace):
     result, server = run(stage, workspace, [cut_reply("cut.txt"), "done"])
     assert result.returncode == 0, result.stderr
     assert not (workspace / "cut.txt").exists() and "[tool]" not in result.stdout
-    assert "  [harness] the reply was cut at max_tokens=4096: its calls did not run" in result.stdout.splitlines()
+    assert "  [harness] the reply was cut at max_tokens=4096: none of it was used" in result.stdout.splitlines()
     assert server.requests[0]["max_tokens"] == 4096
     kept, notice = last_messages(server.requests[1], 2)
     assert kept == {"role": "assistant", "content": "I will write"}   # the text only: no call without a result
     assert notice["role"] == "user"
     assert notice["content"].startswith("[harness] Your last reply was cut off at the length limit (max_tokens=4096)")
     assert result.stdout.rstrip().splitlines()[-1] == "done"
+
+
+@pytest.mark.parametrize("stage", stages_from("m1"))
+def test_a_cut_reply_without_calls_is_not_said_to_have_calls(stage, workspace):
+    result, _ = run(stage, workspace, [{"content": "The budget is", "finish_reason": "length"}, "done"])
+    assert result.returncode == 0, result.stderr
+    assert "  [harness] the reply was cut at max_tokens=4096: none of it was used" in result.stdout.splitlines()
+    assert "calls" not in result.stdout
 
 
 @pytest.mark.parametrize("stage", stages_from("m1"))
