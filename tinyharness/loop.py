@@ -243,6 +243,8 @@ def checked_run(workspace, name, arguments, shell_timeout, approve, memory, imag
     A tool from extensions.py (MCP, task) passes the same hooks, prompt and post hooks as ours."""
     ours = not ext.owns(name)
     arguments, problem = check_call(name, arguments) if ours else ext.check(name, arguments)
+    if problem and ours and name not in TOOLS and (more := [s["function"]["name"] for s in ext.schemas()]):
+        problem = f"{problem[:-1]}, {', '.join(more)}."  # the list the model corrects itself from: all of them
     if problem:
         return problem
     reason = pre_tool_use(workspace, name, arguments) or ext.pre_tool_use(name, arguments)
