@@ -79,6 +79,28 @@ def test_a_relative_or_empty_xdg_data_home_means_the_default(monkeypatch, tmp_pa
     assert trust.store_path() == tmp_path / ".local" / "share" / "tinyharness" / "trusted.json"
 
 
+def test_ctrl_c_in_pipe_mode_ends_the_session_with_130_and_says_so(workspace, tmp_path):
+    import signal
+    with ScriptedServer(script=[{"content": "too late", "delay": 30}]) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "tinyharness", "chat", "--base-url", server.base_url],
+                                cwd=workspace, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env_for(tmp_path / "data"))
+        try:
+            proc.stdin.write("first\n")
+            proc.stdin.flush()
+            deadline = time.monotonic() + 30
+            while not server.requests and time.monotonic() < deadline:
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert "the session ends (exit 130)" in err and "Type your next message" not in err, err
+
+
 def test_multiline_input_by_backslash_and_triple_quotes(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.StringIO('one \\\ntwo\n"""\nblock a\n\nblock b\n"""\nlast\n'))
     reader = Input(interactive=False)
