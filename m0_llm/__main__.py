@@ -29,10 +29,17 @@ def main(argv=None):
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"))
     try:
         message, usage, finish_reason = client.chat([{"role": "user", "content": args.prompt}])
+        print(printable(message["content"]), flush=True)
     except LLMError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(printable(message["content"]))
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `... | head` closed the output before the reply could be shown
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # or the exit flush fails again
+        print("error: the output was closed (e.g. by `| head`), so the reply could not be shown.", file=sys.stderr)
+        return 1
     if finish_reason == "length":
         print(f"note: the reply was cut at the length limit (max_tokens={client.max_reply_tokens}).", file=sys.stderr)
     elif not message["content"].strip():

@@ -64,7 +64,7 @@ def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcrip
             if was_cut:
                 raise Stopped(f"the model's reply was cut at the length limit twice (max_tokens={client.max_reply_tokens})")
             was_cut = True
-            echo(f"  [harness] the reply was cut at max_tokens={client.max_reply_tokens}: its calls did not run")
+            echo(f"  [harness] the reply was cut at max_tokens={client.max_reply_tokens}: none of it was used")
             messages += [{"role": "assistant", "content": message["content"]},
                          {"role": "user", "content": CUT.format(client.max_reply_tokens)}]
             continue

@@ -92,7 +92,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
                 raise Stopped(f"the model's reply was cut at the length limit twice (max_tokens={client.max_reply_tokens})",
                               record.account())
             was_cut = True
-            echo(f"  [harness] the reply was cut at max_tokens={client.max_reply_tokens}: its calls did not run")
+            echo(f"  [harness] the reply was cut at max_tokens={client.max_reply_tokens}: none of it was used")
             messages += [{"role": "assistant", "content": message["content"]},
                          {"role": "user", "content": CUT.format(client.max_reply_tokens)}]
             continue
@@ -120,6 +120,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             messages.append({"role": "user", "content": notice})
         repeated = repeats.end_turn()
         if repeated and repeats.warnings == 1:  # after all of this turn's results, never between them
+            echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: the model is asked for another approach")
             messages.append({"role": "user", "content": repeat_warning(repeated)})
         if repeated and repeats.warnings > 1:
             save_transcript(transcript, messages)

@@ -106,6 +106,10 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `... | head` closed the output: the run cannot show its work, so it stops
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # or the exit flush fails again
+        print("error: the output was closed (e.g. by `| head`), so the run stopped.", file=sys.stderr)
+        return 1
     finally:
         print(stats.line(), file=sys.stderr)
 

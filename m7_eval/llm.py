@@ -258,6 +258,8 @@ def status_error(status, raw, url, model):
         return context_overflow(as_str(raw), f"The server at {url} said: {detail}")
     if status == 404 and "model" in detail.lower() and "not found" in detail.lower():
         hint = f"Pull the model with `ollama pull {model}`, or choose another with --model."
+    elif status == 404 and url.endswith("/chat/completions" * 2):  # the docs' whole endpoint pasted in
+        hint = f"--base-url is the part without /chat/completions: try --base-url {url[:-34]}"
     elif status == 404 and "/v1" not in urlsplit(url).path:
         hint = f"OpenAI-compatible servers answer under /v1: try --base-url {url[:-len('/chat/completions')]}/v1"
     elif status in (401, 403):

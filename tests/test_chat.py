@@ -68,6 +68,39 @@ def test_pipe_mode_answers_each_line_keeps_the_history_and_writes_every_event(wo
     assert path.stem in listed.stdout and "make a file" in listed.stdout and str(workspace.resolve()) in listed.stdout
 
 
+@pytest.mark.parametrize("value", ["", "relative/data"])
+def test_a_relative_or_empty_xdg_data_home_means_the_default(monkeypatch, tmp_path, value):
+    # The XDG base directory rule: a relative path is invalid. Taken as it is, it would put the
+    # sessions (and the trust store) inside whatever folder the agent works in.
+    from tinyharness import trust
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", value)
+    assert sessions.sessions_dir() == tmp_path / ".local" / "share" / "tinyharness" / "sessions"
+    assert trust.store_path() == tmp_path / ".local" / "share" / "tinyharness" / "trusted.json"
+
+
+def test_ctrl_c_in_pipe_mode_ends_the_session_with_130_and_says_so(workspace, tmp_path):
+    import signal
+    with ScriptedServer(script=[{"content": "too late", "delay": 30}]) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "tinyharness", "chat", "--base-url", server.base_url],
+                                cwd=workspace, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env_for(tmp_path / "data"))
+        try:
+            proc.stdin.write("first\n")
+            proc.stdin.flush()
+            deadline = time.monotonic() + 30
+            while not server.requests and time.monotonic() < deadline:
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert "the session ends (exit 130)" in err and "Type your next message" not in err, err
+
+
 def test_multiline_input_by_backslash_and_triple_quotes(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.StringIO('one \\\ntwo\n"""\nblock a\n\nblock b\n"""\nlast\n'))
     reader = Input(interactive=False)

@@ -4,6 +4,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import requests
 
 from tests.ladder import ROOT
@@ -36,6 +37,25 @@ def test_help_explains_every_command():
     assert result.returncode == 0
     for command in ("run", "demo", "fake-server", "course"):
         assert command in result.stdout
+
+
+COMMANDS = ["run", "chat", "demo", "doctor", "eval", "view", "sessions", "fake-server",
+            *(f"course {action}" for action in ("list", "diff", "quiz", "check", "start", "workspace"))]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_a_help_that_explains_it(command, capsys):
+    # COURSE.md: each command has a --help that explains; a bare usage line and flag list does not.
+    from tinyharness.cli import main
+    try:
+        code = main([*command.split(), "--help"])
+    except SystemExit as done:
+        code = done.code
+    assert code in (0, None)
+    blocks = capsys.readouterr().out.split("\n\n")
+    assert blocks[0].startswith(f"usage: tinyharness {command}")
+    description = blocks[1].strip()
+    assert not description.startswith(("positional arguments", "options")) and len(description) > 40, description
 
 
 def test_no_command_is_a_usage_error():

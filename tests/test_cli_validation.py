@@ -16,6 +16,7 @@ import pytest
 
 from tests.ladder import FINAL, command, ctrl_c_as_on_a_terminal, level, stages_from
 from tests.ladder import ROOT
+from tinyharness.demo import TASK
 from tinyharness.testing import ScriptedServer
 
 LADDER = stages_from("m1")
@@ -166,6 +167,27 @@ def test_ctrl_c_while_waiting_for_the_model_exits_130_without_a_traceback(stage,
     assert [line for line in err.splitlines() if not line.startswith("[stats]")] == ["Interrupted."]
 
 
+# --- `... | head`: the reader closed standard output -------------------------------------------
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_a_closed_stdout_stops_the_run_with_exit_1_and_no_traceback(stage, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
+    env.update(PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8", XDG_DATA_HOME=str(tmp_path / "data"))
+    script = [{"tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]}, "never asked"]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # like `| head` that has already exited: the first line printed finds no reader
+    with ScriptedServer(script=script) as server:
+        try:
+            result = subprocess.run(command(stage, "--base-url", server.base_url, "hi"), cwd=tmp_path, env=env,
+                                    stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+        finally:
+            os.close(write_end)
+    assert result.returncode == 1, result.stderr     # not 0: the model did not finish
+    assert "Traceback" not in result.stderr and "the output was closed" in result.stderr, result.stderr
+    assert result.stderr.splitlines()[-1].startswith("[stats] turns=1 ")
+    assert len(server.requests) == 1
+
+
 # --- The tinyharness command's other subcommands -------------------------------------------------
 
 def tinyharness_main(*args):
@@ -219,6 +241,8 @@ def test_the_demo_removes_its_folder(tmp_path, monkeypatch):
     assert demo_folders(tmp_path) == []
     assert any("  | 300 KM" in line for line in said), "the demo still shows the file it wrote"
     assert "is gone (`tinyharness demo --keep` keeps it)" in "\n".join(said)
+    # What to run next works from any folder, with the package installed and no clone: no examples/ path
+    assert said[-1].endswith(f'tinyharness course workspace notes ~/notes && cd ~/notes && tinyharness run "{TASK}"')
 
 
 def test_the_demo_keeps_its_folder_when_asked_and_says_where(tmp_path, monkeypatch):
@@ -231,7 +255,8 @@ def test_the_demo_keeps_its_folder_when_asked_and_says_where(tmp_path, monkeypat
     assert f"The workspace is kept in {tmp_path / name}; delete that folder when you are done" in text
 
 
-@pytest.mark.parametrize("args", [["--base-url", "notaurl"], ["--transcript", "no/such/folder/t.json"], ["hello", "there"]])
+@pytest.mark.parametrize("args", [["--base-url", "notaurl"], ["--transcript", "no/such/folder/t.json"], ["hello", "there"],
+                                  ["--bogus"], ["--bogus", "hello"]])  # chat's message is optional: no task to quote
 def test_chat_checks_its_command_line_like_run(args, capsys):
     with pytest.raises(SystemExit) as stop:
         tinyharness_main("chat", *args)

@@ -63,6 +63,13 @@ def test_nothing_listening_fails_at_once(capsys):
     assert f"nothing answers at {url}" in out and "`ollama serve`" in out
 
 
+def test_a_host_name_that_does_not_resolve_is_named(capsys):
+    code, out, status = doctor(capsys, "--base-url", "http://example.invalid/v1")
+    assert code == 1 and status == {"server": "FAIL"}
+    assert "the host name 'example.invalid'" in out and "could not be resolved" in out
+    assert "nothing answers" not in out and "ollama serve" not in out
+
+
 def test_ollama_over_v1_warns_about_the_context(capsys):
     with OllamaServer(personality="healthy") as server:
         code, out, status = doctor(capsys, "--base-url", server.base_url, "--api", "openai")
@@ -86,11 +93,13 @@ def test_a_model_that_answers_in_text_fails_the_probe(capsys):
     assert code == 1 and status["tool call"] == "FAIL" and "--jinja" in out
 
 
-@pytest.mark.parametrize("args", [["--context-window", "0"], ["--timeout", "0"]])
+@pytest.mark.parametrize("args", [["--context-window", "0"], ["--timeout", "0"], ["--base-url", "notaurl"],
+                                  ["--base-url", "ftp://x/v1"], ["--base-url", "http://localhost:99999/v1"]])
 def test_bad_flags_are_usage_errors(args, capsys):
     with pytest.raises(SystemExit) as stopped:
         main(args)
     assert stopped.value.code == 2
+    assert "usage: tinyharness doctor" in capsys.readouterr().err   # not "nothing answers at notaurl", exit 1
 
 
 def test_the_doctor_command_is_wired_into_tinyharness():

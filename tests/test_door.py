@@ -223,6 +223,15 @@ def test_a_base_url_without_v1_gets_a_hint(stage, workspace):
 
 
 @pytest.mark.parametrize("stage", stages_from("m0"))
+def test_a_base_url_with_the_endpoint_pasted_in_gets_a_hint(stage, workspace):
+    # The server's docs show the full endpoint; the harness adds /chat/completions itself.
+    with ScriptedServer(script=[]) as server:
+        result = run_stage(stage, workspace, "--base-url", server.base_url + "/chat/completions", "x", approve=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"without /chat/completions: try --base-url {server.base_url}\n" in result.stderr
+
+
+@pytest.mark.parametrize("stage", stages_from("m0"))
 def test_a_host_name_that_does_not_resolve_is_named(stage, workspace):
     result = run_stage(stage, workspace, "--base-url", "http://example.invalid/v1", "x", approve=True)
     assert result.returncode == 1 and "Traceback" not in result.stderr

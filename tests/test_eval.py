@@ -373,7 +373,7 @@ def test_the_task_prompt_names_the_runs_own_outside_folder(tmp_path, live_url):
     ["--models", "a", "--tier", "medium"], ["--models", "a", "--tasks", "fact,poetry"],
     ["--models", "scripted:genius"], ["--models", "a", "--compare", "noequals"],
     ["--models", "a", "--compare", "x=;x=--no-scissors"], ["--models", "a", "--harness-args", '"unclosed'],
-    ["--models", "a", "--timeout", "0"],
+    ["--models", "a", "--timeout", "0"], ["--models", "a", "--base-url", "notaurl"],
 ])
 def test_usage_errors_exit_2(argv, capsys):
     assert ev.main(argv, runner=fake_runner([])) == 2

@@ -46,6 +46,16 @@ def test_the_model_lists_calls_and_reads_an_is_error_and_a_dead_server_is_withdr
     assert result.stdout.strip().splitlines()[-1] == "Done."
 
 
+def test_an_unknown_tool_is_answered_with_every_tool_on_offer(workspace):
+    # The model reads the list to correct itself: the task tool and the MCP tools are tools too.
+    script = [calls(tool_call("search_web", query="hi")), "Done."]
+    result, server = run(workspace, "--yes", "--mcp", f"t={MCP_SERVER}", "do it", script=script)
+    assert result.returncode == 0, result.stderr
+    [answer] = tool_results(server.requests[1]).values()
+    assert answer.startswith("ERROR: there is no tool named 'search_web'. The tools are: list_dir, read_file")
+    assert set(answer.rstrip(".").split(": ", 2)[2].split(", ")) == offered(server.requests[0])
+
+
 def test_an_mcp_call_asks_permission_unless_the_config_says_read_only(workspace, monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     write_mcp_config(workspace)

@@ -111,13 +111,21 @@ def test_a_cut_reply_is_never_run_and_the_model_is_told_once(stage, workspace):
     result, server = run(stage, workspace, [cut_reply("cut.txt"), "done"])
     assert result.returncode == 0, result.stderr
     assert not (workspace / "cut.txt").exists() and "[tool]" not in result.stdout
-    assert "  [harness] the reply was cut at max_tokens=4096: its calls did not run" in result.stdout.splitlines()
+    assert "  [harness] the reply was cut at max_tokens=4096: none of it was used" in result.stdout.splitlines()
     assert server.requests[0]["max_tokens"] == 4096
     kept, notice = last_messages(server.requests[1], 2)
     assert kept == {"role": "assistant", "content": "I will write"}   # the text only: no call without a result
     assert notice["role"] == "user"
     assert notice["content"].startswith("[harness] Your last reply was cut off at the length limit (max_tokens=4096)")
     assert result.stdout.rstrip().splitlines()[-1] == "done"
+
+
+@pytest.mark.parametrize("stage", stages_from("m1"))
+def test_a_cut_reply_without_calls_is_not_said_to_have_calls(stage, workspace):
+    result, _ = run(stage, workspace, [{"content": "The budget is", "finish_reason": "length"}, "done"])
+    assert result.returncode == 0, result.stderr
+    assert "  [harness] the reply was cut at max_tokens=4096: none of it was used" in result.stdout.splitlines()
+    assert "calls" not in result.stdout
 
 
 @pytest.mark.parametrize("stage", stages_from("m1"))
@@ -242,6 +250,16 @@ def test_max_tokens_stops_the_package_gracefully(workspace):
     assert result.returncode == 3 and len(server.requests) == 3
     assert ("Stopped: the token budget of --max-tokens 250 was used (300 tokens by the server's counts). "
             "The task is NOT confirmed complete.") in result.stdout
+
+
+def test_max_tokens_says_once_when_the_server_reports_no_counts(workspace):
+    # The budget counts the server's tokens; a server that sends none must not leave it silently off.
+    script = [{**calls(tool_call("list_dir", path=".")), "usage": False} for _ in range(3)] + ["done"]
+    result, server = run(FINAL, workspace, script, "--max-tokens", "250")
+    assert result.returncode == 0 and len(server.requests) == 4
+    warnings = [line for line in result.stderr.splitlines() if "--max-tokens" in line]
+    assert warnings == ["[harness] --max-tokens 250 cannot be enforced: the server reports no token counts "
+                        "for its replies (see `tinyharness doctor`)."], result.stderr
 
 
 @pytest.mark.parametrize("stage", stages_from("m1"))

@@ -95,3 +95,46 @@ def test_invalid_utf8_in_the_answer_prints_safely(stage, workspace):
         result = run_stage(stage, workspace, "--base-url", server.base_url, "x")
     assert result.returncode == 0, result.stderr
     assert "caf" in result.stdout and "done" in result.stdout
+
+
+def m0_process(server, stdout, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from tests.ladder import import_roots
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
+    env.update(PYTHONPATH=os.pathsep.join(import_roots("m0_llm")), PYTHONIOENCODING="utf-8")  # a learner's copy too
+    return subprocess.Popen([sys.executable, "-m", "m0_llm", "--base-url", server.base_url, "hi"], cwd=tmp_path,
+                            env=env, stdout=stdout, stderr=subprocess.PIPE, text=True)
+
+
+def test_m0_ctrl_c_exits_130_without_a_traceback(tmp_path):
+    import signal
+    import subprocess
+    import time
+    with ScriptedServer(script=[{"content": "too late", "delay": 30}]) as server:
+        proc = m0_process(server, subprocess.PIPE, tmp_path)
+        try:
+            deadline = time.monotonic() + 30
+            while not server.requests and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)  # what Ctrl-C does
+            _, err = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 130 and err == "Interrupted.\n", err
+
+
+def test_m0_a_closed_stdout_is_one_line_not_a_traceback(tmp_path):
+    import os
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # like `| head` that has already exited
+    with ScriptedServer(script=["Hello."]) as server:
+        try:
+            proc = m0_process(server, write_end, tmp_path)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            os.close(write_end)
+    assert proc.returncode == 1 and "Traceback" not in err and "the output was closed" in err, err

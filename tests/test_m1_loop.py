@@ -47,6 +47,22 @@ def test_tool_results_are_paired_by_the_server_given_id(stage, workspace):
 
 
 @pytest.mark.parametrize("stage", LADDER)
+def test_an_absolute_path_inside_the_workspace_is_a_path_like_any_other(stage, workspace):
+    # Models copy absolute paths from `pwd` or an earlier result; inside the workspace they must work.
+    (workspace / "notes").mkdir()
+    (workspace / "notes" / "a.txt").write_text("alpha")
+    root = str(workspace.resolve())
+    script = [calls(tool_call("read_file", path=f"{root}/notes/a.txt"), tool_call("list_dir", path=root),
+                    tool_call("write_file", path=f"{root}/notes/b.txt", content="beta")), "done"]
+    with ScriptedServer(script=script) as server:
+        result = run_stage(stage, workspace, "--base-url", server.base_url, "go", approve=True)
+    assert result.returncode == 0, result.stderr
+    read, listed, wrote = tool_results(server.requests[1]).values()
+    assert read == "alpha" and "notes" in listed and "ERROR" not in wrote and "error" not in wrote
+    assert (workspace / "notes" / "b.txt").read_text() == "beta"
+
+
+@pytest.mark.parametrize("stage", LADDER)
 def test_system_prompt_includes_workspace_instructions(stage, workspace):
     (workspace / "INSTRUCTIONS.md").write_text("Always answer in haiku.")
     with ScriptedServer(script=["ok"]) as server:

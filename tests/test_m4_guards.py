@@ -50,6 +50,10 @@ def test_three_identical_calls_bring_a_harness_message_after_all_results(stage, 
     assert warning.startswith("[harness]") and 'read_file({"path": "missing.txt"})' in warning
     assert "different approach" in warning
     assert len(harness_messages(server.requests[3])) == 1
+    # and on screen, where the learner watches the guard fire (after the turn's results, before the answer)
+    lines = result.stdout.splitlines()
+    shown = '  [harness] read_file({"path": "missing.txt"}) 3 times in a row: the model is asked for another approach'
+    assert lines[-2:] == [shown, "I give up."], result.stdout
 
 
 @pytest.mark.parametrize("stage", LADDER)

@@ -189,6 +189,19 @@ def test_every_code_reference_resolves(stage):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
+def test_a_confirm_block_waits_for_its_server_and_starts_from_a_fresh_folder(stage):
+    # Pasted as it is, the run's first request raced the server started with `&` one line above and
+    # lost ("Could not connect"); a folder left by the last attempt changes what the run does.
+    for q in QUIZZES[stage.name]:
+        lines = q.confirm.splitlines()
+        for line, following in zip(lines, lines[1:]):
+            if line.rstrip().endswith("&"):
+                assert following.startswith("sleep "), f"question {q.number}: nothing waits for `{line}`"
+        for folder in re.findall(r"mkdir -p (\S+)", q.confirm):
+            assert f"rm -rf {folder}" in q.confirm, f"question {q.number}: {folder} may hold the last attempt"
+
+
 def test_command_check_catches_a_typo():
     assert command_problem("python -m m0_llm --base-urll x hi", STAGES[0]) is not None
     assert command_problem("tinyharness fake-server --script examples/missing.json", STAGES[0])

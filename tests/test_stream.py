@@ -383,6 +383,18 @@ def test_an_empty_200_stream_is_a_context_overflow(body):
     assert "--context-window" in str(caught.value) and "num_ctx" in str(caught.value)
 
 
+@pytest.mark.parametrize("body", ["not json", "<!doctype html>\n<html><body>Open WebUI</body></html>\n"])
+def test_a_200_body_that_is_no_event_stream_says_so_and_is_no_overflow(body):
+    # A web page where the API should be (a wrong --base-url) is not "most likely a context overflow".
+    from tinyharness.llm import ContextOverflow
+    with ScriptedServer(script=[{"raw": body}]) as server:
+        with pytest.raises(LLMError) as caught:
+            Client(server.base_url, stream=True).chat(USER)
+    assert not isinstance(caught.value, ContextOverflow)
+    assert "not a stream of server-sent events" in str(caught.value) and body.splitlines()[0] in str(caught.value)
+    assert "--base-url" in str(caught.value)
+
+
 def test_an_overflow_error_event_is_a_context_overflow():
     from tinyharness.llm import ContextOverflow
     error = {"error": {"code": 400, "message": "the request exceeds the available context size",

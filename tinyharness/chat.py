@@ -306,7 +306,8 @@ class Chat:
             self.printer.end_line()
             killed = stop_commands()
             self.conversation.notice("Interrupted: the turn was stopped" + (f" and {killed} running command(s) killed"
-                                     if killed else "") + "; the conversation is kept. Type your next message.")
+                                     if killed else "") + ("; the conversation is kept. Type your next message."
+                                                           if self.interactive else "; the session ends (exit 130)."))
             self.status = 130
             if not self.interactive:
                 raise

@@ -32,16 +32,11 @@ def usage_problem(args, extra):
     after the model's work is spent: stray words, a URL requests cannot use, a transcript path that
     cannot be written."""
     if extra:  # `... find the budget` without quotes: only "find" became the task
-        task = " ".join([args.task, *extra])
+        task = " ".join([args.task or "", *extra]).strip()  # chat's message is optional: task may be None
         quote = "" if any(e.startswith("-") for e in extra) else f'; put the task in quotes: "{task}"'
         return f"unrecognized arguments: {' '.join(extra)}{quote}"
-    try:  # urlsplit and .port raise ValueError for 'http://[::1' or a port that is not a number up to 65535
-        url = urlsplit(args.base_url)
-        if url.scheme not in ("http", "https") or not url.hostname or url.port == 0:
-            raise ValueError
-    except ValueError:
-        return (f"--base-url {args.base_url!r} is not an http(s) URL with a host (and a port from 1 to 65535); "
-                f"for example --base-url {DEFAULT_BASE_URL}")
+    if problem := base_url_problem(args.base_url):
+        return problem
     path = args.transcript
     if path is not None:  # open it as the transcript will be, without emptying it (O_NONBLOCK: a FIFO cannot hang us)
         existed = os.path.lexists(path)
@@ -51,6 +46,18 @@ def usage_problem(args, extra):
             return f"--transcript {path!r} cannot be written ({e.strerror}); for example --transcript run.json"
         if not existed:
             os.remove(path)  # it was only a test: leave nothing behind
+    return None
+
+
+def base_url_problem(base_url):
+    """Why requests cannot use BASE_URL (a usage error, shared by run, chat and doctor), or None."""
+    try:  # urlsplit and .port raise ValueError for 'http://[::1' or a port that is not a number up to 65535
+        url = urlsplit(base_url)
+        if url.scheme not in ("http", "https") or not url.hostname or url.port == 0:
+            raise ValueError
+    except ValueError:
+        return (f"--base-url {base_url!r} is not an http(s) URL with a host (and a port from 1 to 65535); "
+                f"for example --base-url {DEFAULT_BASE_URL}")
     return None
 
 
@@ -235,12 +242,19 @@ def build_parser():
                                         "write a stage's key functions yourself, run a stage's tests, copy a "
                                         "fresh example workspace for a lesson's Try it.")
     course_sub = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
-    course_sub.add_parser("list", help="the stages, one line each, with your quiz and exercise progress")
-    diff = course_sub.add_parser("diff", help="a unified diff of two stages' code")
+    course_sub.add_parser("list", help="the stages, one line each, with your quiz and exercise progress",
+                          description="List the stages, one line each, with your best quiz score and whether "
+                                      "your exercise passed; 'Next:' says what to do next.")
+    diff = course_sub.add_parser("diff", help="a unified diff of two stages' code",
+                                 description="Show what the later stage's lesson changed: a unified diff of the "
+                                             "two stages' code (with --docs, their README and quiz too).")
     diff.add_argument("a", help="a stage, e.g. m0")
     diff.add_argument("b", help="a later stage, e.g. m1")
     diff.add_argument("--docs", action="store_true", help="include README.md and QUIZ.md")
-    course_sub.add_parser("quiz", help="take a stage's three-question quiz").add_argument("stage")
+    course_sub.add_parser("quiz", help="take a stage's three-question quiz",
+                          description="Take a stage's three-question quiz: type a letter and Enter per question "
+                                      "(Ctrl-D stops). A finished attempt is recorded; `course list` shows your "
+                                      "best score.").add_argument("stage", help="a stage, e.g. m1")
     start = course_sub.add_parser("start", help="copy a stage with its lesson's functions left for you to write",
                                   description="Write your copy of a stage into DIR/<stage folder>: the same code, "
                                               "except that the functions the lesson is about raise "
@@ -415,6 +429,10 @@ def run_command(args, parser):
         printer.end_line()
         print("Interrupted.", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `... | head` closed the output: the run cannot show its work, so it stops
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # or the exit flush fails again
+        print("error: the output was closed (e.g. by `| head`), so the run stopped.", file=sys.stderr)
+        return 1
     finally:
         hands.close()  # MCP servers end on every path, Ctrl-C included
         print(stats.line(), file=sys.stderr)

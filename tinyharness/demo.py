@@ -55,8 +55,8 @@ def run_demo(say=print, keep=False):
             f"  cd {folder / 'notes'} && rm budget.md && tinyharness run \"{TASK}\"")
     else:
         say(f"\nThe workspace was a temporary folder and is gone (`tinyharness demo --keep` keeps it).\n"
-            f"Now with a real model: start Ollama (`ollama serve`, `ollama pull qwen3:8b`), copy examples/notes\n"
-            f"somewhere, and in that folder run: tinyharness run \"{TASK}\"")
+            f"Now with a real model: start Ollama (`ollama serve`, `ollama pull qwen3:8b`), then\n"
+            f"  tinyharness course workspace notes ~/notes && cd ~/notes && tinyharness run \"{TASK}\"")
     return 0
 
 

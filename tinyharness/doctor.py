@@ -26,6 +26,7 @@ real task; measure that with `tinyharness eval`.
 """
 import argparse
 import os
+import socket
 import sys
 import time
 from types import SimpleNamespace
@@ -114,10 +115,23 @@ def is_version(answer):
     return bool(answer) and answer[0] == 200 and isinstance(answer[1], dict) and isinstance(answer[1].get("version"), str)
 
 
+def resolves(host):
+    try:
+        socket.getaddrinfo(host, None)
+        return True
+    except (OSError, UnicodeError):  # socket.gaierror is an OSError; a bad IDN name is a UnicodeError
+        return False
+
+
 # --- The checks -------------------------------------------------------------------------------------
 
 def check_server(report, args):
     found = identify(args.base_url)
+    host = urlsplit(args.base_url).hostname
+    if found is None and not resolves(host):  # a typo in the name, not a server that is down
+        report.line("FAIL", "server", f"the host name {host!r} of {args.base_url} could not be resolved.",
+                    "check the spelling of --base-url (or TINYHARNESS_BASE_URL), e.g. http://localhost:11434/v1.")
+        return None
     if found is None:
         report.line("FAIL", "server", f"nothing answers at {args.base_url}.",
                     "start the server (Ollama: `ollama serve`), or point --base-url (or TINYHARNESS_BASE_URL) "
@@ -363,6 +377,9 @@ def main(argv=None):
         parser.error("--context-window must be 1 or more")
     if not args.timeout > 0:
         parser.error("--timeout must be more than 0")
+    from .cli import base_url_problem  # here, not at the top: cli imports this module when asked for `doctor`
+    if problem := base_url_problem(args.base_url):
+        parser.error(problem)
     if args.api not in API_CHOICES:
         parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
     try:

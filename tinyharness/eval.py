@@ -353,6 +353,9 @@ def parse_args(parser, argv):
         parser.error("--models names a model twice")
     if args.repeat < 1 or args.max_turns < 1 or args.timeout <= 0 or args.check_timeout <= 0:
         parser.error("--repeat and --max-turns must be 1 or more, the timeouts more than 0")
+    from .cli import base_url_problem  # here: cli imports this module when asked for `eval`
+    if args.base_url is not None and (problem := base_url_problem(args.base_url)):
+        parser.error(problem)       # a typo is a usage error, not "Could not connect ... ollama serve"
     unknown = [m for m in args.models if m.startswith(SCRIPTED) and m[len(SCRIPTED):] not in POLICIES]
     if unknown and args.base_url is None:
         parser.error(f"no scripted policy for {', '.join(unknown)}; known: "

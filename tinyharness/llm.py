@@ -108,7 +108,7 @@ class Client:
         # character cut between two network reads is put back together before decoding. Each HTTP
         # chunk is handed over as it arrives (Ollama, llama.cpp and vLLM stream chunked bodies).
         lines, deadline = response.iter_lines(), time.monotonic() + wait
-        event, done, first, data_seen = None, False, True, False
+        event, done, first, data_seen, stranger = None, False, True, False, None
         try:
             for raw_line in lines:
                 if time.monotonic() > deadline:
@@ -132,6 +132,8 @@ class Client:
                 elif field == "data" and value == "[DONE]":
                     done = True
                     break
+                elif field not in ("data", "id", "retry") and not line.startswith(":"):
+                    stranger = stranger or line   # not SSE at all, e.g. a web page where the API should be
                 elif field == "data":
                     data_seen = True
                     chunk = self.parse_chunk(value)
@@ -144,6 +146,9 @@ class Client:
                 raise LLMError(f"The model server at {self.url} stopped sending its streamed answer for "
                                f"{wait:g} s. It may be overloaded or stuck; check its log and try again.") from None
             done, data_seen = False, True   # a broken connection is a cut stream, not an empty answer
+        if not data_seen and stranger is not None:
+            raise LLMError(f"The answer from {self.url} is not a stream of server-sent events: {excerpt(stranger)!r}. "
+                           "Does --base-url point at an OpenAI-compatible /v1 endpoint?")
         if not data_seen:
             raise self.empty_stream()
         assembler.finish()
@@ -423,6 +428,9 @@ def explain_status(status, body, url, model):
     if status == 404 and "model" in body.lower() and "not found" in body.lower():
         return (f"The server at {url} does not have the model '{model}' (HTTP 404: {body}). "
                 f"Pull it with `ollama pull {model}`, or choose another with --model.")
+    if status == 404 and url.endswith("/chat/completions" * 2):  # the server's docs show the whole endpoint
+        return (f"The server at {url} answered HTTP 404: {body}. --base-url is the part without /chat/completions: "
+                f"try --base-url {url[:-2 * len('/chat/completions')]}")
     if status == 404 and "/v1" not in urlsplit(url).path:
         base = url[: -len("/chat/completions")]
         return (f"The server at {url} answered HTTP 404: {body}. OpenAI-compatible servers answer under /v1: "

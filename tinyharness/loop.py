@@ -112,6 +112,9 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
                 raise Stopped(budget.exceeded(turn), record.account()) from None
             raise
         stats.count_turn(usage)
+        if max_tokens and stats.uncounted == 1 and not {"prompt_tokens", "completion_tokens"} & set(usage):
+            print(f"[harness] --max-tokens {max_tokens} cannot be enforced: the server reports no token counts "
+                  "for its replies (see `tinyharness doctor`).", file=sys.stderr)  # once: a silent budget is no budget
         watch_context(watch, usage, messages, tools)
         arrived = arrivals.check(messages, tools, usage)  # a warning if a new picture never arrived
         if arrived:
@@ -122,7 +125,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
                 raise Stopped(f"the model's reply was cut at the length limit twice (max_tokens={client.max_reply_tokens})",
                               record.account())
             was_cut = True
-            echo(f"  [harness] the reply was cut at max_tokens={client.max_reply_tokens}: its calls did not run")
+            echo(f"  [harness] the reply was cut at max_tokens={client.max_reply_tokens}: none of it was used")
             messages += [{"role": "assistant", "content": message["content"]},
                          {"role": "user", "content": CUT.format(client.max_reply_tokens)}]
             on_update(messages)
@@ -177,6 +180,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             messages.append({"role": "user", "content": notice})
         repeated = repeats.end_turn()
         if repeated and repeats.warnings == 1:  # after all of this turn's results, never between them
+            echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: the model is asked for another approach")
             messages.append({"role": "user", "content": repeat_warning(repeated)})
         on_update(messages)
         if repeated and repeats.warnings > 1:
@@ -239,6 +243,8 @@ def checked_run(workspace, name, arguments, shell_timeout, approve, memory, imag
     A tool from extensions.py (MCP, task) passes the same hooks, prompt and post hooks as ours."""
     ours = not ext.owns(name)
     arguments, problem = check_call(name, arguments) if ours else ext.check(name, arguments)
+    if problem and ours and name not in TOOLS and (more := [s["function"]["name"] for s in ext.schemas()]):
+        problem = f"{problem[:-1]}, {', '.join(more)}."  # the list the model corrects itself from: all of them
     if problem:
         return problem
     reason = pre_tool_use(workspace, name, arguments) or ext.pre_tool_use(name, arguments)

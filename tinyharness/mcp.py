@@ -356,7 +356,9 @@ def parse_flag(text):
 
 def config_files(workspace):
     """The user's own file first, then the workspace's (which may override a server of the same name)."""
-    home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "tinyharness" / "mcp.json"
+    config = Path(os.environ.get("XDG_CONFIG_HOME", ""))
+    config = config if config.is_absolute() else Path.home() / ".config"   # the XDG rule: a relative path is ignored
+    home = config / "tinyharness" / "mcp.json"
     return [home, Path(workspace) / ".tinyharness" / "mcp.json"]
 
 

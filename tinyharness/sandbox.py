@@ -366,6 +366,7 @@ def open_beneath(workspace, path, flags, mode=0o666):
     Windows (no *at() calls) the plain path, as checked by the hooks just before."""
     if not BENEATH:
         return os.open(os.path.join(workspace, path), flags, mode)
+    path = below(workspace, path)
     root = os.open(workspace, getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         if sys.platform == "linux":
@@ -383,6 +384,19 @@ def open_beneath(workspace, path, flags, mode=0o666):
         return walk_open(root, path, flags, mode)
     finally:
         os.close(root)
+
+
+def below(workspace, path):
+    """An absolute path into the workspace (models copy them from `pwd`) as the part below it, which the
+    kernel then resolves beneath the workspace like any relative path; RESOLVE_BENEATH refuses every
+    absolute path. Any other path is returned as it is: what leads out is still refused."""
+    path = os.fspath(path)
+    if os.path.isabs(path):
+        for root in dict.fromkeys((os.fspath(workspace), os.path.realpath(workspace))):
+            root = root.rstrip(os.sep)  # "/" as the workspace becomes "", so that every path is below it
+            if path == root or path.startswith(root + os.sep):
+                return path[len(root) + 1:] or "."
+    return path
 
 
 def walk_open(root, path, flags, mode):

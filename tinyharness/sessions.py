@@ -62,7 +62,9 @@ class SessionError(Exception):
 
 def sessions_dir():
     """$XDG_DATA_HOME/tinyharness/sessions, or ~/.local/share/tinyharness/sessions."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    base = os.environ.get("XDG_DATA_HOME", "")
+    if not os.path.isabs(base):  # the XDG rule: a relative path is invalid (it would land in the workspace)
+        base = os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "tinyharness" / "sessions"
 
 

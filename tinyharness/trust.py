@@ -13,7 +13,9 @@ from pathlib import Path
 
 
 def store_path():
-    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    base = Path(os.environ.get("XDG_DATA_HOME", ""))
+    if not base.is_absolute():  # the XDG rule: ignore a relative path (in the workspace the model could write it)
+        base = Path.home() / ".local" / "share"
     return base / "tinyharness" / "trusted.json"
 
 
