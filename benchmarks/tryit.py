@@ -22,6 +22,7 @@ import argparse
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -95,8 +96,24 @@ def learner_bin(folder: Path) -> Path:
     return folder
 
 
-def run_block(block: Block, home: Path) -> subprocess.CompletedProcess:
-    """Run the block with bash in a fresh HOME, from a folder of its own; stdout and stderr merged."""
+README_PORTS = (18765, 18766)  # the ports the blocks' scripted servers listen on
+
+
+def free_ports(count):
+    """Ports nothing listens on now (the kernel picks them), so blocks can run side by side."""
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def run_block(block: Block, home: Path, own_ports=False) -> subprocess.CompletedProcess:
+    """Run the block with bash in a fresh HOME, from a folder of its own; stdout and stderr merged.
+    own_ports=True moves the README's fixed ports to free ones, so several blocks can run at once
+    (the only change made to the block's text)."""
     start = home / "elsewhere"
     start.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TINYHARNESS_", "PYTHON"))}
@@ -105,7 +122,11 @@ def run_block(block: Block, home: Path) -> subprocess.CompletedProcess:
                TINYHARNESS_PROGRESS=str(home / "progress.json"),
                PYTHONPATH=str(ROOT))       # what the editable install puts on the path
     script = home / "block.sh"
-    script.write_text(block.code, encoding="utf-8")
+    code = block.code
+    if own_ports:
+        for fixed, free in zip(README_PORTS, free_ports(len(README_PORTS))):
+            code = code.replace(str(fixed), str(free))
+    script.write_text(code, encoding="utf-8")
     process = subprocess.Popen(["bash", str(script)], cwd=start, env=env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                encoding="utf-8", errors="replace", start_new_session=True)
