@@ -535,3 +535,15 @@ def test_max_turns_counts_per_message(workspace, tmp_path):
     assert "Stopped: reached --max-turns 1. The task is NOT confirmed complete." in done.stdout
     assert done.stdout.count("Stopped:") == 2 and done.stdout.splitlines()[-1] == "Fine."
     assert done.returncode == 0 and len(srv.requests) == 3   # the last message finished: exit 0
+
+
+def test_chat_keeps_runs_token_budget_and_checks_its_flags_like_run(workspace, tmp_path):
+    script = [calls(tool_call("write_file", path="a.txt", content="hi")), "never asked for"]
+    with ScriptedServer(script) as srv:
+        done = run_cli(workspace, tmp_path / "data", "chat", "--yes", "--max-tokens", "1", "--base-url",
+                       srv.base_url, stdin="make a file\n")
+    assert "Stopped: the token budget of --max-tokens 1 was used" in done.stdout, done.stdout + done.stderr
+    assert len(srv.requests) == 1
+    bad = run_cli(workspace, tmp_path / "data", "chat", "--max-reply-tokens", "0", stdin="hi\n")
+    assert bad.returncode == 2 and "usage: tinyharness chat" in bad.stderr
+    assert "--max-reply-tokens must be 1 or more" in bad.stderr

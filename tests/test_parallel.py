@@ -2,7 +2,7 @@
 import threading
 import time
 
-from tinyharness.parallel import batches, run_in_order
+from tinyharness.parallel import batches, run_together
 
 
 def read(i):
@@ -15,6 +15,11 @@ def write(i):
 
 def is_read(call):
     return call["name"] == "read_file"
+
+
+def run_in_order(calls, run_one, is_read_only):
+    """What loop.py does with a reply's calls: each group from batches() through run_together()."""
+    return [pair for group in batches(calls, is_read_only) for pair in zip(group, run_together(group, run_one))]
 
 
 def test_reads_group_and_writes_stand_alone():

@@ -97,7 +97,7 @@ class Conversation:
                              self.settings["max_seconds"], self.settings["context_policy"],
                              self.settings["context_window"], image=image, messages=self.messages,
                              on_update=self.sync, extensions=self.settings.get("extensions"),
-                             sandbox=self.settings.get("sandbox"),
+                             sandbox=self.settings.get("sandbox"), max_tokens=self.settings.get("max_tokens"),
                              on_subagent=self.keep_subagent)
         except BaseException:
             close_open_calls(self.messages)
@@ -344,15 +344,9 @@ class Chat:
 # --- `tinyharness chat` ----------------------------------------------------------------------------
 
 def check_flags(args, parser):
-    """Usage errors, found before the first model call (exit 2), as `run` checks them."""
-    if args.max_turns < 1:
-        parser.error("--max-turns must be 1 or more")
-    if not args.max_seconds > 0:
-        parser.error("--max-seconds must be more than 0")
-    if not args.shell_timeout > 0:
-        parser.error("--shell-timeout must be more than 0")
-    if args.context_window is not None and args.context_window < 1:
-        parser.error("--context-window must be 1 or more")
+    """Usage errors, found before the first model call (exit 2): run's, then chat's own."""
+    from .cli import check_agent_flags
+    check_agent_flags(args, parser)
     if not 0 < args.compact_at <= 1:
         parser.error("--compact-at must be more than 0 and at most 1 (a fraction of the context window)")
     if args.keep_turns < 0:
@@ -398,7 +392,6 @@ def chat_command(args, parser):
     from .vision import ImageError, image_part, load_attachment
     from . import extensions
     check_flags(args, parser)
-    extensions.check_flags(args, parser)
     workspace = os.getcwd()
     try:
         image = image_part(*load_attachment(args.image, workspace)) if args.image else None
@@ -433,7 +426,7 @@ def chat_command(args, parser):
                     max_reply_tokens=args.max_reply_tokens)
     client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
     settings = {"extensions": hands, "sandbox": sandbox_from_args(args, parser), "max_turns": args.max_turns,
-                "max_seconds": args.max_seconds, "transcript": args.transcript,
+                "max_seconds": args.max_seconds, "max_tokens": args.max_tokens, "transcript": args.transcript,
                 "shell_timeout": args.shell_timeout, "approve": approve, "context_policy": args.context_policy,
                 "context_window": args.context_window, "compact_at": args.compact_at, "keep_turns": args.keep_turns}
     conversation = Conversation(client, workspace, settings, writer, messages)

@@ -360,10 +360,8 @@ def fake_server(args):
         return 1
 
 
-def run_command(args, parser):
-    sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
-    if not args.task.strip():
-        parser.error("the task is empty")
+def check_agent_flags(args, parser):
+    """Usage errors in the flags `run` and `chat` share, found before the first model call (exit 2)."""
     if args.max_turns < 1:
         parser.error("--max-turns must be 1 or more")
     if not args.max_seconds > 0:
@@ -376,14 +374,21 @@ def run_command(args, parser):
         parser.error("--max-reply-tokens must be 1 or more")
     if args.max_tokens is not None and args.max_tokens < 1:
         parser.error("--max-tokens must be 1 or more")
+    if args.api not in API_CHOICES:  # from TINYHARNESS_API, which argparse does not check
+        parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
+    extensions.check_flags(args, parser)
+
+
+def run_command(args, parser):
+    sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
+    if not args.task.strip():
+        parser.error("the task is empty")
+    check_agent_flags(args, parser)
     sandbox = sandbox_from_args(args, parser)
     try:  # a bad image is a usage error (exit 2), found before any model call
         image = image_part(*load_attachment(args.image, os.getcwd())) if args.image is not None else None
     except ImageError as e:
         parser.error(f"--image: {e}")
-    extensions.check_flags(args, parser)
-    if args.api not in API_CHOICES:  # from TINYHARNESS_API, which argparse does not check
-        parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
     try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs

@@ -40,18 +40,6 @@ def batches(calls, is_read_only):
     return runs
 
 
-def run_in_order(calls, run_one, is_read_only, max_workers=MAX_WORKERS):
-    """[(call, result)] in the order of `calls`; reads concurrently, everything else alone."""
-    done = []
-    with ThreadPoolExecutor(max_workers=max_workers) as pool:
-        for run in batches(calls, is_read_only):
-            if len(run) == 1:
-                done.append((run[0], run_one(run[0])))
-            else:
-                done.extend(zip(run, pool.map(run_one, run)))  # map keeps the calls' order
-    return done
-
-
 def run_together(calls, run_one, max_workers=MAX_WORKERS):
     """Results of `run_one` for each call, in the calls' order; one call alone runs in this thread."""
     if len(calls) == 1:

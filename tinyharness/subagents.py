@@ -19,6 +19,7 @@ gets a child that does not know what "it" is. The child's answer is a claim, not
 same rule as m6: check the files, not the words. Children run one at a time, never in parallel
 (two children writing the same file would race).
 """
+import json
 
 TASK_TOOL = "task"
 SUBAGENT_MAX_TURNS = 12      # --subagent-max-turns
@@ -88,7 +89,6 @@ def add_stats(total, part):
 
 def files_written(messages):
     """The paths of write_file calls whose result said OK, in order, each once."""
-    import json
     results = {m.get("tool_call_id"): m.get("content", "") for m in messages if m.get("role") == "tool"}
     written = []
     for message in messages:
