@@ -1,6 +1,9 @@
 """Command hooks fail closed: exit 0 allows, exit 2 blocks with stderr, anything else blocks too."""
 import json
+import re
+import shutil
 import sys
+import time
 
 import pytest
 
@@ -95,3 +98,282 @@ def test_trust_is_asked_once_and_again_when_the_file_changes(workspace, tmp_path
     assert len(questions) == 2
     path.write_text('{"stop": [{"command": "rm -rf ~"}]}')
     assert not trust.ensure_trusted(path, "a hooks file", lambda q: False)
+
+
+# --- Claude Code's shapes, and decisions that must fail closed -----------------------------------------
+
+def claude_hooks(workspace, settings, timeout=None):
+    (workspace / ".tinyharness").mkdir(exist_ok=True)
+    (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps(settings))
+    reports = []
+    return cmdhooks.CommandHooks(cmdhooks.load(workspace), workspace, "s1", report=reports.append,
+                                 timeout=timeout), reports
+
+
+def pre_tool_use(command, matcher="Bash"):
+    return {"hooks": {"PreToolUse": [{"matcher": matcher, "hooks": [{"type": "command", "command": command}]}]}}
+
+
+def printing(decision):
+    return f"echo '{json.dumps(decision)}'"
+
+
+@pytest.mark.parametrize("decision, allowed, ask", [
+    ({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                             "permissionDecisionReason": "no rm here"}}, False, ""),
+    ({"hookSpecificOutput": {"permissionDecision": "allow"}}, True, ""),
+    ({"hookSpecificOutput": {"permissionDecision": "ask", "permissionDecisionReason": "sure?"}}, True, "sure?"),
+    ({"hookSpecificOutput": {"permissionDecision": "maybe"}}, False, ""),
+    ({"hookSpecificOutput": {"permissionDecision": 5}}, False, ""),
+    ({"hookSpecificOutput": {"permissionDecision": "allow", "updatedInput": {"command": "ls"}}}, False, ""),
+    ({"decision": "approve"}, True, ""),
+    ({"decision": "block", "reason": "no"}, False, ""),
+    ({"decision": "later"}, False, ""),
+    ({"continue": False, "stopReason": "halt"}, False, ""),
+    ({"suppressOutput": True}, True, ""),
+])
+def test_claude_decisions_on_exit_0(workspace, decision, allowed, ask):
+    hooks, _ = claude_hooks(workspace, pre_tool_use(printing(decision)))
+    verdict = hooks.run("pre_tool_use", "shell", {"command": "rm -rf x"})
+    assert (verdict.allowed, verdict.ask) == (allowed, ask)
+    if decision.get("hookSpecificOutput", {}).get("permissionDecision") == "deny":
+        assert verdict.reason == "no rm here"
+
+
+def test_claude_names_in_matchers_and_on_stdin(workspace):
+    record = script(workspace, "import json,os,sys; e=json.load(sys.stdin); e['env']=os.environ['CLAUDE_PROJECT_DIR']; "
+                               "open('seen.json','a').write(json.dumps(e)+'\\n')")
+    hooks, _ = claude_hooks(workspace, {"hooks": {
+        "PreToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": record, "timeout": 5}]}],
+        "PostToolUse": [{"hooks": [{"type": "command", "command": record}]}],
+        "pre_tool_use": [{"matcher": "write_file", "command": record}]}})
+    assert hooks.run("pre_tool_use", "write_file", {"path": "sub/a.txt", "content": "x"}, tool_use_id="t1").allowed
+    assert hooks.run("pre_tool_use", "shell", {"command": "ls"}).allowed  # no matcher matches shell: nothing ran
+    assert hooks.run("post_tool_use", "shell", {"command": "ls"}, result="exit 0\na.txt").allowed
+    claude, ours, post = [json.loads(line) for line in (workspace / "seen.json").read_text().splitlines()]
+    assert (claude["hook_event_name"], claude["tool_name"], claude["tinyharness_tool_name"]) == \
+           ("PreToolUse", "Write", "write_file")
+    assert claude["tool_input"]["file_path"] == str(workspace / "sub" / "a.txt")
+    assert (claude["cwd"], claude["env"], claude["session_id"], claude["tool_use_id"], claude["agent"]) == \
+           (str(workspace), str(workspace), "s1", "t1", "parent")
+    assert (ours["hook_event_name"], ours["tool_name"]) == ("pre_tool_use", "write_file")
+    assert (post["hook_event_name"], post["tool_name"], post["tool_response"]["stdout"]) == \
+           ("PostToolUse", "Bash", "exit 0\na.txt")
+
+
+@pytest.mark.parametrize("settings, problem", [
+    ({"pre_tool_use": [{"matcher": 5, "command": "x"}]}, '"matcher" must be a string'),
+    ({"PreToolUse": [{"matcher": ["Bash"], "hooks": [{"type": "command", "command": "x"}]}]}, "must be a string"),
+    ({"PreToolUse": [{"hooks": [{"type": "prompt", "prompt": "is it safe?"}]}]}, "only hooks of \"type\": \"command\""),
+    ({"PreToolUse": [{"hooks": []}]}, '"hooks" must be a list'),
+    ({"PreToolUse": [{"hooks": [{"type": "command", "command": "x", "timeout": "60"}]}]}, '"timeout" must be'),
+    ({"pre_tool_use": [{"command": "x", "timeout": 0}]}, '"timeout" must be'),
+    ({"BeforeTool": []}, "unknown event 'BeforeTool'"),
+])
+def test_a_bad_claude_or_our_entry_is_a_sentence(workspace, settings, problem):
+    (workspace / ".tinyharness").mkdir()
+    (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps({"hooks": settings}))
+    with pytest.raises(cmdhooks.HooksFileError, match=re.escape(problem)):
+        cmdhooks.load(workspace)
+
+
+def test_a_per_hook_timeout_and_the_runs_time_left_bound_a_hook(workspace):
+    hooks, _ = claude_hooks(workspace, {"pre_tool_use": [{"command": "sleep 30", "timeout": 1}]})
+    verdict = hooks.run("pre_tool_use", "shell", {})
+    assert not verdict.allowed and "did not finish within 1 s" in verdict.reason
+    hooks, _ = claude_hooks(workspace, {"pre_tool_use": [{"command": "sleep 30"}]})
+    verdict = hooks.run("pre_tool_use", "shell", {}, deadline=time.monotonic() - 5)  # the run's time is out
+    assert not verdict.allowed and f"within {cmdhooks.MIN_TIMEOUT:g} s" in verdict.reason
+
+
+def alive(pid):
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_dead(pid, seconds=10):
+    deadline = time.monotonic() + seconds
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+def test_a_background_child_holding_the_output_neither_holds_the_call_nor_survives(workspace):
+    # Before: the call waited for the child's end of the pipe (the whole timeout), then blocked, and the child lived on.
+    hooks, _ = claude_hooks(workspace, {"pre_tool_use": [{"command": "sleep 300 & echo $! > child.pid; exit 0",
+                                                          "timeout": 120}]})
+    verdict = hooks.run("pre_tool_use", "shell", {})
+    assert verdict.allowed, verdict.reason
+    assert wait_dead(int((workspace / "child.pid").read_text()))
+
+
+def test_a_timed_out_hook_is_killed_with_its_children(workspace):
+    hooks, _ = claude_hooks(workspace, {"pre_tool_use": [{"command": "sleep 300 & echo $! > child.pid; sleep 300",
+                                                          "timeout": 1}]})
+    assert not hooks.run("pre_tool_use", "shell", {}).allowed
+    assert wait_dead(int((workspace / "child.pid").read_text()))
+
+
+def test_user_prompt_submit_text_is_context_and_a_json_block_refuses(workspace):
+    hooks, _ = claude_hooks(workspace, {"UserPromptSubmit": [{"hooks": [{"type": "command",
+                                                                         "command": "echo 'Branch: main'"}]}]})
+    verdict = hooks.run("user_prompt_submit", prompt="fix it")
+    assert verdict.allowed and verdict.output == "Branch: main"
+    hooks, _ = claude_hooks(workspace, {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": printing(
+        {"decision": "block", "reason": "no secrets in prompts"})}]}]})
+    assert hooks.run("user_prompt_submit", prompt="x").reason == "no secrets in prompts"
+
+
+def test_claude_stop_fires_for_the_parent_subagent_stop_for_the_child_and_agent_says_which(workspace):
+    from tinyharness.extensions import Extensions
+    record = script(workspace, "import json,sys; e=json.load(sys.stdin); "
+                               "open('seen.txt','a').write(e['hook_event_name']+' '+e['agent']+'\\n')")
+    hooks, _ = claude_hooks(workspace, {"hooks": {
+        "Stop": [{"hooks": [{"type": "command", "command": record}]}],
+        "SubagentStop": [{"hooks": [{"type": "command", "command": record}]}],
+        "pre_tool_use": [{"command": record}]}})
+    parent = Extensions(hooks=hooks)
+    child = parent.for_child()
+    assert parent.stop("done") is None and child.stop("done") is None
+    assert child.pre_tool_use("read_file", {"path": "a"}) is None
+    assert (workspace / "seen.txt").read_text().splitlines() == ["Stop parent", "SubagentStop subagent",
+                                                                 "pre_tool_use subagent"]
+
+
+def test_ask_puts_a_read_to_the_user_and_a_write_to_the_usual_prompt(workspace):
+    from tinyharness.extensions import Extensions
+    hooks, reports = claude_hooks(workspace, pre_tool_use(printing(
+        {"hookSpecificOutput": {"permissionDecision": "ask", "permissionDecisionReason": "secrets nearby"}}), ".*"))
+    questions = []
+    ext = Extensions(hooks=hooks, approve=lambda q: questions.append(q) or False)
+    assert "did not confirm" in ext.pre_tool_use("read_file", {"path": ".env"})
+    assert questions == ["A hook asks you to confirm: allow read_file({\"path\": \".env\"})? [y/N] "]
+    assert ext.pre_tool_use("shell", {"command": "ls"}) is None  # shell asks anyway: asked once, by the loop
+    assert len(questions) == 1 and "secrets nearby" in reports[-1]
+    assert Extensions(hooks=hooks, approve=lambda q: True).pre_tool_use("read_file", {"path": "a"}) is None
+
+
+# --- through `tinyharness run`: hooks written for Claude Code, unchanged -----------------------------
+
+# As Claude Code's hooks guide writes them: a Python validator answering with a JSON decision, and a bash
+# file guard reading stdin with jq and blocking with exit 2. Neither knows tinyharness exists.
+CLAUDE_BASH_VALIDATOR = '''#!/usr/bin/env python3
+import json
+import sys
+
+try:
+    input_data = json.load(sys.stdin)
+except json.JSONDecodeError as e:
+    print(f"Error: Invalid JSON input: {e}", file=sys.stderr)
+    sys.exit(1)
+
+tool_name = input_data.get("tool_name", "")
+tool_input = input_data.get("tool_input", {})
+command = tool_input.get("command", "")
+
+if tool_name != "Bash" or not command:
+    sys.exit(0)
+
+if ".env" in command:
+    output = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "Commands may not touch .env files",
+        }
+    }
+    print(json.dumps(output))
+sys.exit(0)
+'''
+
+CLAUDE_FILE_GUARD = '''#!/bin/bash
+INPUT=$(cat)
+FILE_PATH=$(echo "$INPUT" | jq -r '.tool_input.file_path // empty')
+
+if [[ "$FILE_PATH" == *".env"* ]]; then
+  echo "Blocked: $FILE_PATH is a protected file" >&2
+  exit 2
+fi
+exit 0
+'''
+
+CLAUDE_SETTINGS = {
+    "hooks": {
+        "PreToolUse": [
+            {"matcher": "Bash",
+             "hooks": [{"type": "command", "command": "\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/validate-bash.py"}]},
+            {"matcher": "Edit|MultiEdit|Write",
+             "hooks": [{"type": "command", "command": "\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/protect-files.sh",
+                        "timeout": 60}]},
+        ]
+    }
+}
+
+
+def run_cli(workspace, tmp_path, hooks, script, *args, stdin="y\n"):
+    from tests.ladder import FINAL, run_stage
+    from tinyharness.testing import ScriptedServer
+    (workspace / ".tinyharness").mkdir(exist_ok=True)
+    (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps(hooks))
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home")}
+    with ScriptedServer(script=script) as server:
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "--yes", *args, stdin=stdin, env=env)
+    return result, server
+
+
+def install_claude_hooks(workspace):
+    folder = workspace / ".claude" / "hooks"
+    folder.mkdir(parents=True)
+    for name, text in (("validate-bash.py", CLAUDE_BASH_VALIDATOR), ("protect-files.sh", CLAUDE_FILE_GUARD)):
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)
+
+
+@pytest.mark.skipif(not shutil.which("jq") or not shutil.which("bash"), reason="the bash hook reads stdin with jq")
+def test_hooks_written_for_claude_code_block_calls_unchanged(workspace, tmp_path):
+    from tests.ladder import calls, tool_call, tool_results
+    install_claude_hooks(workspace)
+    canary = workspace / ".env"
+    canary.write_text("API_KEY=canary\n")
+    script = [calls(tool_call("shell", command="echo 'API_KEY=stolen' > .env")),
+              calls(tool_call("write_file", path=".env", content="API_KEY=stolen\n")),
+              calls(tool_call("shell", command="echo ok > fine.txt")),
+              "Done."]
+    result, server = run_cli(workspace, tmp_path, CLAUDE_SETTINGS, script, "change the key")
+    assert result.returncode == 0, result.stderr
+    answers = [list(tool_results(request).values())[-1] for request in server.requests[1:]]
+    assert answers[0] == "BLOCKED: Commands may not touch .env files (a pre_tool_use hook of this workspace)"
+    assert answers[1] == (f"BLOCKED: Blocked: {canary} is a protected file (a pre_tool_use hook of this workspace)")
+    assert answers[2].startswith("exit status 0")  # the same hooks let an ordinary command through
+    assert canary.read_text() == "API_KEY=canary\n" and (workspace / "fine.txt").read_text() == "ok\n"
+    assert "validate-bash.py` blocked shell: Commands may not touch .env files" in result.stderr
+
+
+def test_a_matcher_that_is_not_a_string_is_a_usage_error(workspace, tmp_path):
+    result, server = run_cli(workspace, tmp_path, {"pre_tool_use": [{"matcher": ["shell"], "command": "true"}]},
+                             ["Done."], "go")
+    assert result.returncode == 2 and server.requests == []
+    assert '"matcher" must be a string' in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_guarded_claude_stop_hook_sends_the_model_back_once(workspace, tmp_path):
+    # The Stop hook of Claude Code's guide: it must not block again when stop_hook_active is true.
+    guard = script(workspace, "import json,sys\nd=json.load(sys.stdin)\n"
+                              "if d.get('stop_hook_active'): sys.exit(0)\n"
+                              "print(json.dumps({'decision': 'block', 'reason': 'Run the tests first.'}))\n")
+    hooks = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": guard}]}]}}
+    result, server = run_cli(workspace, tmp_path, hooks, ["Done.", "Tests pass. Done.", "never asked"], "go")
+    assert result.returncode == 0, result.stderr
+    assert len(server.requests) == 2 and result.stdout.strip().endswith("Tests pass. Done.")
+    assert server.requests[1]["messages"][-1]["content"].endswith("Run the tests first.")
+
+
+def test_user_prompt_submit_stdout_reaches_the_model_as_context(workspace, tmp_path):
+    hooks = {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "echo 'The release is frozen.'"}]}]}
+    result, server = run_cli(workspace, tmp_path, hooks, ["Done."], "fix the bug")
+    assert result.returncode == 0, result.stderr
+    task = [m for m in server.requests[0]["messages"] if m["role"] == "user"][-1]["content"]
+    assert task == "fix the bug\n\n[hook] Context from this workspace's hooks:\nThe release is frozen."

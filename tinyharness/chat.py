@@ -418,6 +418,8 @@ def chat_command(args, parser):
     except extensions.SetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if writer and hands.hooks:  # a hook can tell one chat's events from another's, and read its story
+        hands.hooks.session_id, hands.hooks.transcript_path = writer.id, str(writer.path)
     from .cli import sandbox_from_args
     from .context import CONTEXT_WINDOW
     from .ollama import choose_dialect

@@ -405,6 +405,7 @@ def run_command(args, parser):
     session = None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr)
     if session and hands.hooks:
         hands.hooks.session_id = session.id  # a hook can tell one run's events from another's
+        hands.hooks.transcript_path = str(session.path)
     if session:
         client = UsageTap(client, session)  # the session notes each call's usage beside its answer
 

@@ -3,51 +3,112 @@
 The problem. The hooks in hooks.py are Python inside the harness: to add a rule ("never touch
 migrations/", "run the linter after every write", "log every command to the audit file") a user would
 have to edit the harness. People already know a convention from Claude Code and Codex: a hook is a
-command, it gets the event as JSON on stdin, and its exit code decides.
+command, it gets the event as JSON on stdin, and its exit code decides. Many already have such hooks
+written for Claude Code; they should run here unchanged.
 
-The mechanism. `.tinyharness/hooks.json` in the workspace lists commands per event:
+The mechanism. `.tinyharness/hooks.json` in the workspace lists commands per event, in our shape or
+in Claude Code's settings shape (both may sit in one file; `{"hooks": {...}}` around them is optional):
 
     {"pre_tool_use":  [{"matcher": "shell|write_file", "command": "python3 .tinyharness/policy.py"}],
-     "post_tool_use": [{"matcher": "write_file", "command": "ruff check --quiet ."}],
-     "user_prompt_submit": [...], "stop": [...], "pre_compact": [...]}
+     "post_tool_use": [{"matcher": "write_file", "command": "ruff check --quiet .", "timeout": 20}],
+     "PreToolUse":    [{"matcher": "Bash", "hooks": [{"type": "command", "command": "...", "timeout": 60}]}]}
 
-`matcher` is a regular expression that must match the whole tool name (absent: every tool). The
-command runs with `/bin/sh -c` in the workspace and reads one JSON object on stdin: `event`,
-`tool_name`, `tool_input`, `workspace`, `session_id` (and `hook_event_name`/`cwd`, the names other
-harnesses use). Exit 0 allows; a `post_tool_use` hook's stdout is added to the result the model reads (a
-`pre_compact` hook's to the summary request);
-for the other events stdout must be empty or a JSON object (`{"decision": "block", "reason": "..."}`
-blocks). Exit 2 blocks, and the hook's stderr is the reason the model reads.
+Events, ours and Claude Code's name for each (a Claude name fires for the agent Claude fires it for):
+
+    pre_tool_use        PreToolUse        before a call; may block it (parent and subagent)
+    post_tool_use       PostToolUse       after a call; stdout is added to the result the model reads
+    user_prompt_submit  UserPromptSubmit  before a task/message; may refuse it; stdout is added as context
+    stop                Stop              the model wants to end; a block sends it back to work
+                        SubagentStop      the same, for a subagent only (Stop: the main agent only)
+    session_start       SessionStart      once, before the first task; stdout is added as context
+    pre_compact         PreCompact        before chat summarises its history
+
+`matcher` is a regular expression that must match the whole tool name (absent, "" or "*": every tool).
+Claude Code's tool names match too: Bash = shell, Write/Edit/MultiEdit = write_file, Read = read_file
+and view_image, LS/Glob = list_dir, Task = task, Edit = save_note; `mcp__server__tool` is the same in
+both. The command runs with `/bin/sh -c` in the workspace, with `CLAUDE_PROJECT_DIR` set to it, and
+reads one JSON object on stdin: ours (`event`, `tool_name`, `tool_input`, `workspace`, `session_id`,
+`agent`: "parent" or "subagent", `result`, `prompt`, `answer`) and Claude Code's beside them
+(`hook_event_name`, `tool_input.file_path` (absolute) and `.command`, `tool_response`, `tool_use_id`,
+`transcript_path`, `cwd`, `stop_hook_active`). A hook written in Claude's shape gets Claude's names
+where the two differ (`tool_name: "Bash"`, `hook_event_name: "PreToolUse"`; ours in `tinyharness_tool_name`).
+
+Deciding. Exit 2 blocks, and the hook's stderr is the reason the model reads. Exit 0 with empty
+stdout allows. Exit 0 with a JSON object decides by its fields: `{"decision": "block", "reason": ...}`
+blocks; Claude's `{"hookSpecificOutput": {"permissionDecision": "deny"|"ask"|"allow",
+"permissionDecisionReason": ...}}`: deny blocks; ask puts the call to the user's permission prompt
+(even a read that never asks; under --yes that prompt answers yes, as it does for every call the hooks
+let through; with nobody at the terminal it is a no); allow lets it pass the hook - the permission
+prompt still asks as usual (a hook narrows what runs, it never widens what the user approves);
+`"continue": false` blocks; any other decision, or `updatedInput` (rewriting a call is not supported),
+blocks. `post_tool_use` and `pre_compact` stdout is text for the model (or the summary request);
+`user_prompt_submit`/`session_start` stdout is context added to the task (or Claude's
+`additionalContext`). `stop_hook_active` is true when the model is already going on because a stop
+hook sent it back, so a guarded Claude Stop hook lets it stop the second time.
 
 Fail closed. Claude Code lets a hook that crashes, times out or exits with another code proceed -
 a guard that fails opens the door. Here any other exit code, a command that cannot start, a timeout
-or output that cannot be read blocks the call, and the user sees which hook decided and why.
+or output that cannot be read blocks the call, and the user sees which hook decided and why. Each
+hook runs in a process group of its own, bounded by its `timeout` (default 30 s) and by what is left
+of the run's --max-seconds; when it ends or times out the whole group is killed, so a background child
+it left holding its output neither keeps the call waiting nor outlives it.
 
 What it cannot do. A hooks file in a workspace is code that runs on your machine: a cloned repository
 could ship one. The first time a workspace's hooks file is seen, or after it changed, the user is
 asked to trust it (trust.py) - and `--yes`, which approves the model's calls, does not answer that
 question. A hook sees the call, not what the call will do: `pre_tool_use` on `shell` reads the same
-text the regex policy reads, with the same blind spots.
+text the regex policy reads, with the same blind spots. A child that calls `setsid` leaves the group
+and survives. Claude's `prompt`-type hooks (an LLM decides) are refused when the file is loaded.
 """
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-EVENTS = ("pre_tool_use", "post_tool_use", "user_prompt_submit", "stop", "pre_compact")
+EVENTS = ("pre_tool_use", "post_tool_use", "user_prompt_submit", "stop", "pre_compact", "session_start")
+# Claude Code's event name -> (ours, the agents it fires for: Claude's Stop is the main agent's only)
+CLAUDE_EVENTS = {"PreToolUse": ("pre_tool_use", None), "PostToolUse": ("post_tool_use", None),
+                 "UserPromptSubmit": ("user_prompt_submit", {"parent"}), "Stop": ("stop", {"parent"}),
+                 "SubagentStop": ("stop", {"subagent"}), "PreCompact": ("pre_compact", None),
+                 "SessionStart": ("session_start", {"parent"})}
+CLAUDE_NAME = {ours: claude for claude, (ours, _) in CLAUDE_EVENTS.items() if claude != "SubagentStop"}
+# Claude Code's events that never fire here: accepted with a note, so a copied settings block loads.
+CLAUDE_ONLY_EVENTS = ("Notification", "SessionEnd", "PermissionRequest", "SubagentStart", "PostToolUseFailure")
+# Our tool -> Claude Code's names for it; the first is what a Claude-shaped hook reads in tool_name.
+CLAUDE_TOOLS = {"shell": ("Bash",), "write_file": ("Write", "Edit", "MultiEdit"), "read_file": ("Read",),
+                "view_image": ("Read",), "list_dir": ("LS", "Glob"), "task": ("Task", "Agent"),
+                "save_note": ("Edit",)}
+PATH_TOOLS = ("write_file", "read_file", "view_image", "list_dir")
 HOOKS_FILE = Path(".tinyharness") / "hooks.json"
 HOOK_TIMEOUT = 30  # seconds; a hook that hangs blocks, it never waits forever
+MIN_TIMEOUT = 0.5  # seconds a hook still gets when the run's time is nearly out (it blocks if it needs more)
 MAX_OUTPUT = 4000  # characters of a hook's stdout/stderr kept for the model
+MAX_CAPTURE = 1 << 20  # bytes of a hook's stdout/stderr read into memory; the rest is read and dropped
 
 
 @dataclass
 class Verdict:
     allowed: bool
     reason: str = ""   # why it was blocked, for the model
-    output: str = ""   # a post_tool_use hook's stdout, for the model
+    output: str = ""   # a post_tool_use hook's stdout, or context for the task, for the model
     hook: str = ""     # which command decided, for the user
+    ask: str = ""      # a hook asks that the user confirm this call (its reason), see "Deciding"
+
+
+@dataclass
+class Hook:
+    matcher: re.Pattern
+    command: str
+    timeout: float = HOOK_TIMEOUT
+    claude: bool = False          # written in Claude Code's shape: it reads Claude's names
+    claude_event: str = ""        # the name the file used, sent as hook_event_name
+    agents: set = field(default=None)  # None: every agent; else {"parent"} or {"subagent"}
 
 
 class HooksFileError(ValueError):
@@ -55,97 +116,328 @@ class HooksFileError(ValueError):
 
 
 def load(workspace):
-    """{event: [(matcher regex, command)]} from the workspace's hooks file; {} when there is none."""
+    """{event: [Hook]} from the workspace's hooks file; {} when there is none."""
+    return load_with_notes(workspace)[0]
+
+
+def load_with_notes(workspace):
+    """({event: [Hook]}, [notes for the user about entries that never fire here])."""
     path = Path(workspace) / HOOKS_FILE
     if not path.exists():
-        return {}
+        return {}, []
+    if not path.is_file():
+        raise HooksFileError(f"{HOOKS_FILE}: not a regular file")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise HooksFileError(f"{HOOKS_FILE}: cannot read it as JSON ({e})") from e
     data = data.get("hooks", data) if isinstance(data, dict) else None
     if not isinstance(data, dict):
         raise HooksFileError(f"{HOOKS_FILE}: expected an object of events, e.g. "
                              '{"pre_tool_use": [{"matcher": "shell", "command": "..."}]}')
-    hooks = {}
+    hooks, notes = {}, []
     for event, entries in data.items():
-        if event not in EVENTS:
-            raise HooksFileError(f"{HOOKS_FILE}: unknown event {event!r}; the events are {', '.join(EVENTS)}")
-        hooks[event] = [parse_entry(event, entry) for entry in (entries if isinstance(entries, list) else [entries])]
-    return hooks
+        if event in CLAUDE_ONLY_EVENTS:
+            notes.append(f"[hook] {HOOKS_FILE}: {event} hooks never fire in tinyharness (no such event); "
+                         "they are ignored")
+            continue
+        if event not in EVENTS and event not in CLAUDE_EVENTS:
+            raise HooksFileError(f"{HOOKS_FILE}: unknown event {event!r}; the events are {', '.join(EVENTS)} "
+                                 f"(or Claude Code's {', '.join(CLAUDE_EVENTS)})")
+        ours, agents = CLAUDE_EVENTS.get(event, (event, None))
+        for entry in entries if isinstance(entries, list) else [entries]:
+            hooks.setdefault(ours, []).extend(parse_entry(event, entry, agents))
+    return hooks, notes
 
 
-def parse_entry(event, entry):
-    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str) or not entry["command"].strip():
-        raise HooksFileError(f"{HOOKS_FILE}: each {event} entry needs \"command\": a string")
-    matcher = entry.get("matcher") or ".*"
+def parse_entry(event, entry, agents=None):
+    """The Hooks of one entry: ours {"matcher", "command", "timeout"} or Claude Code's
+    {"matcher", "hooks": [{"type": "command", "command", "timeout"}]}."""
+    if not isinstance(entry, dict):
+        raise HooksFileError(f"{HOOKS_FILE}: each {event} entry must be an object with \"command\" "
+                             "(or Claude Code's \"hooks\": [{\"type\": \"command\", \"command\": ...}])")
+    matcher = compile_matcher(event, entry.get("matcher"))
+    claude = event in CLAUDE_EVENTS or "hooks" in entry
+    if "hooks" in entry:
+        inner = entry["hooks"]
+        if not isinstance(inner, list) or not inner:
+            raise HooksFileError(f"{HOOKS_FILE}: {event}: \"hooks\" must be a list of "
+                                 "{\"type\": \"command\", \"command\": \"...\"}")
+        commands = []
+        for hook in inner:
+            if not isinstance(hook, dict) or hook.get("type", "command") != "command":
+                kind = hook.get("type") if isinstance(hook, dict) else hook
+                raise HooksFileError(f"{HOOKS_FILE}: {event}: only hooks of \"type\": \"command\" are supported, "
+                                     f"not {kind!r}")
+            commands.append((command_of(event, hook), timeout_of(event, hook)))
+    else:
+        commands = [(command_of(event, entry), timeout_of(event, entry))]
+    claude_event = event if event in CLAUDE_EVENTS else CLAUDE_NAME.get(event, event)
+    return [Hook(matcher, command, timeout, claude, claude_event, agents) for command, timeout in commands]
+
+
+def compile_matcher(event, matcher):
+    if matcher is None or matcher in ("", "*"):
+        return re.compile(".*")
+    if not isinstance(matcher, str):
+        raise HooksFileError(f"{HOOKS_FILE}: {event}: \"matcher\" must be a string (a regular expression of "
+                             f"tool names), not {json.dumps(matcher)[:60]}")
     try:
-        return re.compile(".*" if matcher == "*" else matcher), entry["command"]
+        return re.compile(matcher)
     except re.error as e:
         raise HooksFileError(f"{HOOKS_FILE}: the matcher {matcher!r} is not a regular expression ({e})") from e
 
 
+def command_of(event, entry):
+    command = entry.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise HooksFileError(f"{HOOKS_FILE}: each {event} entry needs \"command\": a string")
+    return command
+
+
+def timeout_of(event, entry):
+    timeout = entry.get("timeout", HOOK_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 86400:
+        raise HooksFileError(f"{HOOKS_FILE}: {event}: \"timeout\" must be a number of seconds above 0, "
+                             f"not {json.dumps(timeout)[:60]}")
+    return float(timeout)
+
+
 class CommandHooks:
-    def __init__(self, hooks, workspace, session_id="", report=None, timeout=HOOK_TIMEOUT):
+    def __init__(self, hooks, workspace, session_id="", report=None, timeout=None, transcript_path=""):
         self.hooks, self.workspace, self.session_id = hooks, str(workspace), session_id
-        self.timeout = timeout
+        self.transcript_path = transcript_path
+        self.timeout = timeout        # caps every hook's own timeout (tests); None: each hook's own
         self.report = report or (lambda text: print(text, file=sys.stderr, flush=True))
 
     def __bool__(self):
         return any(self.hooks.values())
 
-    def run(self, event, tool=None, arguments=None, **extra):
-        """Run every matching hook of `event` in order; the first that blocks decides."""
-        outputs = []
-        for matcher, command in self.hooks.get(event, []):
-            if tool is not None and not matcher.fullmatch(tool):
+    def run(self, event, tool=None, arguments=None, agent="parent", deadline=None, **extra):
+        """Run every matching hook of `event` in order; the first that blocks decides. `deadline`
+        (time.monotonic()) is when the run's time is out: no hook runs past it."""
+        outputs, asks = [], []
+        for hook in self.hooks.get(event, []):
+            if hook.agents and agent not in hook.agents:
                 continue
-            verdict = self.run_one(event, command, tool, arguments, extra)
+            if tool is not None and not matches(hook.matcher, tool):
+                continue
+            verdict = self.run_one(event, hook, tool, arguments, dict(extra, agent=agent), deadline)
             if not verdict.allowed:
-                self.report(f"[hook] {event} `{command}` blocked{' ' + tool if tool else ''}: {verdict.reason}")
+                self.report(f"[hook] {event} `{hook.command}` blocked{' ' + tool if tool else ''}: {verdict.reason}")
                 return verdict
-            if verdict.output:
-                outputs.append(verdict.output)
-        return Verdict(True, output="\n".join(outputs))
+            outputs += [verdict.output] if verdict.output else []
+            asks += [verdict.ask] if verdict.ask else []
+        return Verdict(True, output="\n".join(outputs), ask="; ".join(asks))
 
-    def run_one(self, event, command, tool, arguments, extra):
-        payload = {"event": event, "hook_event_name": event, "tool_name": tool, "tool_input": arguments,
-                   "workspace": self.workspace, "cwd": self.workspace, "session_id": self.session_id, **extra}
+    def time_for(self, hook, deadline=None):
+        limit = hook.timeout if self.timeout is None else min(hook.timeout, self.timeout)
+        if deadline is not None:
+            limit = min(limit, max(MIN_TIMEOUT, deadline - time.monotonic()))
+        return limit
+
+    def run_one(self, event, hook, tool, arguments, extra, deadline=None):
+        payload = self.payload(event, hook, tool, arguments, extra)
+        timeout, command = self.time_for(hook, deadline), hook.command
+        env = {**os.environ, "CLAUDE_PROJECT_DIR": self.workspace}
         try:
-            done = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(payload).encode(), cwd=self.workspace,
-                                  capture_output=True, timeout=self.timeout, start_new_session=True)
-        except subprocess.TimeoutExpired:
-            return Verdict(False, f"the hook `{command}` did not finish within {self.timeout:g} s, so the call is "
-                                  "refused (a hook that fails must not open the door)", hook=command)
+            code, out, err = run_command(command, json.dumps(payload, default=str).encode(), self.workspace, env,
+                                         timeout)
         except OSError as e:
             return Verdict(False, f"the hook `{command}` could not run ({e}), so the call is refused", hook=command)
+        if code is None:
+            return Verdict(False, f"the hook `{command}` did not finish within {timeout:g} s, so the call is "
+                                  "refused (a hook that fails must not open the door)", hook=command)
         try:
-            out, err = done.stdout.decode("utf-8").strip(), done.stderr.decode("utf-8").strip()
+            out, err = out.decode("utf-8").strip(), err.decode("utf-8").strip()
         except UnicodeDecodeError:
             return Verdict(False, f"the hook `{command}` wrote output that is not UTF-8 text, so the call is refused",
                            hook=command)
-        if done.returncode == 2:
+        if code == 2:
             return Verdict(False, err[:MAX_OUTPUT] or f"the hook `{command}` refused it (exit 2, no reason given)",
                            hook=command)
-        if done.returncode != 0:
-            return Verdict(False, f"the hook `{command}` failed with exit code {done.returncode}"
+        if code != 0:
+            return Verdict(False, f"the hook `{command}` failed with exit code {code}"
                                   f"{': ' + err[:500] if err else ''}, so the call is refused", hook=command)
-        if event in ("post_tool_use", "pre_compact"):  # their output is text for the model
+        return decision(event, out, command)
+
+    def payload(self, event, hook, tool, arguments, extra):
+        """The JSON on the hook's stdin: our names, and Claude Code's beside them."""
+        arguments = arguments if isinstance(arguments, dict) else {}
+        extra = dict(extra)
+        result = extra.get("result")
+        payload = {"event": event, "hook_event_name": hook.claude_event or CLAUDE_NAME.get(event, event),
+                   "tool_name": tool, "tool_input": claude_input(tool, arguments, self.workspace),
+                   "workspace": self.workspace, "cwd": self.workspace, "session_id": self.session_id,
+                   "transcript_path": self.transcript_path, "permission_mode": "default",
+                   "stop_hook_active": bool(extra.pop("stop_hook_active", False)), **extra}
+        if not hook.claude:
+            payload["hook_event_name"] = event
+        if tool is not None:
+            payload["tinyharness_tool_name"] = tool
+            if hook.claude:
+                payload["tool_name"] = CLAUDE_TOOLS.get(tool, (tool,))[0]
+        if event == "post_tool_use" and result is not None:
+            payload["tool_response"] = claude_response(tool, arguments, result, self.workspace)
+        if event == "stop" and "answer" in extra:
+            payload["last_assistant_message"] = extra["answer"]
+        return payload
+
+
+def matches(matcher, tool):
+    """Our name or any of Claude Code's names for the tool."""
+    return any(matcher.fullmatch(name) for name in (tool, *CLAUDE_TOOLS.get(tool, ())))
+
+
+def claude_input(tool, arguments, workspace):
+    """The call's arguments, plus Claude Code's `file_path` (absolute) for a tool that takes a path."""
+    shown = dict(arguments)
+    path = arguments.get("path")
+    if tool in PATH_TOOLS and isinstance(path, str) and "file_path" not in shown and "://" not in path:
+        shown["file_path"] = os.path.normpath(os.path.join(workspace, path))
+    if tool == "save_note" and "file_path" not in shown:
+        shown["file_path"] = os.path.join(workspace, "NOTES.md")
+    return shown
+
+
+def claude_response(tool, arguments, result, workspace):
+    """Claude Code's `tool_response`: an object; ours is text, so it carries the text under several names."""
+    text = str(result)
+    failed = text.startswith(("ERROR", "BLOCKED", "DENIED"))
+    response = {"output": text, "success": not failed}
+    if tool == "shell":
+        response.update(stdout=text, stderr="", interrupted=False)
+    if isinstance(arguments.get("path"), str):
+        response["filePath"] = os.path.normpath(os.path.join(workspace, arguments["path"]))
+    return response
+
+
+# --- running one hook --------------------------------------------------------------------------------
+
+class Capture(threading.Thread):
+    """Read a pipe to its end on a thread of its own; keep the first MAX_CAPTURE bytes."""
+
+    def __init__(self, pipe):
+        super().__init__(daemon=True)
+        self.pipe, self.chunks, self.size = pipe, [], 0
+        self.start()
+
+    def run(self):
+        try:
+            while chunk := self.pipe.read1(65536):
+                if self.size < MAX_CAPTURE:
+                    self.chunks.append(chunk[:MAX_CAPTURE - self.size])
+                self.size += len(chunk)
+        except (OSError, ValueError):
+            pass
+
+    def text(self):
+        return b"".join(self.chunks)
+
+
+def run_command(command, stdin, cwd, env, timeout):
+    """(exit code, or None when it timed out; stdout bytes; stderr bytes). The command leads a process
+    group; whatever is left of the group when it ends (a background child holding its output) is killed
+    with it, so nobody waits for the child's end of the pipe."""
+    process = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True)
+    out, err = Capture(process.stdout), Capture(process.stderr)
+    threading.Thread(target=feed, args=(process.stdin, stdin), daemon=True).start()
+    try:
+        code = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        code = None
+    kill_group(process.pid)
+    process.wait()
+    for reader in (out, err):
+        reader.join(2)  # a child that left the group (setsid) may hold the pipe: take what came
+    return code, out.text(), err.text()
+
+
+def feed(pipe, data):
+    try:
+        pipe.write(data)
+        pipe.close()
+    except OSError:  # the hook did not read its input: allowed
+        pass
+
+
+def kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:  # the group is already gone
+        pass
+
+
+# --- what the hook's output decides ------------------------------------------------------------------
+
+def decision(event, out, command):
+    """Exit 0: what the hook's stdout says, by event. Anything unreadable where a decision belongs blocks."""
+    text_events = ("post_tool_use", "pre_compact", "user_prompt_submit", "session_start")
+    data = parse_object(out, text_allowed=event in text_events)
+    if event in text_events:  # their plain output is text for the model (context for a task, as in Claude Code)
+        if data is None:
             return Verdict(True, output=out[:MAX_OUTPUT], hook=command)
-        return decision(out, command)
-
-
-def decision(out, command):
-    """Exit 0 with empty stdout allows; a JSON object may still block; anything else is unreadable."""
+        verdict = json_decision(data, command)
+        if verdict.allowed:
+            verdict.output = additional_context(data)
+        return verdict
     if not out:
         return Verdict(True, hook=command)
-    try:
-        data = json.loads(out)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
+    if data is None:
         return Verdict(False, f"the hook `{command}` printed something that is not a JSON decision "
                               f"({out[:120]!r}), so the call is refused", hook=command)
-    if str(data.get("decision", "allow")).lower() in ("block", "deny"):
-        return Verdict(False, str(data.get("reason") or f"the hook `{command}` blocked it"), hook=command)
+    return json_decision(data, command)
+
+
+DECISION_KEYS = {"decision", "reason", "hookSpecificOutput", "continue", "stopReason", "suppressOutput",
+                 "systemMessage"}
+
+
+def parse_object(out, text_allowed=False):
+    """The JSON object the hook printed, or None when it printed no object. Where text is allowed, an
+    object without any of the decision keys is text too (a linter's JSON report for the model)."""
+    if not out:
+        return None
+    try:
+        data = json.loads(out)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or (text_allowed and not DECISION_KEYS & set(data)):
+        return None
+    return data
+
+
+ALLOW, BLOCK = ("allow", "approve"), ("block", "deny")
+
+
+def json_decision(data, command):
+    """Ours: {"decision": "block"|"allow", "reason"}. Claude Code's: hookSpecificOutput.permissionDecision
+    allow|deny|ask with permissionDecisionReason, "continue": false, the older decision approve|block.
+    A decision this code does not know blocks: a policy we cannot read is a policy that says no."""
+    specific = data.get("hookSpecificOutput")
+    specific = specific if isinstance(specific, dict) else {}
+    why = specific.get("permissionDecisionReason") or data.get("reason") or data.get("stopReason")
+    why = str(why) if why else ""
+    if data.get("continue") is False:
+        return Verdict(False, why or f"the hook `{command}` said not to continue", hook=command)
+    if "updatedInput" in specific:
+        return Verdict(False, f"the hook `{command}` rewrote the call's input (updatedInput), which tinyharness "
+                              "does not support, so the call is refused", hook=command)
+    decisions = [str(value).lower() if isinstance(value, str) else value
+                 for value in (data.get("decision"), specific.get("permissionDecision")) if value is not None]
+    for value in decisions:
+        if value in BLOCK:
+            return Verdict(False, why or f"the hook `{command}` blocked it", hook=command)
+        if value != "ask" and value not in ALLOW:
+            return Verdict(False, f"the hook `{command}` gave the decision {json.dumps(value)[:40]}, which is "
+                                  "not allow, deny, ask or block, so the call is refused", hook=command)
+    if "ask" in decisions:
+        return Verdict(True, hook=command, ask=why or f"the hook `{command}` asks you to confirm this call")
     return Verdict(True, hook=command)
+
+
+def additional_context(data):
+    specific = data.get("hookSpecificOutput")
+    context = specific.get("additionalContext") if isinstance(specific, dict) else None
+    return str(context)[:MAX_OUTPUT] if context else ""

@@ -10,10 +10,14 @@ asks permission asks it the same way.
 
 See mcp.py, subagents.py, cmdhooks.py and parallel.py for each piece's own lesson.
 """
+import threading
+import time
+from itertools import count
 from pathlib import Path
 
 from . import cmdhooks, mcp, trust
 from .cmdhooks import Verdict
+from .hooks import approve_everything, needs_permission as ours_needs_permission
 from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL
 from .tools import canonical, parse_arguments
 from .vision import is_url
@@ -21,18 +25,37 @@ from .vision import is_url
 READ_ONLY_TOOLS = ("list_dir", "read_file")
 
 
+_call_numbers = count(1)
+
+
 class Extensions:
     def __init__(self, mcp=None, hooks=None, subagents=False, parallel=True,
-                 subagent_max_turns=SUBAGENT_MAX_TURNS, subagent_max_seconds=SUBAGENT_MAX_SECONDS):
+                 subagent_max_turns=SUBAGENT_MAX_TURNS, subagent_max_seconds=SUBAGENT_MAX_SECONDS,
+                 max_seconds=None, approve=None, agent="parent"):
         self.mcp, self.hooks = mcp, hooks  # hooks: a cmdhooks.CommandHooks, or None
         self.subagents, self.parallel = subagents, parallel
         self.subagent_max_turns, self.subagent_max_seconds = subagent_max_turns, subagent_max_seconds
         self.run_task = None  # set by the loop: runs a child agent with this run's settings
+        self.max_seconds = max_seconds  # a run's --max-seconds: hooks and MCP calls end by its end
+        self.outer_deadline = None      # a subagent's: its parent's deadline, which it cannot pass
+        self.deadline = None            # time.monotonic() when this run's time is out (set as a task starts)
+        self.approve = approve          # the permission prompt, for a hook that asks the user to confirm
+        self.agent = agent              # "parent" or "subagent": the hooks read it
+        self.started = False            # session_start hooks ran
+        self.stop_hook_active = False   # the model goes on because a stop hook sent it back
+        self.prompt_context = ""        # what user_prompt_submit/session_start hooks add to the task
+        self._call_ids = {}             # (thread, tool) -> tool_use_id, from pre_tool_use to post_tool_use
 
     def for_child(self):
         """The same MCP servers and hooks, without the task tool: a subagent cannot start another (depth 1)."""
-        child = Extensions(self.mcp, self.hooks, subagents=False, parallel=self.parallel)
+        child = Extensions(self.mcp, self.hooks, subagents=False, parallel=self.parallel,
+                           max_seconds=self.subagent_max_seconds, approve=self.approve, agent="subagent")
+        child.outer_deadline, child.started = self.deadline, True
         return child
+
+    def time_left(self):
+        """Seconds until this run's deadline, or None when it has none."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
 
     def schemas(self):
         """The tools beyond tools.py's, asked every turn (an MCP server may have changed its list)."""
@@ -58,10 +81,11 @@ class Extensions:
         the configuration says it only reads."""
         return name != TASK_TOOL and not self.mcp.read_only(name)
 
-    def run(self, name, arguments):
+    def run(self, name, arguments, images=None):
+        """`images`: where a picture an MCP tool returned goes (the loop sends it after the turn's results)."""
         if name == TASK_TOOL:
             return self.run_task(arguments["description"])
-        return self.mcp.call(name, arguments)
+        return self.mcp.call(name, arguments, time_left=self.time_left(), images=images)
 
     def read_only(self, name, arguments):
         """May this call run beside others? Only reads: they cannot change what another call sees."""
@@ -74,26 +98,74 @@ class Extensions:
 
     # --- command hooks around every call -----------------------------------------------------------
     def hook(self, event, tool=None, arguments=None, **extra):
-        return self.hooks.run(event, tool, arguments, **extra) if self.hooks else Verdict(True)
+        if not self.hooks:
+            return Verdict(True)
+        return self.hooks.run(event, tool, arguments, agent=self.agent, deadline=self.deadline, **extra)
 
     def pre_tool_use(self, name, arguments):
-        verdict = self.hook("pre_tool_use", name, arguments)
-        return None if verdict.allowed else f"{verdict.reason} (a pre_tool_use hook of this workspace)"
+        """None when the call may go on, else why not. A hook that asks puts the call to the user."""
+        call_id = f"toolu_th_{next(_call_numbers)}"
+        self._call_ids[(threading.get_ident(), name)] = call_id
+        verdict = self.hook("pre_tool_use", name, arguments, tool_use_id=call_id)
+        if not verdict.allowed:
+            return f"{verdict.reason} (a pre_tool_use hook of this workspace)"
+        if verdict.ask:
+            return self.confirm(name, arguments, verdict.ask)
+        return None
+
+    def confirm(self, name, arguments, why):
+        """A hook said "ask": the permission prompt decides. A call that asks anyway asks once, as usual;
+        one that would not (a read) asks now. Under --yes the prompt says yes, as for every call."""
+        asks = ours_needs_permission(name, arguments) if not self.owns(name) else self.needs_permission(name)
+        if self.hooks:
+            self.hooks.report(f"[hook] a pre_tool_use hook asks you to confirm {name}: {why}")
+        if asks:
+            return None
+        if self.approve and self.approve(f"A hook asks you to confirm: allow {name}({canonical(arguments)})? [y/N] "):
+            return None
+        return f"the user did not confirm the call a hook asked about ({why})"
 
     def post_tool_use(self, name, arguments, result):
-        verdict = self.hook("post_tool_use", name, arguments, result=result)
+        call_id = self._call_ids.pop((threading.get_ident(), name), "")
+        verdict = self.hook("post_tool_use", name, arguments, result=result, tool_use_id=call_id)
         if not verdict.allowed:
             return f"{result}\n[hook] a post_tool_use hook objected: {verdict.reason}"
         return f"{result}\n[hook] {verdict.output}" if verdict.output else result
 
     def user_prompt_submit(self, task):
+        """A task starts: its clock starts, session_start hooks run once, then user_prompt_submit. None
+        when it may go on, else why not; what the hooks printed waits in prompt_context (with_context)."""
+        self.deadline = None if self.max_seconds is None else time.monotonic() + self.max_seconds
+        if self.outer_deadline is not None:
+            self.deadline = min(self.deadline or self.outer_deadline, self.outer_deadline)
+        self.stop_hook_active, context = False, []
+        if not self.started:
+            self.started = True
+            verdict = self.hook("session_start", source="startup")
+            if not verdict.allowed:
+                return verdict.reason
+            context += [verdict.output] if verdict.output else []
         verdict = self.hook("user_prompt_submit", prompt=task if isinstance(task, str) else canonical(task))
-        return None if verdict.allowed else verdict.reason
+        if not verdict.allowed:
+            return verdict.reason
+        self.prompt_context = "\n".join(context + ([verdict.output] if verdict.output else []))
+        return None
+
+    def with_context(self, message):
+        """The task's user message with what the hooks added as context (Claude Code's UserPromptSubmit
+        stdout), once."""
+        context, self.prompt_context = self.prompt_context, ""
+        if not context:
+            return message
+        note = f"[hook] Context from this workspace's hooks:\n{context}"
+        if isinstance(message.get("content"), list):
+            return {**message, "content": message["content"] + [{"type": "text", "text": note}]}
+        return {**message, "content": f"{message.get('content') or ''}\n\n{note}"}
 
     def stop(self, answer):
-        verdict = self.hook("stop", answer=answer)
+        verdict = self.hook("stop", answer=answer, stop_hook_active=self.stop_hook_active)
+        self.stop_hook_active = not verdict.allowed  # the next stop tells the hook it already sent it back
         return None if verdict.allowed else verdict.reason
-
 
     def close(self):
         if self.mcp:
@@ -140,6 +212,7 @@ def from_flags(args, workspace, ask, report):
     """Load the workspace's hooks and the MCP servers (asking trust for the workspace's own files with
     `ask`, the real prompt: --yes never answers it), start the servers. Raises SetupError."""
     hooks = load_hooks(workspace, ask, report)
+    approve = approve_everything if getattr(args, "yes", False) else ask
     configs = {}
     for path in mcp.config_files(workspace):
         if path.is_file():
@@ -156,14 +229,17 @@ def from_flags(args, workspace, ask, report):
         configs[name] = config
     slots = mcp.Slots.start(configs, report=report) if configs else None
     return Extensions(slots, hooks, subagents=args.subagents, parallel=args.parallel,
-                      subagent_max_turns=args.subagent_max_turns, subagent_max_seconds=args.subagent_max_seconds)
+                      subagent_max_turns=args.subagent_max_turns, subagent_max_seconds=args.subagent_max_seconds,
+                      max_seconds=getattr(args, "max_seconds", None), approve=approve)
 
 
 def load_hooks(workspace, ask, report):
     try:
-        hooks = cmdhooks.load(workspace)
+        hooks, notes = cmdhooks.load_with_notes(workspace)
     except cmdhooks.HooksFileError as e:
         raise SetupError(f"{e}. Fix the file or remove it; the run did not start.") from None
+    for note in notes:
+        report(note)
     if not hooks:
         return None
     path = Path(workspace) / cmdhooks.HOOKS_FILE

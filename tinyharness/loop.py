@@ -88,6 +88,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
                                "context_window": context_window, "sandbox": sandbox}}
         ext.run_task = lambda description: run_child(description, parent, ext, on_subagent)
     first = user_message_with_image(task, image) if image else {"role": "user", "content": task}  # image: from --image
+    first = ext.with_context(first)  # what a user_prompt_submit hook printed: context, as in Claude Code
     messages = [{"role": "system", "content": system_prompt(workspace)}] if messages is None else messages
     messages.append(first)
     on_update = on_update or (lambda messages: None)
@@ -253,7 +254,7 @@ def checked_run(workspace, name, arguments, shell_timeout, approve, memory, imag
     asks = needs_permission(name, arguments) if ours else ext.needs_permission(name)
     if asks and not approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
         return f"DENIED: the user did not allow this {name} call, so it did not run."
-    result = run_tool(workspace, name, arguments, shell_timeout, images, sandbox) if ours else ext.run(name, arguments)
+    result = run_tool(workspace, name, arguments, shell_timeout, images, sandbox) if ours else ext.run(name, arguments, images)
     return ext.post_tool_use(name, arguments, post_tool_use(workspace, name, arguments, result, memory))
 
 

@@ -313,7 +313,7 @@ class Slots:
             return f"ERROR: {name} needs the arguments {', '.join(map(str, missing))}."
         return None
 
-    def call(self, name, arguments, timeout=CALL_TIMEOUT):
+    def call(self, name, arguments, timeout=CALL_TIMEOUT, time_left=None, images=None):
         """The result text the model reads. isError becomes an ERROR it can act on; a dead server is
         reported once to the user and its tools withdrawn."""
         problem = self.check(name, arguments)
