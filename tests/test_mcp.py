@@ -1,4 +1,6 @@
 """MCP tool slots against a real child process speaking newline-delimited JSON-RPC (tests/mcp_server.py)."""
+import json
+import os
 import sys
 import time
 
@@ -8,6 +10,12 @@ from tests.ladder import ROOT
 from tinyharness import mcp
 
 SERVER = [sys.executable, str(ROOT / "tests" / "mcp_server.py")]
+
+
+@pytest.fixture(autouse=True)
+def own_data_home(tmp_path, monkeypatch):
+    """The servers' logs go beside the sessions: this test's folder, never the user's."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
 
 
 def start(*flags, read_only=("echo",), name="t"):
@@ -26,7 +34,7 @@ def slots():
 def test_handshake_and_every_page_of_tools(slots):
     names = {s["function"]["name"] for s in slots.schemas()}
     assert {"mcp__t__echo", "mcp__t__add", "mcp__t__fail", "mcp__t__tool_4"} <= names  # tool_4 is on page 3
-    assert len(names) == 13
+    assert len(names) == 17
     assert slots.servers["t"].version == mcp.PROTOCOL_VERSION
 
 
@@ -38,9 +46,15 @@ def test_a_call_returns_its_text_and_is_error_is_an_error_the_model_reads(slots)
     assert "has no tool 'nope'" in slots.call("mcp__t__nope", {})
 
 
-def test_non_text_parts_are_noted_not_dropped_silently(slots):
-    assert slots.call("mcp__t__image", {}) == ("a picture follows\n"
-                                               "[a image part was left out: only text reaches the model]")
+def test_a_picture_reaches_the_model_as_a_picture_and_a_broken_one_is_noted(slots):
+    images = []
+    assert slots.call("mcp__t__image", {}, images=images) == (
+        "a picture follows\n[image picture 1: image/png, 73 bytes; it is attached after this turn's tool results]")
+    [(name, part)] = images
+    assert name == "image picture 1" and part["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
+    assert slots.call("mcp__t__junk_image", {}, images=images) == (
+        "[a picture was left out: it is not a PNG, JPEG or WebP image in base64]")
+    assert len(images) == 1
 
 
 def test_read_only_comes_from_the_config(slots):
@@ -122,8 +136,191 @@ def test_bad_flags_are_refused(text):
 def test_config_file_is_read_and_checked(tmp_path):
     good = tmp_path / "mcp.json"
     good.write_text('{"servers": {"n": {"command": ["a", "b"], "read_only": true}}}')
-    assert mcp.load_config(good) == {"n": {"command": ["a", "b"], "env": {}, "read_only": True}}
+    assert mcp.load_config(good) == {"n": {"type": "stdio", "command": ["a", "b"], "env": {}, "read_only": True,
+                                           "disabled": False, "timeout": 60.0}}
     bad = tmp_path / "bad.json"
     bad.write_text('{"servers": {"n": {"command": 5}}}')
     with pytest.raises(ValueError, match="needs \"command\""):
         mcp.load_config(bad)
+
+
+# --- the shapes other tools write ---------------------------------------------------------------------
+
+def test_the_shapes_of_claude_cursor_and_vs_code(tmp_path, monkeypatch):
+    monkeypatch.setenv("NOTES_KEY", "k-123")
+    monkeypatch.delenv("UNSET_VAR", raising=False)
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({
+        "mcpServers": {"claude": {"command": "npx", "args": ["-y", "pkg", "${NOTES_KEY}"], "env": {"K": "${NOTES_KEY}"}}},
+        "servers": {"vscode": {"type": "stdio", "command": "python3", "args": ["s.py", "${env:NOTES_KEY}"]},
+                    "hosted": {"type": "http", "url": "https://example.com/mcp",
+                               "headers": {"Authorization": "Bearer ${NOTES_KEY}"}, "timeout": 5},
+                    "urlonly": {"url": "http://127.0.0.1:9/mcp"},
+                    "off": {"command": "x", "disabled": True},
+                    "split": {"command": "python3 server.py --root '${UNSET_VAR:-my notes}'"}}}))
+    configs = mcp.load_config(path)
+    assert configs["claude"]["command"] == ["npx", "-y", "pkg", "k-123"] and configs["claude"]["env"] == {"K": "k-123"}
+    assert configs["vscode"]["command"] == ["python3", "s.py", "k-123"]
+    assert (configs["hosted"]["type"], configs["hosted"]["headers"], configs["hosted"]["timeout"]) == \
+           ("http", {"Authorization": "Bearer k-123"}, 5.0)
+    assert configs["urlonly"]["type"] == "http" and configs["off"]["disabled"] is True
+    assert configs["split"]["command"] == ["python3", "server.py", "--root", "my notes"]
+
+
+@pytest.mark.parametrize("servers, problem", [
+    ({"n": {"command": "python3", "env": {"PORT": 8080}}}, "\"env\" must map names to strings ('PORT' is 8080)"),
+    ({"a__b": {"command": "x"}}, "must be letters, digits, '-' or single '_'"),
+    ({"": {"command": "x"}}, "must be letters"),
+    ({"n": {"command": "x", "args": "--flag"}}, "\"args\" must be a list of strings"),
+    ({"n": {"command": "x", "args": ["${SURELY_UNSET_VAR}"]}}, "${SURELY_UNSET_VAR} is used but the variable is not set"),
+    ({"n": {"type": "sse", "url": "http://x"}}, "the old SSE transport is not supported"),
+    ({"n": {"type": "http"}}, "needs \"url\""),
+    ({"n": {"type": "http", "url": "file:///etc/passwd"}}, "needs \"url\""),
+    ({"n": {"type": "http", "url": "http://x", "headers": {"A": 1}}}, "\"headers\" must map"),
+    ({"n": {"type": "http", "url": "http://x", "headers": {"A": "b\r\nEvil: 1"}}}, "line break"),
+    ({"n": {"command": "x", "disabled": "yes"}}, "\"disabled\" must be true or false"),
+    ({"n": {"command": "x", "timeout": -1}}, "\"timeout\" must be a number"),
+    ({"n": {"command": "x", "read_only": "all"}}, "\"read_only\" must be true or a list"),
+    ({"n": ["x"]}, "must be an object"),
+])
+def test_every_malformed_field_is_a_sentence(tmp_path, servers, problem):
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"servers": servers}))
+    with pytest.raises(ValueError) as raised:
+        mcp.load_config(path)
+    assert problem in str(raised.value) and str(path) in str(raised.value)
+
+
+def test_a_vs_code_mcp_json_with_args_works_through_run(workspace, tmp_path):
+    from tests.ladder import FINAL, calls, run_stage, tool_call, tool_results
+    from tinyharness.testing import ScriptedServer
+    (workspace / ".tinyharness").mkdir()
+    (workspace / ".tinyharness" / "mcp.json").write_text(json.dumps({"inputs": [], "servers": {
+        "notes": {"type": "stdio", "command": sys.executable, "args": [str(ROOT / "tests" / "mcp_server.py")]},
+        "gone": {"type": "stdio", "command": "/nonexistent/server", "disabled": True}}}))
+    env = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    with ScriptedServer(script=[calls(tool_call("mcp__notes__echo", text="from vs code")), "Done."]) as server:
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "--yes", "go", stdin="y\n", env=env)
+    assert result.returncode == 0, result.stderr
+    assert list(tool_results(server.requests[1]).values()) == ["echo: from vs code"]
+    assert "[mcp] notes: 17 tool(s), protocol 2025-11-25" in result.stderr and "gone" not in result.stderr
+
+
+def test_a_malformed_config_stops_the_run_with_exit_2_and_a_sentence(workspace, tmp_path):
+    from tests.ladder import FINAL, run_stage
+    from tinyharness.testing import ScriptedServer
+    (workspace / ".tinyharness").mkdir()
+    (workspace / ".tinyharness" / "mcp.json").write_text('{"mcpServers": {"n": {"command": "x", "env": {"A": 1}}}}')
+    with ScriptedServer(script=["Done."]) as server:
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "go", stdin="y\n",
+                           env={"XDG_DATA_HOME": str(tmp_path / "data")})
+    assert result.returncode == 2 and server.requests == []
+    assert "\"env\" must map names to strings" in result.stderr and "Traceback" not in result.stderr
+
+
+# --- a server is untrusted input ---------------------------------------------------------------------
+
+def test_endless_paging_stops_and_the_run_goes_on():
+    slots, reports = start("--endless-cursor")
+    try:
+        assert any(f"after {mcp.MAX_PAGES} pages" in r for r in reports)
+        assert "mcp__t__echo" in {s["function"]["name"] for s in slots.schemas()}
+    finally:
+        slots.close()
+
+
+def test_hostile_names_schemas_ids_and_content_never_crash():
+    slots, reports = start("--hostile")
+    try:
+        names = {s["function"]["name"] for s in slots.schemas()}
+        assert all(mcp.MODEL_NAME.fullmatch(n) for n in names)
+        assert {"mcp__t__two_words", "mcp__t__two_words_2", "mcp__t__esc__2Jname"} <= names
+        assert "mcp__t__" + "x" * (64 - len("mcp__t__")) in names
+        assert not any("required_five" in n or "schema_list" in n for n in names)
+        text = "\n".join(reports)
+        assert "'required_five' has \"required\" that is not a list" in text
+        assert "without a string \"name\"" in text and "'' has a name no model server accepts" in text
+        # replies preceded by one whose id is a list: the reader lives on
+        assert slots.call("mcp__t__echo", {"text": "still"}) == "echo: still"
+        assert slots.call("mcp__t__two_words_2", {}).startswith("ERROR: MCP server 't' answered tools/call with an "
+                                                               "error: unknown tool two words")  # its own name
+        assert slots.call("mcp__t__bad_content", {}) == ('ERROR: the tool reported an error: the server\'s reply to '
+                                                         'tools/call has a "content" that is not a list, so the '
+                                                         "tool's result cannot be read")
+    finally:
+        slots.close()
+
+
+def test_a_call_is_bounded_by_the_runs_time_left_and_close_ends_the_servers_children():
+    slots, _ = start()
+    try:
+        server = slots.servers["t"]
+        result = slots.call("mcp__t__fork", {}, time_left=0.2)
+        assert f"did not answer tools/call within {mcp.MIN_CALL_TIME:g} s" in result
+        child = next(int(line.split()[1]) for line in server.log_path.read_text().splitlines()
+                     if line.startswith("forked "))
+    finally:
+        slots.close()
+    deadline = time.monotonic() + 10
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(child)
+
+
+def alive(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_log_is_private_capped_and_beside_the_sessions(tmp_path, monkeypatch):
+    monkeypatch.setattr(mcp, "MAX_LOG_BYTES", 300)
+    slots, _ = start()
+    try:
+        for i in range(20):
+            slots.call("mcp__t__echo", {"text": str(i)})  # the server logs each request on stderr
+        path = slots.servers["t"].log_path
+    finally:
+        slots.close()
+    assert path.parent == tmp_path / "data" / "tinyharness" / "mcp-logs"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.stat().st_size < 300 + 100 and path.read_text().endswith("the rest is dropped\n")
+
+
+def test_a_per_server_timeout_from_the_config():
+    slots = mcp.Slots.start({"t": {"command": SERVER, "timeout": 0.3}}, report=lambda t: None)
+    try:
+        assert "did not answer tools/call within 0.3 s" in slots.call("mcp__t__slow", {"seconds": 1})
+    finally:
+        slots.close()
+
+
+def test_progress_is_shown_on_stderr():
+    slots, reports = start()
+    try:
+        assert slots.call("mcp__t__progress", {}) == "progressed"
+        assert any(r.startswith("[mcp] t: progress in progress (") and "step" in r for r in reports)
+    finally:
+        slots.close()
+
+
+def test_ctrl_c_in_chat_stops_the_turns_commands_never_a_server(tmp_path):
+    # In a process of its own: stop_commands() kills every child group of the process that calls it.
+    import subprocess
+    program = f"""
+import subprocess, sys
+from tinyharness import mcp
+from tinyharness.chat import stop_commands
+slots = mcp.Slots.start({{"t": {{"command": {SERVER!r}}}}}, report=lambda t: None)
+command = subprocess.Popen(["sleep", "300"], start_new_session=True)
+print(stop_commands(), command.pid, flush=True)
+print(slots.call("mcp__t__echo", {{"text": "alive"}}), flush=True)
+slots.close()
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")})
+    assert done.returncode == 0, done.stderr
+    (killed, pid), answer = done.stdout.splitlines()[0].split(), done.stdout.splitlines()[1]
+    assert killed == "1" and not alive(int(pid))  # the command's group, not the server's
+    assert answer == "echo: alive"

@@ -159,8 +159,10 @@ def close_open_calls(messages):
 
 def stop_commands():
     """Kill the process group of every child of this process: the shell tool's commands (each leads a
-    group of its own, so the terminal's Ctrl-C did not reach them). Linux only: it reads /proc."""
-    me, killed = os.getpid(), 0
+    group of its own, so the terminal's Ctrl-C did not reach them) - except the MCP servers, which serve
+    the whole chat, not this turn. Linux only: it reads /proc."""
+    from .mcp import running_pids
+    me, killed, servers = os.getpid(), 0, running_pids()
     try:
         entries = [e for e in os.listdir("/proc") if e.isdigit()]
     except OSError:
@@ -169,7 +171,7 @@ def stop_commands():
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
             parent = int(stat.rsplit(")", 1)[1].split()[1])  # the name in parentheses may hold spaces
-            if parent == me:
+            if parent == me and pid not in servers:
                 os.killpg(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)  # reap it now: nobody else will wait for a command the loop abandoned
                 killed += 1
