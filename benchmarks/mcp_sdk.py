@@ -1,5 +1,6 @@
 """Check our MCP client against the official Python SDK: install `mcp` (2.x) into a cache folder's
-virtual environment, then run tests/test_mcp_sdk.py with that interpreter serving the SDK's server.
+virtual environment, then run tests/test_mcp_sdk.py with that interpreter serving the SDK's server,
+over stdio and over Streamable HTTP (SSE answers, then JSON answers).
 
     python -m benchmarks.mcp_sdk [--cache DIR]
 

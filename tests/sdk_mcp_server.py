@@ -1,5 +1,11 @@
 """An MCP server written with the official Python SDK (`pip install mcp`, 2.x: MCPServer, formerly FastMCP),
-used by tests/test_mcp_sdk.py and benchmarks/mcp_sdk.py to check our client against a server we did not write."""
+used by tests/test_mcp_sdk.py and benchmarks/mcp_sdk.py to check our client against a server we did not write.
+
+    python tests/sdk_mcp_server.py                       # stdio
+    python tests/sdk_mcp_server.py --http PORT [--json]  # Streamable HTTP on 127.0.0.1:PORT/mcp (SSE or JSON answers)
+"""
+import argparse
+
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("notes")
@@ -18,4 +24,11 @@ def shout(text: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, metavar="PORT")
+    parser.add_argument("--json", action="store_true", help="answer with JSON instead of an SSE stream")
+    args = parser.parse_args()
+    if args.http is None:
+        server.run()
+    else:
+        server.run(transport="streamable-http", host="127.0.0.1", port=args.http, json_response=args.json)
