@@ -324,3 +324,38 @@ slots.close()
     (killed, pid), answer = done.stdout.splitlines()[0].split(), done.stdout.splitlines()[1]
     assert killed == "1" and not alive(int(pid))  # the command's group, not the server's
     assert answer == "echo: alive"
+
+
+def test_mcp_list_shows_servers_tools_and_trust(workspace, tmp_path):
+    import subprocess
+    data, config = tmp_path / "data", tmp_path / "config"
+    (config / "tinyharness").mkdir(parents=True)
+    (config / "tinyharness" / "mcp.json").write_text(json.dumps(
+        {"mcpServers": {"mine": {"command": SERVER[0], "args": SERVER[1:], "read_only": ["echo"]}}}))
+    (workspace / ".tinyharness").mkdir()
+    (workspace / ".tinyharness" / "mcp.json").write_text(json.dumps(
+        {"servers": {"theirs": {"command": "/nonexistent/never-started"}, "off": {"command": "x", "disabled": True}}}))
+    env = {"XDG_DATA_HOME": str(data), "XDG_CONFIG_HOME": str(config)}
+    result = mcp_list(workspace, env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:3] == [f"mine  [stdio] {' '.join(SERVER)}",
+                         f"  trusted: your own file {config / 'tinyharness' / 'mcp.json'}",
+                         "  protocol 2025-11-25, 17 tool(s), 60 s a call"]
+    assert any(line.split()[:3] == ["mcp__mine__echo", "read-only,", "runs"] for line in lines)
+    assert any(line.split()[:3] == ["mcp__mine__add", "asks", "permission"] for line in lines)
+    untrusted = lines.index("theirs  [stdio] /nonexistent/never-started")
+    assert lines[untrusted + 1].startswith("  NOT trusted yet:") and "never started" in lines[untrusted + 1]
+    assert "  disabled in its config: not started" in lines
+    # trusted, the workspace's server is started; this one cannot start: exit 1 and why
+    subprocess.run([sys.executable, "-c", "import sys; from tinyharness import trust; trust.remember(sys.argv[1])",
+                    str(workspace / ".tinyharness" / "mcp.json")], env={**os.environ, **env}, check=True, cwd=ROOT)
+    result = mcp_list(workspace, env)
+    assert result.returncode == 1
+    assert "  failed: cannot start MCP server 'theirs' (/nonexistent/never-started): " in result.stdout
+
+
+def mcp_list(workspace, env):
+    import subprocess
+    return subprocess.run([sys.executable, "-m", "tinyharness", "mcp", "list"], cwd=workspace, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), **env})

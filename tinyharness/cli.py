@@ -196,6 +196,13 @@ def build_parser():
     add_chat_flags(chat)
     add_agent_flags(chat)
     chat.set_defaults(usage=chat)
+    mcp_parser = sub.add_parser("mcp", help="the MCP servers this folder would start: `mcp list` shows their tools",
+                         description="List the configured MCP servers (.tinyharness/mcp.json, "
+                                     "~/.config/tinyharness/mcp.json, --mcp), whether each is trusted, and the "
+                                     "tools each offers (trusted servers are started to ask them).")
+    mcp_parser.add_argument("mcp_command", choices=["list"], metavar="list", help="list servers and their tools")
+    mcp_parser.add_argument("--mcp", action="append", default=[], metavar="NAME=COMMAND", help="one more server, as for run")
+    mcp_parser.set_defaults(usage=mcp_parser)
     sub.add_parser("sessions", help="list the saved sessions: id, folder, started, turns, first task",
                    description="List the sessions in $XDG_DATA_HOME/tinyharness/sessions/ "
                                "(else ~/.local/share/tinyharness/sessions/), newest first.")
@@ -312,6 +319,9 @@ def dispatch(argv):
     if args.command == "chat":
         from .chat import chat_command
         return chat_command(args, usage)
+    if args.command == "mcp":
+        from .extensions import list_servers
+        return list_servers(os.getcwd(), args.mcp, out=lambda text: print(printable(text), flush=True))
     if args.command == "sessions":
         from .sessions import sessions_command
         return sessions_command()

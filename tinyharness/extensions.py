@@ -214,23 +214,84 @@ def from_flags(args, workspace, ask, report):
     hooks = load_hooks(workspace, ask, report)
     approve = approve_everything if getattr(args, "yes", False) else ask
     configs = {}
-    for path in mcp.config_files(workspace):
-        if path.is_file():
-            workspace_file = Path(workspace) in path.parents
-            if workspace_file and not trust.ensure_trusted(path, "an MCP server list", ask):
-                raise SetupError(f"{path} was not trusted, so its servers were not started and the run did not "
-                                 "start. Trust it when asked, or remove the file.")
-            try:
-                configs.update(mcp.load_config(path))
-            except ValueError as e:
-                raise SetupError(str(e)) from None
-    for text in args.mcp:
-        name, config = mcp.parse_flag(text)
+    for name, config, source, trusted in server_configs(workspace, args.mcp):
+        if trusted is None and not trust.ensure_trusted(source, "an MCP server list", ask):
+            raise SetupError(f"{source} was not trusted, so its servers were not started and the run did not "
+                             "start. Trust it when asked, or remove the file.")
         configs[name] = config
     slots = mcp.Slots.start(configs, report=report) if configs else None
     return Extensions(slots, hooks, subagents=args.subagents, parallel=args.parallel,
                       subagent_max_turns=args.subagent_max_turns, subagent_max_seconds=args.subagent_max_seconds,
                       max_seconds=getattr(args, "max_seconds", None), approve=approve)
+
+
+def server_configs(workspace, flags=()):
+    """[(name, config, source, trusted)] of every configured MCP server, the later file overriding the
+    earlier: trusted is True (the user's own file, a --mcp flag, a trusted workspace file) or None (a
+    workspace file not trusted yet). Raises SetupError for a file that cannot be used."""
+    found = {}
+    for path in mcp.config_files(workspace):
+        if not path.exists():
+            continue
+        workspace_file = Path(workspace) in path.parents
+        trusted = True if not workspace_file or trust.is_trusted(path) else None
+        try:
+            configs = mcp.load_config(path)
+        except ValueError as e:
+            raise SetupError(str(e)) from None
+        for name, config in configs.items():
+            found[name] = (name, config, path, trusted)
+    for text in flags:
+        name, config = mcp.parse_flag(text)
+        found[name] = (name, config, "--mcp", True)
+    return list(found.values())
+
+
+def list_servers(workspace, flags=(), out=print):
+    """`tinyharness mcp list`: each server, where it comes from, whether it is trusted, and its tools
+    (started to ask them; a workspace file not trusted yet is never started). 0, or 1 when a server failed."""
+    try:
+        servers = server_configs(workspace, flags)
+    except SetupError as e:
+        out(f"error: {e}")
+        return 2
+    if not servers:
+        out("No MCP servers are configured (.tinyharness/mcp.json, ~/.config/tinyharness/mcp.json, --mcp).")
+        return 0
+    status = 0
+    for name, config, source, trusted in servers:
+        where = config["url"] if config["type"] == "http" else " ".join(config["command"])
+        trust_text = ("trusted: a --mcp flag" if source == "--mcp" else
+                      f"trusted: your own file {source}" if Path(workspace) not in Path(source).parents else
+                      f"trusted: you trusted {source}" if trusted else
+                      f"NOT trusted yet: {source} (run or chat asks once; until then it is never started)")
+        out(f"{name}  [{config['type']}] {where[:100]}")
+        out(f"  {trust_text}")
+        if config.get("disabled"):
+            out("  disabled in its config: not started")
+            continue
+        if not trusted:
+            continue
+        notes = []
+        slots = mcp.Slots.start({name: config}, report=notes.append)
+        try:
+            server = slots.servers.get(name)
+            if server is None or server.dead:
+                why = (notes or ["it did not start"])[-1].removeprefix("[mcp] ")
+                out(f"  failed: {why.removesuffix(' Its tools are not offered; the run goes on.')}")
+                status = 1
+                continue
+            out(f"  protocol {server.version}, {len(slots.names)} tool(s), {server.timeout:g} s a call")
+            for note in notes[:-1]:  # what was mapped or skipped; the last is the count above
+                out(f"  note: {note.removeprefix(f'[mcp] {name}: ')}")
+            width = max(map(len, slots.names), default=0)
+            for model_name, (_, tool) in sorted(slots.names.items()):
+                asks = "read-only, runs without asking" if server.is_read_only(tool) else "asks permission"
+                description = str(server.tools[tool].get("description") or "").strip().splitlines()
+                out(f"    {model_name:<{width}}  {asks:<30}{'  ' + description[0][:70] if description else ''}")
+        finally:
+            slots.close()
+    return status
 
 
 def load_hooks(workspace, ask, report):

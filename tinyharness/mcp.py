@@ -81,6 +81,7 @@ PREFIX = "mcp__"
 MODEL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 SERVER_NAME = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*")  # no "__": it separates server and tool
 MAX_SERVER_NAME = 40
+TRANSPORT = object()  # marks an error reply the transport made up (a POST that failed): no server sent it
 RUNNING = set()  # process ids of live stdio servers: chat's Ctrl-C must not kill them
 
 
@@ -421,6 +422,8 @@ def reply_result(name, method, message, dead):
     if "error" in message:
         error = message["error"] if isinstance(message["error"], dict) else {"message": message["error"]}
         text = error.get("message", error)
+        if message.get("transport") is TRANSPORT:
+            raise MCPError(f"MCP server {name!r} {text}")  # ours (mcp_http.py): the message never arrived
         raise MCPError(f"MCP server {name!r} answered {method} with an error: "
                        f"{str(text)[:500]} (code {str(error.get('code'))[:20]})")
     return message.get("result")
@@ -545,11 +548,13 @@ class Slots:
             server = make_server(name, config, log_dir, slots.report)
             try:
                 slots.servers[name] = server.start(config.get("start_timeout", START_TIMEOUT))
-                slots.report(f"[mcp] {name}: {len(server.tools)} tool(s), protocol {server.version}")
             except MCPError as e:
                 server.close()
                 slots.report(f"[mcp] {e}. Its tools are not offered; the run goes on.")
-        slots.rename()
+                continue
+            slots.rename([server])
+            offered = sum(1 for owner, _ in slots.names.values() if owner == name)
+            slots.report(f"[mcp] {name}: {offered} tool(s), protocol {server.version}")
         return slots
 
     def live(self):

@@ -25,11 +25,12 @@ arrives only inside a reply's stream), and a server that forgets the session (40
 than greeted again.
 """
 import json
+import re
 import threading
 
 import requests
 
-from .mcp import START_TIMEOUT, MCPError, Server
+from .mcp import START_TIMEOUT, TRANSPORT, MCPError, Server
 
 MAX_REPLY_BYTES = 16 << 20
 CONNECT_TIMEOUT = 10   # seconds to open a connection
@@ -65,7 +66,7 @@ class HttpServer(Server):
             return self.http.post(self.url, data=json.dumps(message).encode("utf-8"), headers=self.headers(),
                                   timeout=(CONNECT_TIMEOUT, read_timeout), stream=True, allow_redirects=False)
         except (requests.RequestException, ValueError) as e:
-            raise MCPError(f"MCP server {self.name!r} at {self.url} cannot be reached ({e})") from None
+            raise MCPError(f"at {self.url} cannot be reached ({reason(e)})") from None
 
     # --- sending: a request's POST on its own thread; a notification waits for its 202 -----------
     def send(self, message):
@@ -101,15 +102,15 @@ class HttpServer(Server):
                         self.receive(reply)
                         return
                     self.receive(reply)
-                raise MCPError("the answer ended without a reply")
+                raise MCPError("ended its answer without a reply")
         except MCPError as e:
             self.fail(number, str(e))
         except (requests.RequestException, ValueError, OSError) as e:
-            self.fail(number, f"the answer broke off ({e})")
+            self.fail(number, f"broke off its answer ({reason(e)})")
 
     def fail(self, number, why):
-        why = why.removeprefix(f"MCP server {self.name!r} ")
-        self.receive({"jsonrpc": "2.0", "id": number, "error": {"code": -32000, "message": why}})
+        """The request failed on the way (not an error the server sent): its caller gets MCPError(why)."""
+        self.receive({"jsonrpc": "2.0", "id": number, "error": {"code": -32000, "message": why}, "transport": TRANSPORT})
 
     def take_session(self, value):
         if value is None:
@@ -124,7 +125,7 @@ class HttpServer(Server):
         kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if status == 404 and self.session_id:
             self.dead = self.dead or "the server ended the session (HTTP 404)"
-            raise MCPError(self.dead)
+            raise MCPError(f"is gone: {self.dead}")
         if status >= 400 or status == 202 or 300 <= status < 400:
             body = b"".join(limited(response, 4000)) if kind == "application/json" else b""
             error = parse(body)
@@ -156,6 +157,12 @@ class HttpServer(Server):
         self.http.close()
         self.gone("closed")
         self.log.close()
+
+
+def reason(error):
+    """The short cause of a requests error ("Connection refused"), not its nested reprs."""
+    found = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(error))
+    return found.group(1).strip() if found else type(error).__name__
 
 
 def limited(response, limit):
