@@ -377,3 +377,31 @@ def test_user_prompt_submit_stdout_reaches_the_model_as_context(workspace, tmp_p
     assert result.returncode == 0, result.stderr
     task = [m for m in server.requests[0]["messages"] if m["role"] == "user"][-1]["content"]
     assert task == "fix the bug\n\n[hook] Context from this workspace's hooks:\nThe release is frozen."
+
+
+def test_chat_hooks_get_the_sessions_id_and_file(workspace, tmp_path):
+    import os
+    import subprocess
+    from tests.ladder import ROOT
+    from tinyharness.testing import ScriptedServer
+    record = script(workspace, "import json,sys; e=json.load(sys.stdin); "
+                               "open('seen.txt','a').write(e['session_id']+' '+e['transcript_path']+'\\n')")
+    (workspace / ".tinyharness").mkdir()
+    (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps(
+        {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": record}]}]}))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_DATA_HOME": str(tmp_path / "data"), "TERM": "dumb"}
+    with ScriptedServer(script=["Hello.", "Again."]) as server:
+        done = subprocess.run([sys.executable, "-m", "tinyharness", "chat", "--base-url", server.base_url],
+                              cwd=workspace, input="y\nhi\nmore\n", capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    [session] = (tmp_path / "data" / "tinyharness" / "sessions").glob("*.jsonl")
+    assert (workspace / "seen.txt").read_text().splitlines() == [f"{session.stem} {session}"] * 2
+
+
+def test_the_runs_time_left_bounds_each_hook(workspace):
+    from tinyharness.extensions import Extensions
+    hooks, _ = claude_hooks(workspace, {"pre_tool_use": [{"command": "sleep 30", "timeout": 60}]})
+    ext = Extensions(hooks=hooks, max_seconds=0.2)  # --max-seconds 0.2
+    assert ext.user_prompt_submit("task") is None   # the run's clock starts with its task
+    reason = ext.pre_tool_use("shell", {"command": "ls"})
+    assert f"did not finish within {cmdhooks.MIN_TIMEOUT:g} s" in reason

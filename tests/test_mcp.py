@@ -7,6 +7,7 @@ import time
 import pytest
 
 from tests.ladder import ROOT
+from tests.mcp_server import PNG
 from tinyharness import mcp
 
 SERVER = [sys.executable, str(ROOT / "tests" / "mcp_server.py")]
@@ -310,6 +311,7 @@ def test_ctrl_c_in_chat_stops_the_turns_commands_never_a_server(tmp_path):
     import subprocess
     program = f"""
 import subprocess, sys
+from tests.mcp_server import PNG
 from tinyharness import mcp
 from tinyharness.chat import stop_commands
 slots = mcp.Slots.start({{"t": {{"command": {SERVER!r}}}}}, report=lambda t: None)
@@ -359,3 +361,19 @@ def mcp_list(workspace, env):
     import subprocess
     return subprocess.run([sys.executable, "-m", "tinyharness", "mcp", "list"], cwd=workspace, capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+
+
+def test_a_picture_from_a_tool_reaches_the_model_after_the_turns_results(workspace, tmp_path):
+    from tests.ladder import FINAL, calls, run_stage, tool_call, tool_results
+    from tinyharness.testing import ScriptedServer
+    script = [calls(tool_call("mcp__t__image"), tool_call("mcp__t__echo", text="x")), "A red square."]
+    with ScriptedServer(script=script) as server:
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "--mcp", f"t={' '.join(SERVER)}",
+                           "--yes", "what is it?", env={"XDG_DATA_HOME": str(tmp_path / "data")})
+    assert result.returncode == 0, result.stderr
+    sent = server.requests[1]["messages"]
+    assert list(tool_results(server.requests[1]).values())[1] == "echo: x"
+    follow_up = sent[-1]
+    assert follow_up["role"] == "user" and sent[-2]["role"] == "tool"  # after the last result, never between
+    urls = [p["image_url"]["url"] for p in follow_up["content"] if p.get("type") == "image_url"]
+    assert urls == ["data:image/png;base64," + PNG]
