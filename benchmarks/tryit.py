@@ -84,15 +84,20 @@ def all_blocks(root=ROOT, only=None):
 
 def learner_bin(folder: Path) -> Path:
     """A bin folder with what `pip install -e .` gives a learner: `tinyharness`, and `python` /
-    `python3` meaning the Python the package is installed in."""
+    `python3` meaning the Python the package is installed in.
+
+    Small scripts that exec the interpreter by its own path, not symlinks to it: a venv's `python`
+    is itself a symlink, and Python finds its venv (and so `requests`) only from the path it was
+    started by. A second symlink in another folder starts the base interpreter outside the venv,
+    which has `requests` on some machines (pyenv) and not on others (Debian's /usr/bin/python3)."""
     folder.mkdir(parents=True, exist_ok=True)
-    script = folder / "tinyharness"
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m tinyharness "$@"\n')
-    script.chmod(0o755)
-    for name in ("python", "python3"):
-        link = folder / name
-        if not link.exists():
-            link.symlink_to(sys.executable)
+    commands = {"tinyharness": f'exec "{sys.executable}" -m tinyharness "$@"',
+                "python": f'exec "{sys.executable}" "$@"', "python3": f'exec "{sys.executable}" "$@"'}
+    for name, line in commands.items():
+        script = folder / name
+        if not script.exists():
+            script.write_text(f"#!/bin/sh\n{line}\n")
+            script.chmod(0o755)
     return folder
 
 

@@ -1,4 +1,7 @@
+import os
 import shutil
+import site
+import tempfile
 
 import pytest
 
@@ -11,6 +14,38 @@ def pytest_addoption(parser):
                           "stage is deselected. `-k m4_guards` alone also selects all of test_m4_guards.py, "
                           "on every later stage too. Tests marked reruns_the_stage (the exercise sweeps, which run "
                           "the stage's tests again on copies) are left to the full suite")
+
+
+HOME_VARIABLES = ("HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
+                  "TINYHARNESS_PROGRESS", "PYTHONUSERBASE")
+
+
+def pytest_configure(config):
+    """The suite runs in a home folder of its own: a session, a trust answer, an MCP config or quiz
+    progress written by any test (or by a harness a test starts) lands in a temporary folder, never
+    in the user's real store. Python's user site stays where it was, so a `pip install --user`
+    requests still imports in the processes the tests start."""
+    config._real_home = {name: os.environ.get(name) for name in HOME_VARIABLES}
+    user_base = site.getuserbase()
+    home = tempfile.mkdtemp(prefix="tinyharness-tests-home-")
+    config._test_home = home
+    os.environ.update(HOME=home, XDG_DATA_HOME=os.path.join(home, ".local", "share"),
+                      XDG_CONFIG_HOME=os.path.join(home, ".config"), XDG_CACHE_HOME=os.path.join(home, ".cache"),
+                      XDG_STATE_HOME=os.path.join(home, ".local", "state"),
+                      TINYHARNESS_PROGRESS=os.path.join(home, "progress.json"))
+    os.environ.setdefault("PYTHONUSERBASE", user_base)
+
+
+def pytest_unconfigure(config):
+    home = getattr(config, "_test_home", None)
+    if not home:
+        return
+    for name, value in config._real_home.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -182,11 +182,12 @@ def test_chat_returns_message_usage_and_finish_reason_and_sends_max_tokens(name)
 @pytest.mark.parametrize("name", DOORS)
 def test_timeout_bounds_one_reply(name):
     """The loop passes the time left of --max-seconds: a reply that takes longer is given up."""
-    with ScriptedServer(script=[{"content": "late", "delay": 1.5}]) as server:
+    with ScriptedServer(script=[{"content": "late", "delay": 4}]) as server:
         started = time.monotonic()
         with pytest.raises(door(name).LLMError) as caught:
             door(name).Client(server.base_url, timeout=600).chat(USER, timeout=0.3)
-    assert time.monotonic() - started < 1.2
+        gave_up_after = time.monotonic() - started
+    assert gave_up_after < 3.5  # well before the reply (4 s), with room for a busy machine
     assert "within the 0.3 s left of the run's time limit (--max-seconds)" in str(caught.value)
 
 

@@ -41,11 +41,9 @@ def test_reads_overlap_and_come_back_in_call_order():
             running[0] -= 1
         return "result of " + call["id"]
 
-    started = time.monotonic()
     done = run_in_order([read(1), read(2), read(3), read(4)], slow, is_read)
     assert [r for _, r in done] == ["result of r1", "result of r2", "result of r3", "result of r4"]
-    assert most[0] == 4
-    assert time.monotonic() - started < 0.4  # four calls, 0.35 s of sleeping in all, overlapped
+    assert most[0] == 4  # all four were running at once: overlap, seen without timing the run
 
 
 def test_a_write_waits_for_the_reads_before_it_and_the_reads_after_wait_for_it():

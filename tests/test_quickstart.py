@@ -31,3 +31,10 @@ def test_the_quick_start_makes_and_uses_a_virtual_environment_in_each_line():
 
 def test_ci_script_is_executable():
     assert (ROOT / ".ci" / "run").stat().st_mode & 0o111
+
+
+def test_ci_also_runs_the_suite_in_a_venv_of_the_system_python():
+    """A stock Debian machine is where a reader starts: the suite once more in a venv of its Python."""
+    text = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert '"$system_python" -m venv .venv-system' in text
+    assert "python -m pytest -q" in text.split("system_python=/usr/bin/python3", 1)[1]

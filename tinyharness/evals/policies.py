@@ -26,7 +26,6 @@ model "reads the error message" and recovers).
 """
 import os
 import re
-import shlex
 import sys
 import threading
 import time
@@ -65,8 +64,11 @@ def write(path, content):
 
 
 def python():
-    """The interpreter running the eval, quoted for the harness's shell."""
-    return f'"{sys.executable}"' if os.name == "nt" else shlex.quote(sys.executable)
+    """The interpreter the scripted model types into its shell commands: `python3`, as a person
+    would, not this interpreter's path. What the model types is counted in the prompt tokens of
+    every later turn, and a path (a venv here, pyenv there) would make those counts differ from
+    machine to machine. The scripts it runs need only the standard library."""
+    return f'"{sys.executable}"' if os.name == "nt" else "python3"
 
 
 class Policy:
