@@ -108,10 +108,12 @@ class Extensions:
         self._call_ids[(threading.get_ident(), name)] = call_id
         verdict = self.hook("pre_tool_use", name, arguments, tool_use_id=call_id)
         if not verdict.allowed:
+            self._call_ids.pop((threading.get_ident(), name), None)  # no post_tool_use follows
             return f"{verdict.reason} (a pre_tool_use hook of this workspace)"
-        if verdict.ask:
-            return self.confirm(name, arguments, verdict.ask)
-        return None
+        refused = self.confirm(name, arguments, verdict.ask) if verdict.ask else None
+        if refused:
+            self._call_ids.pop((threading.get_ident(), name), None)
+        return refused
 
     def confirm(self, name, arguments, why):
         """A hook said "ask": the permission prompt decides. A call that asks anyway asks once, as usual;
