@@ -16,6 +16,11 @@ What the model says is still recorded: a small heuristic (`evals/claims.py`) rea
 answer, and a run that claims success but failed its check is flagged. Models do this; an eval
 should count it.
 
+Each run prints one line on stderr, headed by its number and an estimate of the time left (`[3/30]
+~4m10s left`: the mean duration of the runs so far times the runs still to make). The results go to
+a JSON file (`--out`) and, beside it, a self-contained HTML page with the per-model table as bars
+(eval_page.py).
+
 `--compare` measures harness settings instead of models: every task runs once per setting, on the
 same model, and the tables get one row per (model, setting).
 
@@ -239,23 +244,63 @@ def markdown(per_task, overall, show_setting):
 
 # --- The whole eval -----------------------------------------------------------------------------
 
-def run_eval(models, settings, tasks, repeat, endpoints, runner, workdir, check_timeout=20, say=None):
-    """Every (model, setting, task, repeat), in that order; returns the list of run records."""
-    runs, n = [], 0
+# --- Progress: with real models the eval runs for an hour ------------------------------------------
+
+def time_left(durations, total):
+    """Seconds the runs still to make should take: the mean duration of the runs so far times the number
+    left; None before the first run ends. Only an estimate: models differ in speed, and the runs of a
+    slow model after a fast one make the early figures too low."""
+    if not durations:
+        return None
+    return sum(durations) / len(durations) * (total - len(durations))
+
+
+def short_duration(seconds):
+    """45s, 12m30s, 1h05m: enough to decide whether to wait or get a coffee."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    return "{}h{:02d}m".format(*divmod(minutes, 60))
+
+
+def progress(done, total, left):
+    """The head of each run's line: `[3/30] ~4m10s left`, `[0/30] time left: estimating...`, `[30/30] done`."""
+    if done == total:
+        return f"[{done}/{total}] done"
+    return f"[{done}/{total}] " + ("time left: estimating..." if left is None else f"~{short_duration(left)} left")
+
+
+def run_line(run, task, rep):
+    verdict = "PASS" if run["passed"] else "FAIL"
+    flag = "  (claimed success)" if run["claimed_but_failed"] else ""
+    return (f"[eval] {run['model']} {run['setting']} {task.id} #{rep}: {verdict} in {run['seconds']:.1f} s, "
+            f"turns={run['turns']} - {run['reason']}{flag}")
+
+
+def run_eval(models, settings, tasks, repeat, endpoints, runner, workdir, check_timeout=20, say=None,
+             clock=time.monotonic):
+    """Every (model, setting, task, repeat), in that order; returns the list of run records. `say` gets
+    one line per run, headed by its number and the time left (`clock` measures the runs)."""
+    runs, durations = [], []
+    total = len(models) * len(settings) * len(tasks) * repeat
+    if say:
+        say(f"{progress(0, total, None)}  [eval] {total} runs to make (models {len(models)}, settings "
+            f"{len(settings)}, tasks {len(tasks)}, repeats {repeat})")
     for model in models:
         for setting, harness_args in settings:
             for task in tasks:
                 for rep in range(1, repeat + 1):
-                    n += 1
-                    run_dir = Path(workdir) / f"{n:03d}-{task.name}-{task.tier}"
+                    run_dir = Path(workdir) / f"{len(runs) + 1:03d}-{task.name}-{task.tier}"
+                    started = clock()
                     run = run_one(task, model, setting, harness_args, endpoints[model], run_dir, runner,
                                   check_timeout, rep)
+                    durations.append(clock() - started)      # the harness and the judging: the real pace
                     runs.append(run)
                     if say:
-                        verdict = "PASS" if run["passed"] else "FAIL"
-                        flag = "  (claimed success)" if run["claimed_but_failed"] else ""
-                        say(f"[eval] {model} {setting} {task.id} #{rep}: {verdict} in {run['seconds']:.1f} s, "
-                            f"turns={run['turns']} - {run['reason']}{flag}")
+                        say(f"{progress(len(runs), total, time_left(durations, total))}  {run_line(run, task, rep)}")
     return runs
 
 
@@ -332,7 +377,9 @@ def build_parser(prog="tinyharness eval"):
     parser.add_argument("--timeout", type=float, default=900, help="wall-clock seconds per run (default %(default)s)")
     parser.add_argument("--check-timeout", type=float, default=20,
                         help="seconds for each program the checks run (default %(default)s)")
-    parser.add_argument("--out", default="eval-results.json", help="JSON results file (default %(default)s)")
+    parser.add_argument("--out", default="eval-results.json",
+                        help="JSON results file (default %(default)s); a page of the results as bars is written "
+                             "beside it, with the same name ending .html")
     parser.add_argument("--keep", action="store_true", help="keep the run folders (workspaces, transcripts)")
     return parser
 
@@ -360,6 +407,11 @@ def parse_args(parser, argv):
     if unknown and args.base_url is None:
         parser.error(f"no scripted policy for {', '.join(unknown)}; known: "
                      + ", ".join(SCRIPTED + p for p in POLICIES))
+    try:
+        if page_path(args.out) == Path(args.out):
+            parser.error(f"--out {args.out!r}: name the JSON file; the HTML page is written beside it with .html")
+    except ValueError:                            # Path("").with_suffix(...): no file name at all
+        parser.error(f"--out {args.out!r} is not a file name")
     args.task_names = None
     if args.tasks:
         args.task_names = [t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -412,7 +464,20 @@ def main(argv=None, runner=None, prog="python -m tinyharness.eval"):
         print(f"error: could not write {args.out}: {e.strerror or e}", file=sys.stderr)
         return 1
     say(f"[eval] results written to {args.out}")
+    from .eval_page import render           # only now: the eval's runs do not need it
+    page = page_path(args.out)
+    try:
+        page.write_text(render(report), encoding="utf-8")
+    except OSError as e:
+        print(f"error: could not write {page}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    say(f"[eval] page written to {page}")
     return 0
+
+
+def page_path(out):
+    """The HTML page beside the JSON: results.json -> results.html."""
+    return Path(out).with_suffix(".html")
 
 
 def make_report(args, runs):
