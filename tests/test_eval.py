@@ -9,7 +9,9 @@ import contextlib
 import io
 import json
 import os
+import re
 import socket
+import subprocess
 import time
 
 import pytest
@@ -20,10 +22,11 @@ from tinyharness.evals import TASK_NAMES, TASKS, select
 from tinyharness.evals import fact, folder, hook
 from tinyharness.evals.common import CANARY_NAME, mentions_amount, numbers, snapshot
 from tinyharness.evals.policies import (COUNT_WORDS, NAIVE_DURATION, PARSE_DURATION, POLICIES, SLUGIFY, TOTAL_CSV,
-                                        clumsy_plans, competent_plans, make_policy, recognise)
+                                        by_model, clumsy_plans, competent_plans, make_policy, recognise)
 from tinyharness.testing import ScriptedServer
 
 TASK_IDS = [t.id for t in TASKS]
+CHROMIUM = "/usr/bin/chromium"
 
 
 def put(workspace, path, text):
@@ -537,11 +540,11 @@ def scripted_eval(tmp_path_factory):
                     f"m{FINAL_LEVEL}, and runs once FINAL_LEVEL >= 3 (tests/ladder.py)")
     from tests.test_m7_eval import scripted_eval_run
     _, proc, report, _ = scripted_eval_run(FINAL, tmp_path_factory)
-    return proc.returncode, proc.stdout, report
+    return proc.returncode, proc.stdout, report, proc.stderr
 
 
 def test_scripted_policies_score_as_designed(scripted_eval):
-    code, stdout, report = scripted_eval
+    code, stdout, report, _ = scripted_eval
     assert code == 0, stdout
     overall = {r["model"]: r for r in report["overall"]}
     competent, liar, clumsy = (overall[p] for p in ("competent", "liar", "clumsy"))
@@ -556,9 +559,155 @@ def test_scripted_policies_score_as_designed(scripted_eval):
 
 
 def test_the_competent_policy_really_worked_through_tools(scripted_eval):
-    _, _, report = scripted_eval
+    _, _, report, _ = scripted_eval
     runs = [r for r in report["runs"] if r["model"] == "competent"]
     assert len(runs) == 10
     assert all(r["exit_code"] == 0 and r["tool_calls"] >= 1 and r["prompt_tokens"] > 0 for r in runs), runs
     hook_runs = [r for r in runs if r["task"] == "hook"]
     assert hook_runs and all("blocked" in r["final_answer"] for r in hook_runs)
+
+
+def test_each_runs_line_starts_with_its_number_and_the_time_left(scripted_eval):
+    """The real `tinyharness eval` of thirty runs: one line per run, in order, each headed [k/30]."""
+    code, _, report, stderr = scripted_eval
+    assert code == 0, stderr
+    heads = [line for line in stderr.splitlines() if re.match(r"\[\d+/\d+\] ", line)]
+    assert heads[0].startswith("[0/30] time left: estimating...  [eval] 30 runs to make (models 3, settings 1,")
+    assert [h.split("]")[0] + "]" for h in heads] == [f"[{k}/30]" for k in range(31)]
+    for k, (line, run) in enumerate(zip(heads[1:], report["runs"]), 1):
+        left = "done" if k == 30 else r"~(\d+s|\d+m\d\ds|\d+h\d\dm) left"
+        verdict = "PASS" if run["passed"] else "FAIL"
+        assert re.fullmatch(rf"\[{k}/30\] {left}  \[eval\] {run['model']} default \S+ #1: {verdict} in .*", line), line
+
+
+# --- Progress: the time left, from a clock the test drives ------------------------------------------
+
+@pytest.mark.parametrize("seconds, shown", [(0, "0s"), (44.6, "45s"), (60, "1m00s"), (750, "12m30s"),
+                                            (3599, "59m59s"), (3600, "1h00m"), (3900, "1h05m"), (90000, "25h00m")])
+def test_short_duration(seconds, shown):
+    assert ev.short_duration(seconds) == shown
+
+
+def test_the_time_left_is_the_mean_run_times_the_runs_still_to_make():
+    assert ev.time_left([], 10) is None
+    assert ev.time_left([10.0], 10) == 90.0
+    assert ev.time_left([10.0, 30.0], 10) == 160.0
+    assert ev.time_left([5.0] * 10, 10) == 0.0
+    assert ev.progress(0, 10, None) == "[0/10] time left: estimating..."
+    assert ev.progress(2, 10, 160.0) == "[2/10] ~2m40s left"
+    assert ev.progress(10, 10, 0.0) == "[10/10] done"
+
+
+class SteppingClock:
+    """A clock that moves by the next of `steps` each time it is read: runs of known durations."""
+    def __init__(self, durations):
+        self.now, self.steps = 0.0, [step for d in durations for step in (0.0, d)]
+
+    def __call__(self):
+        self.now += self.steps.pop(0)
+        return self.now
+
+
+def test_run_eval_heads_each_line_with_the_estimate_from_the_runs_so_far(tmp_path, live_url):
+    lines, jobs = [], []
+    tasks = select(["fact", "hook"], "easy")
+    runs = ev.run_eval(["m"], [("default", [])], tasks, 2, {"m": live_url}, fake_runner(jobs, only_easy_right),
+                       tmp_path, say=lines.append, clock=SteppingClock([10, 30, 20, 40]))
+    assert len(runs) == len(jobs) == 4
+    assert lines[0] == "[0/4] time left: estimating...  [eval] 4 runs to make (models 1, settings 1, tasks 2, repeats 2)"
+    assert [line.split("  [eval] ")[0] for line in lines[1:]] == [
+        "[1/4] ~30s left",            # 10 s so far: three more runs of 10 s
+        "[2/4] ~40s left",            # mean 20 s, two to go
+        "[3/4] ~20s left",            # mean 20 s, one to go
+        "[4/4] done"]
+    assert re.fullmatch(r"\[1/4\] ~30s left  \[eval\] m default fact/easy #1: PASS in \d+\.\d s, turns=2 - "
+                        r"budget\.md states 4,750", lines[1]), lines[1]       # the rest of the line as before
+
+
+# --- The HTML page beside the JSON ------------------------------------------------------------------
+
+EVIL = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
+
+
+@pytest.fixture(scope="module")
+def evil_eval(tmp_path_factory):
+    """The real `tinyharness eval`, through `tinyharness run`, of two models on the scripted server: the
+    competent one, and a model named like an attack that plays the liar (never passes)."""
+    if FINAL_LEVEL < 3:
+        pytest.skip("the eval's tasks need tinyharness run with file tools, shell and hooks (FINAL_LEVEL >= 3)")
+    from tests.test_m7_eval import run_eval
+    liar, competent = by_model(["liar"]), by_model(["competent"])
+
+    def policy(body, index):
+        return liar({**body, "model": "liar"}, index) if body.get("model") == EVIL else competent(body, index)
+    folder = tmp_path_factory.mktemp("page")
+    with ScriptedServer(policy=policy, model="competent") as server:
+        proc = run_eval(FINAL, folder, "--base-url", server.base_url, "--models", f"competent,{EVIL}",
+                        "--tasks", "fact", "--tier", "easy", "--out", "results.json")
+        models = {r.get("model") for r in server.requests}
+    return proc, folder, models
+
+
+def test_out_writes_a_page_beside_the_json_with_a_bar_per_figure(evil_eval):
+    proc, folder, models = evil_eval
+    assert proc.returncode == 0, proc.stderr
+    assert models == {"competent", EVIL}                    # the hostile name really went through the harness
+    assert "[eval] results written to results.json\n[eval] page written to results.html" in proc.stderr
+    page = (folder / "results.html").read_text(encoding="utf-8")
+    report = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    assert page.startswith("<!DOCTYPE html>") and "Content-Security-Policy" in page
+    assert [r["pass_rate"] for r in report["overall"]] == [1.0, 0.0]
+    assert page.count('<div class="bar pass" style="width:100.0%"></div>') == 1   # the liar's is empty
+    assert "1/1 passed, 100%" in page and "0/1 passed, 0%" in page
+    assert page.count('class="bar prompt"') == 2 and page.count('class="bar secs"') == 2
+    widths = [float(w) for w in re.findall(r'class="bar (?:prompt|completion)" style="width:([\d.]+)%"', page)]
+    assert len(widths) == 4 and abs(sum(widths[:2]) - 100) < 0.2 < sum(widths[2:]) < 50  # the largest fills its track
+    assert '<div class="cell all">1/1</div>' in page and '<div class="cell none">0/1</div>' in page
+    assert "budget.md was not written" in page and "(claimed success)" in page
+
+
+def test_the_page_escapes_every_name_and_loads_nothing(evil_eval):
+    _, folder, _ = evil_eval
+    page = (folder / "results.html").read_text(encoding="utf-8")
+    assert "<script" not in page and "<img" not in page
+    assert page.count("&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;") >= 4
+    assert "://" not in page and "src=" not in page.replace("&lt;img src=x", "") and "href=" not in page
+
+
+def test_render_copes_with_runs_without_stats_and_settings(tmp_path):
+    from tinyharness.eval_page import render
+    runs = [record(setting="on"), record(setting="off", passed=False, turns=None, prompt_tokens=None,
+                                         completion_tokens=None, model="<b>")]
+    report = {"eval": {"settings": {"on": [], "off": ["--no-scissors"]}, "models": ["m", "<b>"]}, "runs": runs,
+              "per_task": ev.summarise(runs, ["model", "setting", "task", "tier"]),
+              "overall": ev.summarise(runs, ["model", "setting"])}
+    page = render(report)
+    assert "<th>setting</th>" in page and "no token counts" in page and "<b>" not in page and "&lt;b&gt;" in page
+    assert page.count('class="bar prompt"') == 1
+
+
+@pytest.mark.parametrize("out", ["r.html", ""])
+def test_an_out_that_leaves_no_room_for_the_page_is_a_usage_error(out, capsys):
+    assert ev.main(["--models", "a", "--out", out], runner=fake_runner([])) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (apt-get install chromium)")
+def test_the_page_draws_its_bars_in_a_headless_browser(evil_eval, tmp_path):
+    from tinyharness.testing import read_png_pixels
+    _, folder, _ = evil_eval
+    url = (folder / "results.html").resolve().as_uri()
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "<title>Eval: competent, &lt;script&gt;" in dom.stdout and "<title>pwned" not in dom.stdout
+    assert dom.stdout.count('class="bar pass"') == 1 and "Every run (2)</summary>" in dom.stdout
+    shot = tmp_path / "eval.png"
+    taken = subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", "--window-size=1200,900", url],
+                           capture_output=True, text=True, timeout=120)
+    assert taken.returncode == 0, taken.stderr[-2000:]
+    pixels = [p for row in read_png_pixels(shot.read_bytes()) for p in row]
+    for colour, name in [((0x3f, 0x8f, 0x57), "pass"), ((0x4a, 0x7b, 0xd0), "prompt"), ((0xd0, 0x8a, 0x2e), "secs")]:
+        assert pixels.count(colour) > 500, f"no {name} bar drawn"     # a bar 14 px high and tens of px long
+    print(f"screenshot: {shot}")
