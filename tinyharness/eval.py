@@ -348,8 +348,9 @@ def build_parser(prog="tinyharness eval"):
         prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run five tasks (easy and hard tier) through a harness, each in a fresh temporary workspace,\n"
                     "judged only by the end state (files, the eval's own hidden tests, a canary outside the\n"
-                    "workspace), never by what the model says. Prints a Markdown table and writes a JSON file.\n"
-                    "Runs that claim success but fail their check are counted.",
+                    "workspace), never by what the model says. Prints a Markdown table and writes a JSON file\n"
+                    "and, beside it, an HTML page of the results as bars. Runs that claim success but fail their\n"
+                    "check are counted. Each run's line starts with [k/N] and an estimate of the time left.",
         epilog="examples:\n"
                "  compare models:           %(prog)s --models qwen3:8b,qwen3:14b --repeat 3\n"
                "  compare harness settings: %(prog)s --models qwen3:8b \\\n"
