@@ -214,6 +214,68 @@ def test_the_package_stops_with_exit_1_when_the_retry_overflows_too(workspace):
 def test_the_package_does_not_retry_when_there_is_nothing_to_cut(workspace):
     result, server = run(FINAL, workspace, [OVERFLOW, "never asked"])
     assert result.returncode == 1 and len(server.requests) == 1 and "num_ctx" in result.stderr
+    assert "Nothing was retried: the history holds no tool result to cut" in result.stderr
+
+
+def test_the_message_after_nothing_could_be_cut_says_what_was_checked(workspace):
+    result, server = run(FINAL, workspace, reading_turns(workspace, 2) + [OVERFLOW, "never asked"])
+    assert result.returncode == 1 and len(server.requests) == 3
+    assert "of the 2 tool result(s) in the history, 2 are the newest (never cut)" in result.stderr
+
+
+# A server with a 3,000-token window that overflows as llama-cpp-python does: a 400 with both numbers
+# unstreamed, an empty 200 stream streamed (no numbers at all). Four reads of 3,000 characters each:
+# the fourth request (about 3,200 tokens) no longer fits.
+def four_big_reads(workspace, count=4):
+    for i in range(count):
+        (workspace / f"f{i}.txt").write_text(str(i) * 3000)
+    return [calls(tool_call("read_file", path=f"f{i}.txt")) for i in range(count)] + ["done"]
+
+
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_the_package_cuts_and_retries_when_a_server_overflows_like_llama_cpp_python(workspace, stream):
+    with ScriptedServer(script=four_big_reads(workspace), context_window=3000) as server:
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, stream, "go", approve=True)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.rstrip().endswith("done") and server.replies_sent == 5 and server.overflows
+    first = server.overflows[0]
+    assert first + 1 not in server.overflows                      # the retry fitted
+    retry = server.requests[first + 1]["messages"]
+    assert retry[3]["content"].startswith('[cut by the harness: read_file("f0.txt")')
+    assert [m["content"][:3] for m in retry[-3::2]] == ["111", "222"]   # the newest two are not stubbed
+    assert "[context] the server says the prompt does not fit its context; cut" in result.stderr
+    learned = "[context] the server says its context window holds 3000 tokens, not the 8192 planned"
+    # Only the 400 names the window; the empty stream says nothing, and nothing is made up.
+    assert result.stderr.count(learned) == (1 if stream == "--no-stream" else 0)
+
+
+def test_a_learned_window_drives_the_policy_for_the_rest_of_the_run(workspace):
+    with ScriptedServer(script=four_big_reads(workspace, count=7), context_window=3000) as server:
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "--no-stream", "go", approve=True)
+    assert result.returncode == 0, result.stderr
+    # After the first overflow, results are capped for a 3,000-token window and the batch policy cuts
+    # at 75% of it: no second overflow. (Planning with 8,192 tokens, every later turn overflowed.)
+    assert len(server.overflows) == 1 and server.replies_sent == 8
+
+
+def test_a_window_the_server_tells_up_front_is_used_from_the_first_call(workspace):
+    with ScriptedServer(script=four_big_reads(workspace), context_window=3000, announce_window=True) as server:
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "--no-stream", "go", approve=True)
+    assert result.returncode == 0, result.stderr
+    assert server.overflows == [] and server.replies_sent == 5    # capped and cut for 3,000 tokens from the start
+
+
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_a_subagent_cuts_and_retries_too(workspace, stream):
+    script = [calls(tool_call("task", description="read the four files"))] + four_big_reads(workspace) \
+        + ["The parent is done."]
+    with ScriptedServer(script=script, context_window=3000) as server:
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, stream, "go",
+                           approve=True)
+    assert result.returncode == 0, result.stderr
+    assert server.overflows and "cut 1 old tool result(s)" in result.stderr
+    assert result.stdout.rstrip().endswith("The parent is done.")
 
 
 # --- an empty answer ----------------------------------------------------------------------------

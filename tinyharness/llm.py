@@ -484,7 +484,9 @@ OVERFLOW_SIGNS = ("exceed_context_size_error",           # llama.cpp server (400
                   "context_length_exceeded",             # OpenAI, llama-cpp-python
                   "maximum context length",              # vLLM, OpenAI
                   "exceed context window",               # llama-cpp-python's message
-                  "exceeds the available context size")  # llama.cpp's message
+                  "exceeds the available context size",  # llama.cpp's message (also inside Ollama's error)
+                  "longer than the context length",      # Ollama (llm/llama_server.go), with truncate: false
+                  "input length exceeds the context length")  # Ollama (llm/llama_server.go)
 PROMPT_PATTERNS = (r'"n_prompt_tokens"\s*:\s*(\d+)', r"(\d+) in the messages", r"messages resulted in (\d+)",
                    r"request has (\d+) input tokens", r"Requested tokens \((\d+)\)", r"prompt is (\d+) tokens")
 WINDOW_PATTERNS = (r'"n_ctx"\s*:\s*(\d+)', r"maximum context length is (\d+)", r"context window of (\d+)")
@@ -493,6 +495,7 @@ WINDOW_PATTERNS = (r'"n_ctx"\s*:\s*(\d+)', r"maximum context length is (\d+)", r
 def context_overflow(raw, detail, url):
     """A ContextOverflow when the error body says the prompt did not fit, else None."""
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+    text += "\n" + detail      # the body may hold the server's JSON as an escaped string (Ollama wraps llama.cpp's)
     if not any(sign in text.lower() for sign in OVERFLOW_SIGNS):
         return None
     prompt, window = (next((int(m.group(1)) for p in patterns for m in [re.search(p, text)] if m), None)
@@ -505,7 +508,8 @@ def overflow_message(prompt, window, said, sure=True):
     numbers = f" ({'; '.join(n for n in numbers if n)})" if any(numbers) else ""
     lead = f"The conversation no longer fits the model's context window{numbers}. " if sure else ""
     return (f"{lead}{said}. What to do: give the task in smaller steps; use a model with a longer context; give "
-            "the server a bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has "
+            "the server a bigger window (Ollama: num_ctx or --context-window with --api ollama; llama.cpp: "
+            "--ctx-size; llama-cpp-python: --n_ctx; vLLM: --max-model-len); where the harness has "
             "--context-window, set it to the server's real window so old tool results are cut in time.")
 
 

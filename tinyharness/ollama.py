@@ -98,6 +98,21 @@ def model_context_length(shown):
     return lengths[0] if lengths else None
 
 
+def props_window(base_url, timeout=PROBE_TIMEOUT):
+    """The context size a llama.cpp server runs with (GET /props, default_generation_settings.n_ctx),
+    or None: other servers have no /props."""
+    try:
+        response = requests.get(host_root(base_url) + "/props", timeout=timeout)
+        props = response.json() if response.status_code == 200 else None
+    except (requests.exceptions.RequestException, ValueError):
+        return None
+    if not isinstance(props, dict):
+        return None
+    settings = props.get("default_generation_settings")
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else props.get("n_ctx")
+    return n_ctx if type(n_ctx) is int and n_ctx > 0 else None
+
+
 def capabilities(shown):
     """What /api/show says the model can do: completion, tools, vision, thinking, ..."""
     found = (shown or {}).get("capabilities")
@@ -132,7 +147,13 @@ def choose_dialect(args, client, fallback_window):
         if getattr(args, "think", None) is not None:
             print("[harness] --think/--no-think only work with Ollama's native API (--api ollama); ignored.",
                   file=sys.stderr)
-        return client, window or fallback_window
+        said = props_window(args.base_url) if could_be_ollama(args.base_url) else None
+        if said and window and said < window:
+            print(f"[context] the server holds {said} tokens (llama.cpp /props n_ctx), less than --context-window "
+                  f"{window}: planning with {said}.", file=sys.stderr)
+        if said:
+            client.server_window = said     # the window in force from the first call (loop.window_in_force)
+        return client, window or said or fallback_window
     window = window or default_window(args.base_url, args.model, fallback_window)
     native = OllamaClient(args.base_url, args.model, api_key=client.api_key, timeout=client.timeout,
                           stream=client.stream, on_text=client.on_text, on_reasoning=client.on_reasoning,
