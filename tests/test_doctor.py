@@ -28,11 +28,13 @@ def test_a_healthy_ollama_passes(capsys):
     assert code == 0, out
     assert status == {"server": "OK", "api": "OK", "model": "OK", "tools": "OK", "vision": "WARN", "thinking": "OK",
                       "context": "OK", "tool call": "OK", "streaming": "OK", "round trip": "OK"}
-    assert "Ollama 0.12.6" in out and "32768 tokens and sends it as num_ctx" in out
+    assert "Ollama 0.12.10" in out and "8192 tokens and sends it as num_ctx with truncate: false" in out
+    # the window's memory, as arithmetic: qwen3:8b's 36 layers x 8 KV heads x (128 + 128) x 2 bytes a token
+    assert "its KV cache: about 1.12 GiB (144 KiB a token x 8192, arithmetic from the model's shape" in out
     assert 'report({"word": "ok"}) came back as a real tool call' in out
     assert out.strip().endswith("Verdict: a run can work.")
     chats = [r for r in server.requests if "options" in r]
-    assert chats and all(r["options"]["num_ctx"] == 32768 for r in chats)    # probed as a run would talk
+    assert chats and all(r["options"]["num_ctx"] == 8192 for r in chats)    # probed as a run would talk
 
 
 def test_a_missing_model_fails_with_the_pull_command(capsys):

@@ -145,8 +145,9 @@ class ContextWatch:
     - it passes `near` (90%) of the window: the next few results may not fit;
     - it *drops* while the conversation grew: the server cut the prompt to fit its context length.
       Ollama does that silently, with HTTP 200, over /v1 (where the length cannot be set either):
-      it keeps the system messages and drops the oldest others, the user's task first. When a context policy shrinks the messages itself, pass `sent_tokens` (our own
-      estimate of the request) so that drop is not mistaken for the server's. (A server cut on the
+      it keeps the system messages and drops the oldest others, the user's task first. When a
+      context policy shrinks the messages itself, pass `sent_tokens` (our own estimate of the
+      request) so that drop is not mistaken for the server's. (A server cut on the
       very turn the harness cut too goes unreported; the 90% warning came before it.)
     """
 

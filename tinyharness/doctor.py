@@ -44,8 +44,8 @@ import requests
 
 from .context import CONTEXT_WINDOW
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
-from .ollama import (API_CHOICES, OLLAMA_WINDOW_CAP, capabilities, choose_dialect, could_be_ollama, host_root, model_context_length,
-                     ollama_version, show_model)
+from .ollama import (API_CHOICES, OLLAMA_WINDOW_CAP, capabilities, choose_dialect, could_be_ollama, host_root,
+                     kv_cache_bytes, model_context_length, ollama_version, show_model)
 
 ASK_TIMEOUT = 5             # seconds for the quick questions (version, model list, props)
 PROBE_REPLY_TOKENS = 64     # max_tokens of the streaming probe: "OK" needs one or two
@@ -273,15 +273,17 @@ def check_context(report, args, found, api, shown):
                 return report.line("WARN", "context", f"the harness will assume {window} tokens but {args.model} "
                                    f"holds {length}.", f"--context-window {length}")
             return report.line("OK", "context", f"the harness assumes {window} tokens and sends it as num_ctx "
-                               f"(the model holds {length or 'an unknown number of'}), so nothing is cut silently.")
+                               f"with truncate: false (the model holds {length or 'an unknown number of'}), so "
+                               f"nothing is cut silently{memory_cost(shown, window)}.")
         window = args.context_window or CONTEXT_WINDOW
         loaded = loaded_context(args)
         in_force = f"{loaded} (loaded now)" if loaded else "Ollama's default (4096 below 24 GiB of video memory)"
         if loaded and loaded >= window:
             return report.line("OK", "context", f"in force {in_force}; the harness assumes {window}.")
         return report.line("WARN", "context", f"over /v1 the length in force is {in_force}, not settable per "
-                           f"request; the harness assumes {window}, and Ollama silently drops the start of a "
-                           "longer prompt.", f"--api ollama, or start Ollama with OLLAMA_CONTEXT_LENGTH={window}.")
+                           f"request; the harness assumes {window}, and past the length in force Ollama silently "
+                           "drops the oldest messages after the system prompt (the task first).",
+                           f"--api ollama, or start Ollama with OLLAMA_CONTEXT_LENGTH={window}.")
     window = args.context_window or CONTEXT_WINDOW
     n_ctx = found.get("n_ctx")
     if n_ctx is None:
@@ -292,6 +294,16 @@ def check_context(report, args, found, api, shown):
         return report.line("WARN", "context", f"the server holds {n_ctx} tokens; the harness assumes {window}.",
                            f"--context-window {n_ctx}, or start the server with a larger context.")
     report.line("OK", "context", f"the server holds {n_ctx} tokens; the harness assumes {window}.")
+
+
+def memory_cost(shown, window):
+    """'; its KV cache: about 1.1 GiB (...)' for the window, or '' when the model's shape is unknown."""
+    size = kv_cache_bytes(shown, window)
+    if not size:
+        return ""
+    per_token = kv_cache_bytes(shown, 1)
+    return (f"; its KV cache: about {size / 2 ** 30:.2f} GiB ({per_token / 1024:.0f} KiB a token x {window}, "
+            "arithmetic from the model's shape at 16 bits, not measured)")
 
 
 def loaded_context(args):

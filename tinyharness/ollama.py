@@ -2,19 +2,24 @@
 
 The problem. Ollama answers the OpenAI-style `/v1/chat/completions`, but through that shim the
 context length cannot be set: `options.num_ctx` is ignored there, and recent Ollama gives a model
-4096 tokens on a machine with less than 24 GiB of video memory. Past that it drops the *start* of
-the prompt (the system prompt and the tool schemas first) and still answers HTTP 200. A harness that
-believes it has 8192 tokens is then talking to a model that never saw its instructions.
+4096 tokens on a machine with less than 24 GiB of video memory. Past that it keeps the system
+messages and the tool schemas and drops the *oldest other messages* - the user's task first - and
+still answers HTTP 200 (server/prompt.go, chatPrompt). A harness that believes it has 8192 tokens is
+then talking to a model that no longer sees what it was asked to do.
 
 The mechanism. Ollama's native `POST /api/chat` takes `options.num_ctx` with every request, so we
-send the window the harness plans with, and what we assume is what is in force. The native format
-differs from /v1 in small ways, and this module translates both ways so the loop never knows:
+send the window the harness plans with, and what we assume is what is in force. We also send
+`truncate: false` (Ollama 0.12.6+): a prompt past the window is then an HTTP 400 instead of a silent
+cut, and that error takes the loop's cut-and-retry path like any server's overflow; and
+`shift: false`, so a reply that reaches the end of the window stops instead of silently shifting the
+oldest tokens out. The native format differs from /v1 in small ways, and this module translates both
+ways so the loop never knows:
 
     canonical (what the loop keeps)                 native (what /api/chat takes)
     arguments: '{"path": "a"}'  (a JSON string)     arguments: {"path": "a"}      (an object)
-    tool result: tool_call_id                       tool result: tool_name
+    tool result: tool_call_id                       tool result: tool_name and tool_call_id (0.12.10+)
     content: [text part, image_url data URI]        content: "text", images: ["<bare base64>"]
-    tool call: {id, type, function}                 tool call: {function: {name, arguments}}
+    tool call: {id, type, function}                 tool call: {id, function: {name, arguments}}
     max_tokens                                      options.num_predict
     usage.prompt_tokens / completion_tokens         prompt_eval_count / eval_count
     finish_reason "length"                          done_reason "length"
@@ -27,12 +32,15 @@ line; thinking arrives under `thinking`.
 `--api auto` (the default) asks the host once: if `GET /api/version` answers with a version, the
 host is Ollama and the native dialect is used, unless the base URL clearly points somewhere else
 (a path other than nothing or `/v1`, e.g. `https://example.com/openai/v1`). `/api/show` then tells the
-model's own context length, which becomes the default `--context-window` (capped, see below).
+model's own context length; the default `--context-window` is that, at most OLLAMA_WINDOW_CAP (8192).
 
 What it cannot do. It cannot make a model with a 4k context remember more than 4k tokens; it only
 makes the harness and the server agree on the number. A bigger num_ctx costs memory (the KV cache
-grows with it), which is why the default is capped at OLLAMA_WINDOW_CAP tokens; ask for more with
---context-window. Images must already be data URIs (the harness fetches URLs itself): native
+grows with it: about 144 KiB a token for an 8B model with grouped-query attention, 1.1 GiB at 8192,
+4.5 GiB at 32768 - arithmetic from the model's shape, see kv_cache_bytes), a request's num_ctx
+overrides the user's own OLLAMA_CONTEXT_LENGTH and switches off Ollama's shrink-on-out-of-memory
+fallback, and a different size reloads the model. Hence the cap, the size the context policies were
+measured at; ask for more with --context-window. Images must already be data URIs (the harness fetches URLs itself): native
 Ollama takes bare base64 only.
 """
 import base64
@@ -45,12 +53,12 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .llm import (MAX_REPLY_TOKENS, ContextOverflow, LLMError, ThinkSplitter, error_detail, excerpt,
-                  explain_network_error, overflow_message)
+from .llm import (MAX_REPLY_TOKENS, ContextOverflow, LLMError, ThinkSplitter, bounded, context_overflow,
+                  error_detail, excerpt, explain_network_error, overflow_message)
 
 API_CHOICES = ("auto", "openai", "ollama")
 PROBE_TIMEOUT = 3           # seconds for the one /api/version question: a local server answers at once
-OLLAMA_WINDOW_CAP = 32768   # default num_ctx at most this: a 128k KV cache outgrows most laptops
+OLLAMA_WINDOW_CAP = 8192    # default num_ctx at most this: the policies' size, 1.1 GiB of KV cache for an 8B model
 REASONING_FIELDS = ("thinking", "reasoning", "reasoning_content")
 
 
@@ -111,6 +119,26 @@ def props_window(base_url, timeout=PROBE_TIMEOUT):
     settings = props.get("default_generation_settings")
     n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else props.get("n_ctx")
     return n_ctx if type(n_ctx) is int and n_ctx > 0 else None
+
+
+def kv_cache_bytes(shown, tokens):
+    """What a window of `tokens` costs in KV cache for this model, by arithmetic from /api/show's
+    model_info (keys and values, every layer, 16-bit): 2 x layers x KV heads x head size x 2 bytes
+    x tokens. An estimate, not a measurement (a quantised cache, flash attention or a sliding window
+    change it); None when the model's shape is not reported."""
+    info = (shown or {}).get("model_info")
+    if not isinstance(info, dict):
+        return None
+
+    def number(suffix):
+        found = [v for k, v in info.items() if k.endswith(suffix) and type(v) is int and v > 0]
+        return found[0] if found else None
+    layers, kv_heads, heads = number(".block_count"), number(".attention.head_count_kv"), number(".attention.head_count")
+    key, value, width = number(".attention.key_length"), number(".attention.value_length"), number(".embedding_length")
+    head = key or (width // heads if width and heads else None)
+    if not (layers and head and (kv_heads or heads)):
+        return None
+    return layers * (kv_heads or heads) * (head + (value or head)) * 2 * tokens
 
 
 def capabilities(shown):
@@ -202,7 +230,9 @@ class OllamaClient:
         if self.context_window:
             options["num_ctx"] = self.context_window     # the whole point: the window we plan with
         body = {"model": self.model, "messages": to_native(messages), "stream": bool(self.stream),
-                "options": options}                      # stream: Ollama streams unless told not to
+                "options": options,                      # stream: Ollama streams unless told not to
+                "truncate": False,                       # past num_ctx: an error, not the task silently dropped
+                "shift": False}                          # nor the oldest tokens shifted out mid-reply
         if tools:
             body["tools"] = tools                        # the same JSON-schema list as /v1
         if self.think is not None:
@@ -308,9 +338,11 @@ class OllamaClient:
                             "`ollama show MODEL` lists what a model can do.")
         if "does not support thinking" in lowered:
             return LLMError(f"{where} says the model '{self.model}' cannot think ({said}). Drop --think.")
-        if "context" in lowered and any(w in lowered for w in ("exceed", "too long", "length")):
-            return ContextOverflow(overflow_message(None, self.context_window, f"{where} said: {said}"),
-                                   None, self.context_window)
+        overflow = context_overflow(text, bounded(text), self.url)   # llama.cpp's error, wrapped by Ollama
+        if overflow or ("context" in lowered and any(w in lowered for w in ("exceed", "too long", "length"))):
+            prompt = overflow.prompt_tokens if overflow else None
+            window = (overflow.context_window if overflow else None) or self.context_window
+            return ContextOverflow(overflow_message(prompt, window, f"{where} said: {bounded(said)}"), prompt, window)
         if status == 404:
             return LLMError(f"{where} has no native chat route ({said}). Is it an Ollama server? For other servers "
                             "use --api openai.")
@@ -393,15 +425,21 @@ def native_assistant(message, names):
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
         names[call.get("id")] = function.get("name") or ""
-        calls.append({"function": {"name": function.get("name") or "", "arguments": arguments_object(function.get("arguments"))}})
+        native_call = {"function": {"name": function.get("name") or "", "arguments": arguments_object(function.get("arguments"))}}
+        if isinstance(call.get("id"), str) and call["id"]:
+            native_call["id"] = call["id"]      # api.ToolCall.ID: the server's own id, sent back (0.12.10+)
+        calls.append(native_call)
     if calls:
-        out["tool_calls"] = calls               # no ids: native pairs results by tool_name, in order
+        out["tool_calls"] = calls
     return out
 
 
 def native_tool_result(message, names):
     text, images = split_content(message.get("content"))
+    # Both: older Ollama and some templates pair a result by tool_name (in order), newer renderers by id.
     out = {"role": "tool", "content": text, "tool_name": names.get(message.get("tool_call_id"), "")}
+    if isinstance(message.get("tool_call_id"), str) and message["tool_call_id"]:
+        out["tool_call_id"] = message["tool_call_id"]
     if images:
         out["images"] = images
     return out
