@@ -1,8 +1,10 @@
 """The loop against what real servers do: each result shown under its call, replies cut at the length
 limit, no usage reported, a context that overflows, an empty answer, a reply that outlasts --max-seconds.
 Run on m1 (m2, m3, m4, m5 where the behaviour starts there), every later stage and `tinyharness run`."""
+import json
 import os
 import re
+import threading
 import time
 
 import pytest
@@ -301,6 +303,61 @@ def test_max_seconds_bounds_a_single_reply(stage, workspace):
     started = time.monotonic()
     result, _ = run(stage, workspace, [{"content": "too late", "delay": 6}], "--max-seconds", "1.5")
     assert time.monotonic() - started < 5.5
+    assert result.returncode == 3, result.stderr
+    assert re.search(r"Stopped: reached --max-seconds 1\.5 \(\d+\.\d s have passed\)", result.stdout)
+
+
+class Trickle:
+    """A server that sends its headers at once, then its answer one byte every 0.2 s: every read is
+    well within any socket timeout, and the whole answer takes minutes. Both dialects, both modes."""
+
+    def __enter__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                native = self.path.startswith("/api/")
+                answer = (json.dumps({"message": {"role": "assistant", "content": "slow " * 300}, "done": True})
+                          if native else json.dumps({"choices": [{"message": {"role": "assistant",
+                                                                              "content": "slow " * 300}}]}))
+                if body.get("stream", native):
+                    answer = answer + "\n" if native else f"data: {answer}\n\ndata: [DONE]\n\n"
+                data = answer.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                try:
+                    for byte in data:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(0.2)
+                except OSError:
+                    pass                    # the client hung up: what the test wants
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("api", ["openai", "ollama"])
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_max_seconds_bounds_a_reply_that_trickles_one_byte_at_a_time(workspace, api, stream):
+    # 1,500 bytes at 0.2 s each is five minutes: without a bound per byte the run (and this test) hangs.
+    with Trickle() as url:
+        result = run_stage(FINAL, workspace, "--base-url", url, "--api", api, "--context-window", "8192", stream,
+                           "--max-seconds", "1.5", "go", approve=True)
+    assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 3, result.stderr
     assert re.search(r"Stopped: reached --max-seconds 1\.5 \(\d+\.\d s have passed\)", result.stdout)
 

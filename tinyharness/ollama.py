@@ -53,8 +53,8 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .llm import (MAX_REPLY_TOKENS, ContextOverflow, LLMError, ThinkSplitter, bounded, context_overflow,
-                  error_detail, excerpt, explain_network_error, overflow_message)
+from .llm import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, ThinkSplitter, bounded, context_overflow,
+                  error_detail, excerpt, explain_network_error, overflow_message, read_body)
 
 API_CHOICES = ("auto", "openai", "ollama")
 PROBE_TIMEOUT = 3           # seconds for the one /api/version question: a local server answers at once
@@ -210,18 +210,19 @@ class OllamaClient:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         on_text, on_reasoning = on_text or self.on_text, on_reasoning or self.on_reasoning
         limit = self.timeout if timeout is None else max(0.001, min(self.timeout, timeout))
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = time.monotonic() + limit     # the whole reply, checked per line and enforced by HangUp
         try:
-            with requests.post(self.url, json=body, headers=headers, timeout=limit, stream=self.stream) as response:
+            with requests.post(self.url, json=body, headers=headers, timeout=limit, stream=True) as response, \
+                    HangUp(response, deadline) as hang:
                 if response.status_code != 200:
-                    raise self.explain_status(response.status_code, response.content)
+                    raise self.explain_status(response.status_code, read_body(response, deadline, hang))
                 if self.stream:
-                    frames = self.read_frames(response, deadline)
+                    frames = self.read_frames(response, deadline, hang)
                 else:
-                    frames = [self.parse_frame(response.content)]
+                    frames = [self.parse_frame(read_body(response, deadline, hang))]
                 return self.assemble(frames, on_text, on_reasoning)
         except requests.exceptions.RequestException as e:
-            raise LLMError(explain_network_error(e, self.url, limit)) from None
+            raise LLMError(explain_network_error(e, self.url, limit, limit < self.timeout)) from None
 
     # --- canonical -> native --------------------------------------------------------------------
 
@@ -253,13 +254,14 @@ class OllamaClient:
             raise self.explain_error_text(str(frame["error"]), streamed=True)
         return frame
 
-    def read_frames(self, response, deadline):
+    def read_frames(self, response, deadline, hang=None):
         """NDJSON: one frame per line, until `done: true`. A stream that stops early is an error."""
+        too_long = LLMError(f"The model's reply from {self.url} took longer than the time left (--max-seconds, or "
+                            "the client's timeout); it was stopped part-way.")
         try:
             for line in response.iter_lines():
-                if deadline is not None and time.monotonic() > deadline:
-                    raise LLMError(f"The model's reply from {self.url} took longer than the time left "
-                                   "(--max-seconds); it was stopped part-way.")
+                if time.monotonic() > deadline:
+                    raise too_long
                 if not line.strip():
                     continue
                 frame = self.parse_frame(line)
@@ -267,6 +269,8 @@ class OllamaClient:
                 if frame.get("done"):
                     return
         except requests.exceptions.RequestException as e:
+            if hang is not None and hang.fired:
+                raise too_long from None
             if "timed out" in str(e):
                 raise LLMError(f"The model server at {self.url} stopped sending its streamed answer for "
                                f"{self.timeout} s. It may be overloaded or stuck; check its log and try again.") from None
