@@ -4,6 +4,7 @@ how --api auto picks it, and the scripted Ollama's strict checks.
 Most tests call OllamaClient in-process against one shared scripted Ollama; a few drive
 `tinyharness run` for the flags (--api, --think, the default --context-window)."""
 import base64
+import json
 import os
 import re
 import subprocess
@@ -132,6 +133,56 @@ def test_think_tags_in_the_content_are_not_the_answer(ollama):
     scripted(ollama, "<think>hmm</think>\n\nThe answer.")
     message, _, _ = client(ollama, stream=True).chat([{"role": "user", "content": "go"}])
     assert message == {"role": "assistant", "content": "The answer.", "thinking": "hmm"}
+
+
+# --- native replies are input: any shape, no traceback -----------------------------------------------
+
+@pytest.mark.parametrize("tool_calls, problem", [
+    (True, "the tool call is not an object but a boolean true"),
+    (5, "the tool call is not an object but a number 5"),
+    (["read_file"], 'the tool call is not an object but a string "read_file"'),
+    ([{"function": {"name": 7, "arguments": {}}}], "the call has no tool name (got a number 7)"),
+    ([{"function": {"name": "read_file", "arguments": [1]}}], "the arguments must be a JSON object, not a list [1]"),
+    ([{"function": {"name": "read_file", "arguments": {"path": float("nan")}}}], "cannot be sent back as JSON"),
+])
+def test_a_native_reply_of_any_shape_becomes_a_call_the_model_is_told_about(tool_calls, problem):
+    frames = [{"message": {"role": "assistant", "content": "", "tool_calls": tool_calls}, "done": True}]
+    message, _, _ = OllamaClient("http://127.0.0.1:9/v1", "m").assemble(frames, None, None)
+    [call] = message["tool_calls"]
+    assert call["function"]["arguments"] == "{}" and problem in message["_problems"][call["id"]]
+    json.dumps(to_native([message]), allow_nan=False)      # the next request can be encoded
+
+
+def test_no_tool_calls_in_any_spelling_is_no_call():
+    for nothing in (None, False, "", [], {}):
+        frames = [{"message": {"role": "assistant", "content": "hi", "tool_calls": nothing}, "done": True}]
+        assert OllamaClient("http://127.0.0.1:9/v1", "m").assemble(frames, None, None)[0] == \
+            {"role": "assistant", "content": "hi"}
+
+
+def test_deep_nesting_is_not_a_traceback():
+    client = OllamaClient("http://127.0.0.1:9/v1", "m")
+    with pytest.raises(LLMError, match="is not Ollama's JSON"):
+        client.parse_frame(b'{"message": ' + b"[" * 100000 + b"]" * 100000 + b"}")
+    deep = {}
+    for _ in range(5000):
+        deep = {"a": deep}
+    message, _, _ = client.assemble([{"message": {"content": "", "tool_calls": [
+        {"function": {"name": "read_file", "arguments": deep}}]}, "done": True}], None, None)
+    assert "cannot be sent back as JSON" in next(iter(message["_problems"].values()))
+    with pytest.raises(LLMError):
+        client.parse_frame(json.dumps({"error": "x"}).encode())
+
+
+def test_nan_arguments_from_ollama_are_refused_at_the_door_and_the_run_goes_on(tmp_path):
+    script = [{"tool_calls": [{"name": "read_file", "arguments": {"path": float("nan")}}]}, "I could not read it."]
+    with OllamaServer(script=script) as server:
+        result = run_stage(FINAL, tmp_path, "--base-url", server.base_url, "read it")
+    assert "Traceback" not in result.stderr and result.returncode == 0, result.stderr
+    assert server.rejected == [] and len(server.requests) == 2
+    answer = server.requests[1]["messages"][-1]
+    assert answer["role"] == "tool" and answer["content"].startswith("ERROR: the arguments cannot be sent back as JSON")
+    assert server.requests[1]["messages"][-2]["tool_calls"][0]["function"]["arguments"] == {}
 
 
 # --- errors, in words -----------------------------------------------------------------------------

@@ -53,8 +53,9 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .llm import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, ThinkSplitter, bounded, context_overflow,
-                  error_detail, excerpt, explain_network_error, overflow_message, read_body)
+from .llm import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, ThinkSplitter, bounded, clean, context_overflow,
+                  describe, dump_object, error_detail, excerpt, explain_network_error, overflow_message, read_body,
+                  strict_json)
 
 API_CHOICES = ("auto", "openai", "ollama")
 PROBE_TIMEOUT = 3           # seconds for the one /api/version question: a local server answers at once
@@ -247,11 +248,11 @@ class OllamaClient:
         try:
             frame = json.loads(raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw)
             assert isinstance(frame, dict)
-        except (ValueError, AssertionError):
+        except (ValueError, AssertionError, RecursionError):    # deep nesting is not an answer either
             raise LLMError(f"The answer from {self.url} is not Ollama's JSON: {excerpt(as_bytes(raw))!r}. "
                            "Is this an Ollama server? Try --api openai for other servers.") from None
         if frame.get("error") is not None:
-            raise self.explain_error_text(str(frame["error"]), streamed=True)
+            raise self.explain_error_text(error_text(frame["error"]), streamed=True)
         return frame
 
     def read_frames(self, response, deadline, hang=None):
@@ -297,7 +298,7 @@ class OllamaClient:
             if isinstance(message.get("content"), str):
                 for is_reasoning, piece in think.feed(message["content"]):  # stray <think> tags are not the answer
                     emit(is_reasoning, piece)
-            native_calls += [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+            native_calls += calls_of(message.get("tool_calls"))
             last = frame
         for is_reasoning, piece in think.flush():
             emit(is_reasoning, piece)
@@ -355,29 +356,54 @@ class OllamaClient:
         return LLMError(f"{where} {verb} {said}. {hint}")
 
 
+def error_text(error):
+    """An error field as text, whatever its type (a string, an object, something deeply nested)."""
+    if isinstance(error, str):
+        return error
+    try:
+        return json.dumps(error, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        return "(an error the harness cannot show)"
+
+
+def calls_of(tool_calls):
+    """`tool_calls` of a frame as a list: a list as it is, one call object as a list of one, nothing
+    (null, false, "", {}) as none; anything else (`true`, a number, a string) becomes one call that
+    canonical_call reports to the model as not a call."""
+    if not tool_calls:                          # null, false, "", 0, [], {}
+        return []
+    return tool_calls if isinstance(tool_calls, list) else [tool_calls]
+
+
 def as_bytes(raw):
     return raw if isinstance(raw, bytes) else str(raw).encode("utf-8", errors="replace")
 
 
 def canonical_call(native, spare_id):
-    """A native call ({function: {name, arguments: object}}) -> the canonical one, and what was wrong."""
+    """A native call ({function: {name, arguments: object}}) -> the canonical one, and what was wrong.
+    Whatever came (not an object, a name that is no string, arguments nested too deep or holding NaN,
+    which no server takes back) becomes a call with `{}` arguments and a problem the model is told."""
+    if not isinstance(native, dict):
+        return ({"id": spare_id, "type": "function", "function": {"name": "", "arguments": "{}"}},
+                f"the tool call is not an object but {describe(native)}")
     function = native.get("function") if isinstance(native.get("function"), dict) else {}
     name, arguments, problem = function.get("name"), function.get("arguments"), None
     if not isinstance(name, str):
-        name, problem = "", f"the call has no tool name (got {json.dumps(name)[:100]})"
+        name, problem = "", f"the call has no tool name (got {describe(name)})"
     if isinstance(arguments, str):              # not Ollama's way, but be kind to a proxy that sends a string
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
+            arguments = strict_json(arguments) if arguments.strip() else {}
+        except (ValueError, RecursionError):
             pass
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
-        problem = problem or f"the arguments must be a JSON object, not {json.dumps(arguments)[:200]}"
+        problem = problem or f"the arguments must be a JSON object, not {describe(arguments)}"
         arguments = {}
+    text, wrong = dump_object(arguments)        # NaN, Infinity, deep nesting: refused here, at the door
     call_id = native.get("id") if isinstance(native.get("id"), str) and native.get("id") else spare_id
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}, problem
+    return {"id": clean(call_id), "type": "function", "function": {"name": clean(name), "arguments": text}}, \
+        problem or wrong
 
 
 def usage_of(frame):
