@@ -378,6 +378,7 @@ def test_api_ollama_against_another_server_says_so(tmp_path):
     with ScriptedServer(script=[]) as server:
         result = run_stage(FINAL, tmp_path, "--base-url", server.base_url, "--api", "ollama", "hi")
     assert result.returncode == 1 and "Is it an Ollama server?" in result.stderr and "--api openai" in result.stderr
+    assert stats_line(result.stderr)["prompt_tokens"] == "?"     # no answer, so no count: not a measured 0
 
 
 def test_run_names_the_pull_command_for_a_missing_model(tmp_path):

@@ -570,6 +570,7 @@ def overflow_message(prompt, window, said, sure=True):
     numbers = [f"{prompt} prompt tokens" if prompt else "", f"the window holds {window}" if window else ""]
     numbers = f" ({'; '.join(n for n in numbers if n)})" if any(numbers) else ""
     lead = f"The conversation no longer fits the model's context window{numbers}. " if sure else ""
+    said = said.rstrip().rstrip(".")        # the server's sentence may end in a full stop of its own
     return (f"{lead}{said}. What to do: give the task in smaller steps; use a model with a longer context; give "
             "the server a bigger window (Ollama: num_ctx or --context-window with --api ollama; llama.cpp: "
             "--ctx-size; llama-cpp-python: --n_ctx; vLLM: --max-model-len); where the harness has "

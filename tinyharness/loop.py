@@ -48,7 +48,7 @@ class Stats:
             self.cached_tokens = (self.cached_tokens or 0) + cached
 
     def line(self):
-        unknown = self.turns and self.uncounted == self.turns  # "?": a 0 would be a measurement nobody made
+        unknown = self.uncounted == self.turns  # "?": a 0 would be a measurement nobody made (no answer, no count)
         missing = f" usage_missing_turns={self.uncounted}" if self.uncounted and not unknown else ""
         cached = "" if self.cached_tokens is None else f" cached_tokens={self.cached_tokens}"  # after the contract's
         return (f"[stats] turns={self.turns} tool_calls={self.tool_calls} "
