@@ -929,6 +929,9 @@ def main(argv=None) -> int:
     parser.add_argument("--lenient", action="store_true",
                         help="answer every request; by default one a real server would refuse gets its HTTP 400/500")
     parser.add_argument("--no-usage", action="store_true", help="never report token usage, like some servers")
+    parser.add_argument("--context-window", type=int, metavar="TOKENS",
+                        help="overflow like llama-cpp-python past this many prompt tokens: HTTP 400 with both numbers "
+                             "unstreamed, an empty 200 stream streamed")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--model", default="qwen3:8b", help="model name listed by /v1/models")
@@ -944,8 +947,13 @@ def main(argv=None) -> int:
         replies, what = {"script": script}, f"replaying {len(script)} replies"
     if args.drop_images:
         what += " that never sees images"
+    if args.context_window is not None and args.context_window < 1:
+        parser.error("--context-window must be 1 or more")
+    if args.context_window:
+        what += f" with a {args.context_window}-token window"
     with ScriptedServer(**replies, drop_images=args.drop_images, host=args.host, port=args.port,
-                        model=args.model, strict=not args.lenient, send_usage=not args.no_usage) as srv:
+                        model=args.model, strict=not args.lenient, send_usage=not args.no_usage,
+                        context_window=args.context_window) as srv:
         print(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C to stop.", flush=True)
         try:
             while True:
