@@ -259,7 +259,8 @@ def test_the_scripted_ollama_takes_what_ollama_takes(ollama):
     assert chat_status(ollama, messages=[{"role": "USER", "content": "hi"}], options={"num_ctx": 4096.0})[0] == 200
     assert chat_status(ollama, messages=[{"role": "user", "content": "hi"}], think="medium")[0] == 200
     # An empty messages list loads the model (routes.go ChatHandler) and takes no reply.
-    assert chat_status(ollama, messages=[]) == (200, {**chat_status(ollama, messages=[])[1], "done_reason": "load"})
+    status, loaded = chat_status(ollama, messages=[])
+    assert status == 200 and loaded["done"] is True and loaded["done_reason"] == "load"
     assert ollama.replies_sent == 2 and ollama.rejected == []
 
 
