@@ -7,7 +7,8 @@ up mid-run as a confusing symptom (an HTTP 404, a model that "forgets" its instr
 stats).
 
 The mechanism. Ask the server the questions a run depends on, each answered on one line,
-`OK`, `WARN` (a run works, with a limit worth knowing) or `FAIL` (a run will not work), with the fix:
+`OK`, `WARN` (a run works, with a limit worth knowing) or `FAIL` (a run will not work), with the fix
+(`SKIP` for a probe not sent because the server is still busy with the one before):
 
     server      who answers at the base URL: Ollama (/api/version), llama.cpp (/props), vLLM (/version),
                 or another OpenAI-compatible server (/v1/models owned_by, the Server header)
