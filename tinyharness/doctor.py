@@ -341,7 +341,7 @@ def probe_failed(report, check, args, error):
                     "check the server's log and start it again.")
     else:
         report.line("FAIL", check, f"the server answers quick questions, but the model sent no answer within "
-                    f"{args.timeout:g} s to a request capped at a few tokens: it is most likely still loading (the "
+                    f"{args.timeout:g} s to a one-line request with a short reply: it is most likely still loading (the "
                     "first call after idle loads the model, which can take minutes), or far too slow for this "
                     "machine.", "run the doctor again in a minute (`ollama ps` shows whether the model is loaded), "
                     "raise --timeout, or choose a smaller model.")
