@@ -309,9 +309,9 @@ class OllamaClient:
         return message, usage_of(last), finish_reason_of(last)
 
     def canonical(self, content, thinking, native_calls):
-        message = {"role": "assistant", "content": content}
+        message = {"role": "assistant", "content": clean(content)}   # a lone surrogate cannot go back: '?'
         if thinking:
-            message["thinking"] = thinking      # the name Ollama uses; it is sent back under it
+            message["thinking"] = clean(thinking)   # the name Ollama uses; it is sent back under it
         calls, problems = [], {}
         for native in native_calls:
             self.calls_made += 1
