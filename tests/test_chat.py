@@ -2,6 +2,7 @@
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -243,7 +244,9 @@ def test_compaction_starts_by_itself_past_the_threshold(workspace, tmp_path):
         chat.send("3", echo=lambda line: None)   # prompt + answer now past 80%: compact before the next
         chat.send("4", echo=lambda line: None)
     assert srv.requests[3]["messages"][-1]["content"].startswith(compact.SUMMARY_PROMPT)
-    assert "counted by the server), past 80% of the 3000-token window" in chat.err.getvalue()
+    # In a 3,000-token window 80% would leave no room for the summary request: it fires earlier, and says so.
+    assert re.search(r"counted by the server\), past \d\d% \(room left for the summary request\) of the "
+                     r"3000-token window", chat.err.getvalue())
     assert srv.requests[4]["messages"][1]["content"].startswith(compact.SUMMARY_MARK)
     assert [m["content"] for m in srv.requests[4]["messages"][2:]] == ["2", big, "3", big, "4"]
 
@@ -270,6 +273,41 @@ def test_nothing_to_compact_in_a_short_conversation(workspace, tmp_path):
         chat.send("1", echo=lambda line: None)
         assert not chat.compact("test")
     assert "nothing to compact" in chat.err.getvalue() and len(srv.requests) == 1
+
+
+def test_chat_adopts_the_window_from_the_first_overflow_and_compacts_before_the_next(workspace, tmp_path, capsys):
+    # A server with a 3,000-token window that says so only when a prompt overflows (llama-cpp-python's 400).
+    for i in range(3):
+        (workspace / f"f{i}.txt").write_text(str(i) * 3000)
+    reads = [calls(tool_call("read_file", path=f"f{i}.txt")) for i in range(3)]
+    with ScriptedServer(reads + ["done", "Summary: three files read.", "two"], context_window=3000) as srv:
+        chat = conversation(srv, workspace, tmp_path)           # planning with 8,192 tokens
+        chat.send("read the three files", echo=lambda line: None)
+        assert srv.overflows == [3] and chat.window() == 3000   # learned from the first overflow
+        chat.send("2", echo=lambda line: None)
+    said = capsys.readouterr().err
+    assert said.count("the server says its context window holds 3000 tokens, not the 8192 planned") == 1
+    assert srv.requests[5]["messages"][-1]["content"].startswith(compact.SUMMARY_PROMPT)   # before message 2
+    assert "of the 3000-token window" in chat.err.getvalue() and "only the last 0 turn(s)" in chat.err.getvalue()
+    assert srv.overflows == [3]                                  # and message 2 fitted
+    assert srv.requests[6]["messages"][1]["content"].startswith(compact.SUMMARY_MARK)
+    assert srv.requests[6]["messages"][-1]["content"] == "2"
+
+
+def test_a_summary_request_that_overflows_is_cut_and_sent_once_more(workspace, tmp_path):
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "big.txt"}'}}
+    history = [{"role": "system", "content": "s"}, {"role": "user", "content": "read big.txt"},
+               {"role": "assistant", "content": "", "tool_calls": [call]},
+               {"role": "tool", "tool_call_id": "c1", "content": "x" * 8000},
+               {"role": "assistant", "content": "It is all x."}]
+    seen = []
+    with ScriptedServer(["Summary: big.txt is all x."], context_window=2500) as srv:
+        done = compact.compact(history, Client(srv.base_url, "m"), str(workspace), keep_turns=0,
+                               on_overflow=seen.append)
+    assert srv.overflows == [0] and len(srv.requests) == 2
+    assert srv.requests[1]["messages"][3]["content"].startswith('[cut by the harness: read_file("big.txt")')
+    assert seen[0].context_window == 2500 and done.summary["content"].endswith("Summary: big.txt is all x.")
+    assert done.replaced == history[1:]                          # the session keeps the whole result
 
 
 def test_the_compaction_benchmark_keeps_the_fact_through_two_compactions():

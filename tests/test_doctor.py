@@ -2,12 +2,15 @@
 WARN or FAIL with the fix, and the exit code says whether a run can work. In-process (doctor.main)
 except one test that checks the command is wired into `tinyharness`."""
 import os
+import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
 from tests.ladder import ROOT
+from tinyharness import doctor as doctor_module
 from tinyharness.doctor import main
 from tinyharness.fake_ollama import OllamaServer
 from tinyharness.testing import ScriptedServer
@@ -25,11 +28,13 @@ def test_a_healthy_ollama_passes(capsys):
     assert code == 0, out
     assert status == {"server": "OK", "api": "OK", "model": "OK", "tools": "OK", "vision": "WARN", "thinking": "OK",
                       "context": "OK", "tool call": "OK", "streaming": "OK", "round trip": "OK"}
-    assert "Ollama 0.12.6" in out and "32768 tokens and sends it as num_ctx" in out
+    assert "Ollama 0.12.10" in out and "8192 tokens and sends it as num_ctx with truncate: false" in out
+    # the window's memory, as arithmetic: qwen3:8b's 36 layers x 8 KV heads x (128 + 128) x 2 bytes a token
+    assert "its KV cache: about 1.12 GiB (144 KiB a token x 8192, arithmetic from the model's shape" in out
     assert 'report({"word": "ok"}) came back as a real tool call' in out
     assert out.strip().endswith("Verdict: a run can work.")
     chats = [r for r in server.requests if "options" in r]
-    assert chats and all(r["options"]["num_ctx"] == 32768 for r in chats)    # probed as a run would talk
+    assert chats and all(r["options"]["num_ctx"] == 8192 for r in chats)    # probed as a run would talk
 
 
 def test_a_missing_model_fails_with_the_pull_command(capsys):
@@ -91,6 +96,76 @@ def test_a_model_that_answers_in_text_fails_the_probe(capsys):
     with ScriptedServer(script=['{"name": "report"}', "OK"]) as server:
         code, out, status = doctor(capsys, "--base-url", server.base_url)
     assert code == 1 and status["tool call"] == "FAIL" and "--jinja" in out
+    assert "--chat_format chatml-function-calling" in out                 # llama-cpp-python's way
+
+
+def test_every_probe_caps_its_reply(capsys):
+    replies = [{"tool_calls": [{"name": "report", "arguments": {"word": "ready"}}]}, "OK"]
+    with ScriptedServer(script=replies) as server:
+        doctor(capsys, "--base-url", server.base_url)
+    caps = [r["max_tokens"] for r in server.requests]
+    assert len(caps) == 2 and caps[0] <= 128 and caps[1] <= 64
+    with OllamaServer(personality="healthy") as server:
+        doctor(capsys, "--base-url", server.base_url, "--model", "qwen3:8b")
+    caps = [r["options"]["num_predict"] for r in server.requests if "options" in r]
+    assert len(caps) == 2 and max(caps) <= 128
+
+
+def test_a_reply_cut_at_the_cap_is_its_own_finding(capsys):
+    rambling = {"content": "Let me think about this " * 20, "finish_reason": "length"}
+    with ScriptedServer(script=[rambling, rambling]) as server:
+        code, out, status = doctor(capsys, "--base-url", server.base_url)
+    assert status["tool call"] == "WARN" and status["streaming"] == "WARN"
+    assert 'cut at the probe\'s cap of 128 tokens (finish_reason "length")' in out
+    assert 'cut at the probe\'s cap of 64 tokens' in out and "did not answer" not in out
+
+
+# --- Three ways of getting no answer, three different lines ------------------------------------------
+
+@pytest.fixture
+def quick(monkeypatch):
+    monkeypatch.setattr(doctor_module, "ASK_TIMEOUT", 0.5)
+
+
+def test_a_refused_connection_says_start_the_server(capsys, quick):
+    with ScriptedServer(script=[]) as server:
+        url = server.base_url
+    code, out, status = doctor(capsys, "--base-url", url)
+    assert code == 1 and status == {"server": "FAIL"}
+    assert "connection was refused" in out and "Fix: start the server" in out and "busy" not in out
+
+
+def test_a_busy_server_that_accepts_but_does_not_answer_is_called_busy(capsys, quick):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held = []                                    # connections accepted and never answered
+
+    def accept():
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        code, out, status = doctor(capsys, "--base-url", f"http://127.0.0.1:{listener.getsockname()[1]}/v1")
+    finally:
+        listener.close()
+        for connection in held:
+            connection.close()
+    assert code == 1 and status == {"server": "FAIL"}
+    assert "is busy with another request" in out and "Fix: wait until the other request ends" in out
+    assert "nothing answers" not in out and "`ollama serve`" not in out
+
+
+def test_a_model_that_sends_nothing_in_time_is_called_loading_and_no_second_probe_is_sent(capsys, quick):
+    with ScriptedServer(script=[{"content": "late", "delay": 3}]) as server:
+        code, out, status = doctor(capsys, "--base-url", server.base_url, "--timeout", "1")
+    assert code == 1 and status["server"] == "OK" and status["tool call"] == "FAIL"
+    assert "most likely still loading" in out and "run the doctor again in a minute" in out
+    assert "busy" not in out and "run without --stream" not in out
+    assert "SKIP  streaming" in out and len(server.requests) == 1
 
 
 @pytest.mark.parametrize("args", [["--context-window", "0"], ["--timeout", "0"], ["--base-url", "notaurl"],

@@ -1,8 +1,10 @@
 """The loop against what real servers do: each result shown under its call, replies cut at the length
 limit, no usage reported, a context that overflows, an empty answer, a reply that outlasts --max-seconds.
 Run on m1 (m2, m3, m4, m5 where the behaviour starts there), every later stage and `tinyharness run`."""
+import json
 import os
 import re
+import threading
 import time
 
 import pytest
@@ -214,6 +216,68 @@ def test_the_package_stops_with_exit_1_when_the_retry_overflows_too(workspace):
 def test_the_package_does_not_retry_when_there_is_nothing_to_cut(workspace):
     result, server = run(FINAL, workspace, [OVERFLOW, "never asked"])
     assert result.returncode == 1 and len(server.requests) == 1 and "num_ctx" in result.stderr
+    assert "Nothing was retried: the history holds no tool result to cut" in result.stderr
+
+
+def test_the_message_after_nothing_could_be_cut_says_what_was_checked(workspace):
+    result, server = run(FINAL, workspace, reading_turns(workspace, 2) + [OVERFLOW, "never asked"])
+    assert result.returncode == 1 and len(server.requests) == 3
+    assert "of the 2 tool result(s) in the history, 2 are the newest (never cut)" in result.stderr
+
+
+# A server with a 3,000-token window that overflows as llama-cpp-python does: a 400 with both numbers
+# unstreamed, an empty 200 stream streamed (no numbers at all). Four reads of 3,000 characters each:
+# the fourth request (about 3,200 tokens) no longer fits.
+def four_big_reads(workspace, count=4):
+    for i in range(count):
+        (workspace / f"f{i}.txt").write_text(str(i) * 3000)
+    return [calls(tool_call("read_file", path=f"f{i}.txt")) for i in range(count)] + ["done"]
+
+
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_the_package_cuts_and_retries_when_a_server_overflows_like_llama_cpp_python(workspace, stream):
+    with ScriptedServer(script=four_big_reads(workspace), context_window=3000) as server:
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, stream, "go", approve=True)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.rstrip().endswith("done") and server.replies_sent == 5 and server.overflows
+    first = server.overflows[0]
+    assert first + 1 not in server.overflows                      # the retry fitted
+    retry = server.requests[first + 1]["messages"]
+    assert retry[3]["content"].startswith('[cut by the harness: read_file("f0.txt")')
+    assert [m["content"][:3] for m in retry[-3::2]] == ["111", "222"]   # the newest two are not stubbed
+    assert "[context] the server says the prompt does not fit its context; cut" in result.stderr
+    learned = "[context] the server says its context window holds 3000 tokens, not the 8192 planned"
+    # Only the 400 names the window; the empty stream says nothing, and nothing is made up.
+    assert result.stderr.count(learned) == (1 if stream == "--no-stream" else 0)
+
+
+def test_a_learned_window_drives_the_policy_for_the_rest_of_the_run(workspace):
+    with ScriptedServer(script=four_big_reads(workspace, count=7), context_window=3000) as server:
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "--no-stream", "go", approve=True)
+    assert result.returncode == 0, result.stderr
+    # After the first overflow, results are capped for a 3,000-token window and the batch policy cuts
+    # at 75% of it: no second overflow. (Planning with 8,192 tokens, every later turn overflowed.)
+    assert len(server.overflows) == 1 and server.replies_sent == 8
+
+
+def test_a_window_the_server_tells_up_front_is_used_from_the_first_call(workspace):
+    with ScriptedServer(script=four_big_reads(workspace), context_window=3000, announce_window=True) as server:
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "--no-stream", "go", approve=True)
+    assert result.returncode == 0, result.stderr
+    assert server.overflows == [] and server.replies_sent == 5    # capped and cut for 3,000 tokens from the start
+
+
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_a_subagent_cuts_and_retries_too(workspace, stream):
+    script = [calls(tool_call("task", description="read the four files"))] + four_big_reads(workspace) \
+        + ["The parent is done."]
+    with ScriptedServer(script=script, context_window=3000) as server:
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, stream, "go",
+                           approve=True)
+    assert result.returncode == 0, result.stderr
+    assert server.overflows and "cut 1 old tool result(s)" in result.stderr
+    assert result.stdout.rstrip().endswith("The parent is done.")
 
 
 # --- an empty answer ----------------------------------------------------------------------------
@@ -239,6 +303,61 @@ def test_max_seconds_bounds_a_single_reply(stage, workspace):
     started = time.monotonic()
     result, _ = run(stage, workspace, [{"content": "too late", "delay": 6}], "--max-seconds", "1.5")
     assert time.monotonic() - started < 5.5
+    assert result.returncode == 3, result.stderr
+    assert re.search(r"Stopped: reached --max-seconds 1\.5 \(\d+\.\d s have passed\)", result.stdout)
+
+
+class Trickle:
+    """A server that sends its headers at once, then its answer one byte every 0.2 s: every read is
+    well within any socket timeout, and the whole answer takes minutes. Both dialects, both modes."""
+
+    def __enter__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                native = self.path.startswith("/api/")
+                answer = (json.dumps({"message": {"role": "assistant", "content": "slow " * 300}, "done": True})
+                          if native else json.dumps({"choices": [{"message": {"role": "assistant",
+                                                                              "content": "slow " * 300}}]}))
+                if body.get("stream", native):
+                    answer = answer + "\n" if native else f"data: {answer}\n\ndata: [DONE]\n\n"
+                data = answer.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                try:
+                    for byte in data:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(0.2)
+                except OSError:
+                    pass                    # the client hung up: what the test wants
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("api", ["openai", "ollama"])
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_max_seconds_bounds_a_reply_that_trickles_one_byte_at_a_time(workspace, api, stream):
+    # 1,500 bytes at 0.2 s each is five minutes: without a bound per byte the run (and this test) hangs.
+    with Trickle() as url:
+        result = run_stage(FINAL, workspace, "--base-url", url, "--api", api, "--context-window", "8192", stream,
+                           "--max-seconds", "1.5", "go", approve=True)
+    assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 3, result.stderr
     assert re.search(r"Stopped: reached --max-seconds 1\.5 \(\d+\.\d s have passed\)", result.stdout)
 

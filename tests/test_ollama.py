@@ -4,7 +4,9 @@ how --api auto picks it, and the scripted Ollama's strict checks.
 Most tests call OllamaClient in-process against one shared scripted Ollama; a few drive
 `tinyharness run` for the flags (--api, --think, the default --context-window)."""
 import base64
+import json
 import os
+import re
 import subprocess
 import sys
 
@@ -12,11 +14,12 @@ import pytest
 import requests
 
 from tests.ladder import FINAL, ROOT, calls, run_stage, stats_line, tool_call
+from tinyharness import fake_ollama
 from tinyharness.fake_ollama import OllamaServer
 from tinyharness.llm import LLMError
 from tinyharness.ollama import (OLLAMA_WINDOW_CAP, OllamaClient, could_be_ollama, default_window, host_root,
                                 pick_api, to_native)
-from tinyharness.testing import ScriptedServer, tiny_png
+from tinyharness.testing import ScriptedServer, split_png, tiny_png
 
 READ = {"type": "function", "function": {"name": "read_file", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
@@ -61,10 +64,11 @@ def test_history_is_translated_to_the_native_shape():
     native = to_native(HISTORY)
     assert native[1] == {"role": "user", "content": "look", "images": [PNG_B64]}      # bare base64, no data: prefix
     assert native[2] == {"role": "assistant", "content": "", "thinking": "two files", "tool_calls": [
-        {"function": {"name": "read_file", "arguments": {"path": "a.md"}}},              # objects, no ids
-        {"function": {"name": "list_dir", "arguments": {"path": "."}}}]}
-    assert native[3] == {"role": "tool", "content": "text of a", "tool_name": "read_file"}   # paired by name
-    assert native[4] == {"role": "tool", "content": "a.md", "tool_name": "list_dir"}
+        {"id": "call_a", "function": {"name": "read_file", "arguments": {"path": "a.md"}}},   # objects, the ids kept
+        {"id": "call_b", "function": {"name": "list_dir", "arguments": {"path": "."}}}]}
+    # paired by id (Ollama 0.12.10+, api.Message.ToolCallID) and by name (older Ollama, name-based templates)
+    assert native[3] == {"role": "tool", "content": "text of a", "tool_name": "read_file", "tool_call_id": "call_a"}
+    assert native[4] == {"role": "tool", "content": "a.md", "tool_name": "list_dir", "tool_call_id": "call_b"}
     assert HISTORY[2]["tool_calls"][0]["function"]["arguments"] == '{"path": "a.md"}'  # the input is untouched
 
 
@@ -74,6 +78,7 @@ def test_the_request_carries_num_ctx_num_predict_think_and_the_native_history(ol
     message, usage, finish = client(ollama, stream=stream, think=False, max_reply_tokens=333).chat(HISTORY, tools=[READ])
     sent = ollama.requests[0]
     assert sent["options"] == {"num_ctx": 5000, "num_predict": 333}
+    assert sent["truncate"] is False and sent["shift"] is False    # an error past num_ctx, never a silent cut
     assert sent["stream"] is stream and sent["think"] is False and sent["tools"] == [READ]
     assert sent["messages"] == to_native(HISTORY)
     assert ollama.rejected == []                         # the strict checks found nothing to refuse
@@ -130,6 +135,56 @@ def test_think_tags_in_the_content_are_not_the_answer(ollama):
     assert message == {"role": "assistant", "content": "The answer.", "thinking": "hmm"}
 
 
+# --- native replies are input: any shape, no traceback -----------------------------------------------
+
+@pytest.mark.parametrize("tool_calls, problem", [
+    (True, "the tool call is not an object but a boolean true"),
+    (5, "the tool call is not an object but a number 5"),
+    (["read_file"], 'the tool call is not an object but a string "read_file"'),
+    ([{"function": {"name": 7, "arguments": {}}}], "the call has no tool name (got a number 7)"),
+    ([{"function": {"name": "read_file", "arguments": [1]}}], "the arguments must be a JSON object, not a list [1]"),
+    ([{"function": {"name": "read_file", "arguments": {"path": float("nan")}}}], "cannot be sent back as JSON"),
+])
+def test_a_native_reply_of_any_shape_becomes_a_call_the_model_is_told_about(tool_calls, problem):
+    frames = [{"message": {"role": "assistant", "content": "", "tool_calls": tool_calls}, "done": True}]
+    message, _, _ = OllamaClient("http://127.0.0.1:9/v1", "m").assemble(frames, None, None)
+    [call] = message["tool_calls"]
+    assert call["function"]["arguments"] == "{}" and problem in message["_problems"][call["id"]]
+    json.dumps(to_native([message]), allow_nan=False)      # the next request can be encoded
+
+
+def test_no_tool_calls_in_any_spelling_is_no_call():
+    for nothing in (None, False, "", [], {}):
+        frames = [{"message": {"role": "assistant", "content": "hi", "tool_calls": nothing}, "done": True}]
+        assert OllamaClient("http://127.0.0.1:9/v1", "m").assemble(frames, None, None)[0] == \
+            {"role": "assistant", "content": "hi"}
+
+
+def test_deep_nesting_is_not_a_traceback():
+    client = OllamaClient("http://127.0.0.1:9/v1", "m")
+    with pytest.raises(LLMError, match="is not Ollama's JSON"):
+        client.parse_frame(b'{"message": ' + b"[" * 100000 + b"]" * 100000 + b"}")
+    deep = {}
+    for _ in range(5000):
+        deep = {"a": deep}
+    message, _, _ = client.assemble([{"message": {"content": "", "tool_calls": [
+        {"function": {"name": "read_file", "arguments": deep}}]}, "done": True}], None, None)
+    assert "cannot be sent back as JSON" in next(iter(message["_problems"].values()))
+    with pytest.raises(LLMError):
+        client.parse_frame(json.dumps({"error": "x"}).encode())
+
+
+def test_nan_arguments_from_ollama_are_refused_at_the_door_and_the_run_goes_on(tmp_path):
+    script = [{"tool_calls": [{"name": "read_file", "arguments": {"path": float("nan")}}]}, "I could not read it."]
+    with OllamaServer(script=script) as server:
+        result = run_stage(FINAL, tmp_path, "--base-url", server.base_url, "read it")
+    assert "Traceback" not in result.stderr and result.returncode == 0, result.stderr
+    assert server.rejected == [] and len(server.requests) == 2
+    answer = server.requests[1]["messages"][-1]
+    assert answer["role"] == "tool" and answer["content"].startswith("ERROR: the arguments cannot be sent back as JSON")
+    assert server.requests[1]["messages"][-2]["tool_calls"][0]["function"]["arguments"] == {}
+
+
 # --- errors, in words -----------------------------------------------------------------------------
 
 def test_a_missing_model_names_the_pull_command(ollama):
@@ -177,10 +232,89 @@ def test_the_scripted_ollama_rejects_what_ollama_rejects(ollama, message, words)
     assert [r[1] for r in ollama.rejected] == [400] and ollama.replies_sent == 0
 
 
+def chat_status(ollama, **body):
+    answer = requests.post(ollama.root_url + "/api/chat", json={"model": "qwen3:8b", "stream": False, **body})
+    return answer.status_code, answer.json()
+
+
+@pytest.mark.parametrize("body, status, words", [
+    # api/types.go Options.FromMap: a wrong option type is a 500 (handleScheduleError's default)
+    ({"options": {"num_ctx": "8192"}}, 500, 'option "num_ctx" must be of type integer'),
+    ({"options": {"num_predict": True}}, 500, 'option "num_predict" must be of type integer'),
+    # api/types.go ThinkValue: a bool or a level, nothing else (a 400 from binding the request)
+    ({"think": "extreme"}, 400, "invalid think value"),
+    # routes.go: the thinking capability is checked before the tools capability
+    ({"model": "gemma3:4b", "think": True, "tools": [READ]}, 400, "does not support thinking"),
+])
+def test_the_scripted_ollama_answers_option_and_think_errors_as_ollama_does(body, status, words):
+    with OllamaServer(script=["never sent"], models={"qwen3:8b": fake_ollama.HEALTHY_MODEL,
+                                                     **fake_ollama.PERSONALITIES["no-tools"]["models"]}) as ollama:
+        got, answer = chat_status(ollama, messages=[{"role": "user", "content": "hi"}], **body)
+    assert got == status and words in answer["error"] and ollama.replies_sent == 0
+
+
+def test_the_scripted_ollama_takes_what_ollama_takes(ollama):
+    scripted(ollama, "one", "two")
+    # Roles are lowercased, not validated (api/types.go Message.UnmarshalJSON); a float num_ctx is an int.
+    assert chat_status(ollama, messages=[{"role": "USER", "content": "hi"}], options={"num_ctx": 4096.0})[0] == 200
+    assert chat_status(ollama, messages=[{"role": "user", "content": "hi"}], think="medium")[0] == 200
+    # An empty messages list loads the model (routes.go ChatHandler) and takes no reply.
+    status, loaded = chat_status(ollama, messages=[])
+    assert status == 200 and loaded["done"] is True and loaded["done_reason"] == "load"
+    assert ollama.replies_sent == 2 and ollama.rejected == []
+
+
+def test_thinking_is_on_by_default_for_a_thinking_model_and_off_when_asked(ollama):
+    scripted(ollama, {"reasoning": "hmm", "content": "a"}, {"reasoning": "hmm", "content": "b"})
+    assert chat_status(ollama, messages=[{"role": "user", "content": "hi"}])[1]["message"]["thinking"] == "hmm"
+    assert "thinking" not in chat_status(ollama, messages=[{"role": "user", "content": "hi"}], think=False)[1]["message"]
+
+
+def test_the_native_route_counts_an_image_as_the_v1_route_does(ollama):
+    picture = split_png("red", "blue")                       # 256 x 256: 256 + 65536/784 = 339 image tokens
+    encoded = base64.b64encode(picture).decode()
+    scripted(ollama, "red and blue", "red and blue")
+    _, native = chat_status(ollama, messages=[{"role": "user", "content": "look", "images": [encoded]}])
+    text = [{"role": "user", "content": [{"type": "text", "text": "look"},
+                                         {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{encoded}"}}]}]
+    v1 = requests.post(ollama.base_url + "/chat/completions", json={"model": "qwen3:8b", "messages": text}).json()
+    assert abs(native["prompt_eval_count"] - v1["usage"]["prompt_tokens"]) < 30      # not 87,000 (base64 / 4)
+    assert native["prompt_eval_count"] < 500
+
+
+def test_the_scripted_ollama_cuts_the_oldest_messages_unless_told_truncate_false(ollama):
+    scripted(ollama, "seen", "never sent")
+    messages = [{"role": "system", "content": "rules"}, {"role": "user", "content": "the task " * 400},
+                {"role": "assistant", "content": "ok"}, {"role": "user", "content": "and now?"}]
+    status, answer = chat_status(ollama, messages=messages, options={"num_ctx": 200})
+    assert status == 200 and ollama.truncated == [(0, 1)]                # prompt.go: the task dropped, system kept
+    assert answer["prompt_eval_count"] <= 200
+    status, answer = chat_status(ollama, messages=messages, options={"num_ctx": 200}, truncate=False)
+    assert status == 400 and "exceed_context_size_error" in answer["error"] and '"n_ctx": 200' in answer["error"]
+
+
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_run_cuts_and_retries_when_ollama_says_the_prompt_is_past_num_ctx(tmp_path, stream):
+    for i in range(4):
+        (tmp_path / f"f{i}.txt").write_text(str(i) * 3000)
+    script = [calls(tool_call("read_file", path=f"f{i}.txt")) for i in range(4)] + ["done"]
+    with OllamaServer(script=script) as server:
+        result = run_stage(FINAL, tmp_path, "--base-url", server.base_url, "--context-window", "3000", "--no-scissors",
+                           stream, "go")
+    assert result.returncode == 0, result.stderr
+    overflows = [r for r in server.rejected if "truncate false" in r[2]]
+    assert overflows and server.truncated == []                           # an error, never a silent cut
+    assert not {index + 1 for index, *_ in overflows} & {index for index, *_ in overflows}   # each retry fitted
+    retry = server.requests[overflows[0][0] + 1]["messages"]
+    assert retry[3]["content"].startswith('[cut by the harness: read_file("f0.txt")')
+    assert "[context] the server says the prompt does not fit its context; cut" in result.stderr
+
+
 def test_the_scripted_ollama_describes_its_models(ollama):
     shown = requests.post(ollama.root_url + "/api/show", json={"model": "qwen3:8b"}).json()
     assert shown["capabilities"] == ["completion", "tools", "thinking"]
     assert shown["model_info"]["qwen3.context_length"] == 40960
+    assert shown["model_info"]["qwen3.attention.head_count_kv"] == 8      # the shape: KV cache arithmetic
     assert [m["name"] for m in requests.get(ollama.root_url + "/api/tags").json()["models"]] == ["qwen3:8b"]
     assert requests.post(ollama.root_url + "/api/show", json={"model": "nope"}).status_code == 404
 
@@ -212,9 +346,15 @@ def test_run_speaks_native_to_ollama_with_the_models_window(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "It says alpha."
     first, second = server.requests
-    assert first["options"]["num_ctx"] == min(40960, OLLAMA_WINDOW_CAP) and first["think"] is True
-    assert second["messages"][-2]["tool_calls"] == [{"function": {"name": "read_file", "arguments": {"path": "a.md"}}}]
-    assert second["messages"][-1] == {"role": "tool", "content": second["messages"][-1]["content"], "tool_name": "read_file"}
+    # The default num_ctx is the model's length capped at 8192 (the user's OLLAMA_CONTEXT_LENGTH-sized
+    # default, not a 32k KV cache), and past it Ollama must say so: truncate false.
+    assert first["options"]["num_ctx"] == 8192 == min(40960, OLLAMA_WINDOW_CAP) and first["think"] is True
+    assert first["truncate"] is False and first["shift"] is False
+    [call] = second["messages"][-2]["tool_calls"]
+    assert call["function"] == {"name": "read_file", "arguments": {"path": "a.md"}}
+    assert re.fullmatch(r"call_[a-z0-9]{8}", call["id"])              # Ollama's own id, kept and sent back
+    assert second["messages"][-1] == {"role": "tool", "content": second["messages"][-1]["content"],
+                                      "tool_name": "read_file", "tool_call_id": call["id"]}
     assert "alpha" in second["messages"][-1]["content"] and server.rejected == []
     assert stats_line(result.stderr)["tool_calls"] == "1"
 
@@ -239,6 +379,7 @@ def test_api_ollama_against_another_server_says_so(tmp_path):
     with ScriptedServer(script=[]) as server:
         result = run_stage(FINAL, tmp_path, "--base-url", server.base_url, "--api", "ollama", "hi")
     assert result.returncode == 1 and "Is it an Ollama server?" in result.stderr and "--api openai" in result.stderr
+    assert stats_line(result.stderr)["prompt_tokens"] == "?"     # no answer, so no count: not a measured 0
 
 
 def test_run_names_the_pull_command_for_a_missing_model(tmp_path):
@@ -256,7 +397,7 @@ def test_fake_server_plays_ollama_from_the_command_line():
         line = proc.stdout.readline()
         assert line.startswith("Scripted Ollama (no-tools: gemma3:4b) on http://127.0.0.1:"), line
         root = line.split(" on ", 1)[1].split()[0]
-        assert requests.get(root + "/api/version", timeout=10).json() == {"version": "0.12.6"}
+        assert requests.get(root + "/api/version", timeout=10).json() == {"version": "0.12.10"}
         answer = requests.post(root + "/api/chat", json={"model": "gemma3:4b", "messages": [], "tools": [READ]}, timeout=10)
         assert answer.status_code == 400 and "does not support tools" in answer.json()["error"]
     finally:

@@ -405,6 +405,19 @@ def test_an_overflow_error_event_is_a_context_overflow():
     assert (caught.value.prompt_tokens, caught.value.context_window) == (9100, 8192)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_llama_cpp_python_overflow_is_named_in_both_modes(stream):
+    from tinyharness.llm import ContextOverflow
+    with ScriptedServer(script=[], context_window=100) as server:
+        with pytest.raises(ContextOverflow) as caught:
+            Client(server.base_url, stream=stream).chat([{"role": "user", "content": "x" * 1000}])
+    said = str(caught.value)
+    assert "llama-cpp-python: --n_ctx" in said and ".." not in said     # not "completion.. What to do"
+    # Unstreamed the server names both numbers; streamed it sends an empty stream, and nothing is made up.
+    numbers = (caught.value.prompt_tokens, caught.value.context_window)
+    assert numbers == ((260, 100) if not stream else (None, None)) and server.overflows == [0]
+
+
 def read_request(conn):
     """The whole request (headers, then Content-Length bytes): closing with unread bytes resets the connection."""
     data = b""

@@ -42,7 +42,7 @@ from .cli import StreamPrinter, printable
 from .guards import Stopped
 from .hooks import ask_user
 from .llm import LLMError
-from .loop import Stats, run_agent, system_prompt
+from .loop import Stats, learn_window, run_agent, system_prompt, window_in_force
 from .sessions import UsageTap, sessions_dir
 
 PROMPT, MORE = "you> ", "...> "
@@ -85,12 +85,14 @@ class Conversation:
         """Run the agent on one user message; return its answer. Raises what run_agent raises
         (Stopped, LLMError, KeyboardInterrupt) after making the history whole again."""
         stats = Stats()
-        if compaction.needs_compaction(self.tap.last_usage, self.messages, self.settings["context_window"],
-                                       self.settings["compact_at"]):
+        window = self.window()
+        if compaction.needs_compaction(self.tap.last_usage, self.messages, window, self.settings["compact_at"]):
             tokens, how = compaction.prompt_size(self.tap.last_usage, self.messages)
-            self.compact(f"the history is about {tokens} tokens ({how}), past "
-                         f"{self.settings['compact_at']:.0%} of the {self.settings['context_window']}-token window",
-                         stats)
+            at = compaction.threshold(window, self.settings["compact_at"])
+            share = f"{self.settings['compact_at']:.0%}" if at >= self.settings["compact_at"] * window else \
+                f"{at / window:.0%} (room left for the summary request)"
+            self.compact(f"the history is about {tokens} tokens ({how}), past {share} of the {window}-token window",
+                         stats, automatic=True)
         try:
             return run_agent(text, self.tap, self.workspace, stats, self.settings["max_turns"], echo,
                              self.settings["transcript"], self.settings["shell_timeout"], self.settings["approve"],
@@ -106,7 +108,12 @@ class Conversation:
             self.sync()
             print(stats.line(), file=self.err, flush=True)
 
-    def compact(self, reason, stats=None):
+    def window(self):
+        """The window in force: --context-window (or the model's), or the server's own once an
+        overflow error named it (learned for the rest of the chat, see loop.learn_window)."""
+        return window_in_force(self.tap, self.settings["context_window"])
+
+    def compact(self, reason, stats=None, automatic=False):
         """Summarise the past; on failure keep the history and say so. Returns True when it compacted.
         The summary call is counted in `stats` (a model call like any other) when given."""
         self.notice(f"[compact] {reason}: asking the model for a summary...")
@@ -117,7 +124,9 @@ class Conversation:
             return False
         try:
             done = compaction.compact(self.messages, self.tap, self.workspace, self.settings["keep_turns"],
-                                      extra=[verdict.output] if verdict and verdict.output else ())
+                                      extra=[verdict.output] if verdict and verdict.output else (),
+                                      fewer_turns=automatic, on_overflow=lambda overflow: learn_window(
+                                          self.tap, overflow, self.settings["context_window"]))
         except compaction.CompactionFailed as e:
             self.notice(f"[compact] {e}")
             return False
@@ -132,7 +141,7 @@ class Conversation:
         self.tap.last_usage = {}  # the next size check must measure the new, shorter history
         self.notice(f"[compact] replaced {len(done.replaced)} messages with a summary: the history went from about "
                     f"{before} to {compaction.estimate_tokens(self.messages)} tokens (estimated); the last "
-                    f"{self.settings['keep_turns']} turns are kept whole")
+                    f"{sum(map(compaction.is_user_turn, self.messages[2:]))} turns are kept whole")
         return True
 
     def clear(self):

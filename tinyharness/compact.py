@@ -2,8 +2,9 @@
 
 The problem. The context policies (context.py) cut old tool *results*, which slows the growth of one
 run; but a conversation that goes on keeps adding user messages, answers, calls and stubs that no
-scissors remove, and fills any window. Past it the server refuses the request, or (Ollama) silently
-drops the start of the prompt: the system prompt and the first task go first.
+scissors remove, and fills any window. Past it the server refuses the request, or (Ollama, unless
+told `truncate: false`) silently drops the oldest messages after the system prompt, the first task
+first.
 
 The mechanism. Before a new user message is sent, the harness looks at the size of the last prompt:
 the server's own count (`prompt_tokens` of the last call plus the `completion_tokens` of the reply
@@ -25,13 +26,15 @@ confused, and a small model may drop the one detail that mattered; facts that mu
 in `save_note`, whose file the prompt quotes and which is never cut. A failed or empty summary (an
 error, a timeout, an empty reply) keeps the history unchanged and says so. Compaction runs between
 user messages, never inside one: within a single long task the context policy's cuts are what keeps
-the prompt in the window. If the history is already past the window, the summary request itself may
-not fit; then only `/clear` or a model with a longer context helps.
+the prompt in the window. The threshold leaves room for the summary request itself (the prompt below
+and a reply of about 400 words), so in a small window it fires before 80%. A summary request that
+still does not fit is sent once more with every old tool result stubbed; if the history is past the
+window even then, only `/clear` or a model with a longer context helps.
 """
 from pathlib import Path
 
-from .context import estimate_tokens
-from .llm import LLMError
+from .context import estimate_tokens, sliding_scissors
+from .llm import ContextOverflow, LLMError
 from .tools import NOTES_FILE, SCHEMAS
 
 COMPACT_AT = 0.8  # of the context window: compact before sending a user message past this
@@ -75,8 +78,21 @@ def prompt_size(last_usage, messages):
     return estimate_tokens(messages), "estimated"
 
 
+SUMMARY_REPLY_TOKENS = 600   # a summary of "at most about 400 words", with room to spare
+
+
+def threshold(window, at=COMPACT_AT):
+    """Tokens of history past which to compact: `at` of the window, or less in a small window, so
+    that the summary request (the history, the summary prompt, the summary) still fits.
+    (`at` above 1 means never, as the benchmark's uncompacted run uses it.)"""
+    if at > 1:
+        return at * window
+    room = estimate_tokens([{"role": "user", "content": SUMMARY_PROMPT}]) + SUMMARY_REPLY_TOKENS
+    return max(0, min(at * window, window - room))
+
+
 def needs_compaction(last_usage, messages, window, at=COMPACT_AT):
-    return prompt_size(last_usage, messages)[0] >= at * window
+    return prompt_size(last_usage, messages)[0] >= threshold(window, at)
 
 
 def is_user_turn(message):
@@ -130,19 +146,30 @@ def summary_request(messages, workspace, extra):
     return list(messages) + [{"role": "user", "content": prompt}]
 
 
-def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=()):
+def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=(), fewer_turns=False, on_overflow=None):
     """Summarise and replace everything before the last `keep_turns` user turns. Returns a Compaction;
     raises CompactionFailed (history untouched) when there is nothing to replace or no summary came.
-    `extra`: more instructions for the summary (a pre_compact command hook's output)."""
-    start = kept_from(messages, keep_turns)
+    `extra`: more instructions for the summary (a pre_compact command hook's output).
+    `fewer_turns`: when the last `keep_turns` turns are the whole conversation, keep fewer (down to
+    none) rather than nothing to compact: the history is past the threshold and must shrink.
+    `on_overflow(ContextOverflow)`: told when the summary request did not fit (chat learns the window)."""
+    start, notes = kept_from(messages, keep_turns), []
+    while fewer_turns and start <= 1 and keep_turns > 0:
+        keep_turns -= 1
+        start = kept_from(messages, keep_turns)
+        if start > 1:
+            notes.append(f"only the last {keep_turns} turn(s) are kept whole this time: the history is too "
+                         "long and keeping more would leave nothing to summarise")
     replaced = messages[1:start]
     if not replaced:
         raise CompactionFailed(f"nothing to compact: the conversation is no longer than the last {keep_turns} "
                                "turns, which are always kept whole")
-    hooks_extra, notes = run_hooks(messages, workspace)
+    hooks_extra, hook_notes = run_hooks(messages, workspace)
+    notes += hook_notes
     extra = hooks_extra + list(extra)
+    request = summary_request(messages, workspace, extra)
     try:
-        reply = client.chat(summary_request(messages, workspace, extra), tools=SCHEMAS)
+        reply = ask_for_summary(client, request, on_overflow)
     except LLMError as e:
         raise CompactionFailed(f"the summary request failed, so the history is kept as it was: {e}") from None
     message, usage = reply[0], reply[1]
@@ -152,3 +179,24 @@ def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=()):
     summary = {"role": "user", "content": f"{SUMMARY_MARK} (it replaces {len(replaced)} earlier messages; "
                                           f"the newest turns follow it whole):\n\n{text}"}
     return Compaction(messages[:1] + [summary] + messages[start:], summary, replaced, usage, notes)
+
+
+def ask_for_summary(client, request, on_overflow=None):
+    """The summary call. When it does not fit the window, every tool result in the request is stubbed
+    (the summary replaces them anyway; the session file keeps them whole) and it is sent once more."""
+    try:
+        return client.chat(request, tools=SCHEMAS)
+    except ContextOverflow as overflow:
+        if on_overflow:
+            on_overflow(overflow)
+        cut = sliding_scissors(request, keep=0)
+        stubbed = sum(a is not b for a, b in zip(request, cut))
+        if not stubbed:
+            raise LLMError(f"{overflow} (The request held no tool result that could be cut.)") from None
+    try:
+        return client.chat(cut, tools=SCHEMAS)
+    except ContextOverflow as overflow:
+        if on_overflow:
+            on_overflow(overflow)
+        raise LLMError(f"{overflow} (This was after stubbing {stubbed} tool result(s) of the request and "
+                       "trying once more.)") from None

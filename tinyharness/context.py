@@ -2,8 +2,9 @@
 
 Every tool result stays in the message list and is sent again on every later turn, so a run of
 thirty turns pays for its first file read thirty times, and a local model with an 8k window soon
-runs out of room (Ollama then silently drops the *start* of the prompt: the system prompt and the
-tool schemas go first). A context policy rewrites the list before each model call.
+runs out of room (past its window a server refuses the request, or - Ollama, unless told
+`truncate: false` - silently drops the oldest messages after the system prompt: the user's task
+first). A context policy rewrites the list before each model call.
 
 Everything here is a pure function over an OpenAI-style message list: no I/O, the input is never
 mutated, the same input always gives the same output.
@@ -142,10 +143,11 @@ class ContextWatch:
 
     Two signs, both read from `usage.prompt_tokens`:
     - it passes `near` (90%) of the window: the next few results may not fit;
-    - it *drops* while the conversation grew: the server cut the front of the prompt to fit its
-      context length. Ollama does that silently, with HTTP 200, and cannot be told the length
-      through /v1. When a context policy shrinks the messages itself, pass `sent_tokens` (our own
-      estimate of the request) so that drop is not mistaken for the server's. (A server cut on the
+    - it *drops* while the conversation grew: the server cut the prompt to fit its context length.
+      Ollama does that silently, with HTTP 200, over /v1 (where the length cannot be set either):
+      it keeps the system messages and drops the oldest others, the user's task first. When a
+      context policy shrinks the messages itself, pass `sent_tokens` (our own estimate of the
+      request) so that drop is not mistaken for the server's. (A server cut on the
       very turn the harness cut too goes unreported; the 90% warning came before it.)
     """
 
@@ -160,15 +162,15 @@ class ContextWatch:
         if last and prompt_tokens < last[0] and message_count > last[1] \
                 and (sent_tokens is None or last[2] is None or sent_tokens >= last[2]):
             return (f"[context] prompt_tokens fell from {last[0]} to {prompt_tokens} while the conversation "
-                    f"grew ({last[1]} -> {message_count} messages): the server probably dropped the start "
-                    "of the prompt to fit its context length (Ollama does this silently). From now on the "
-                    "model may not see the system prompt or the first messages.")
+                    f"grew ({last[1]} -> {message_count} messages): the server probably dropped the oldest "
+                    "messages to fit its context length (Ollama does this silently). From now on the model "
+                    "may not see the task or the first results.")
         if prompt_tokens >= self.near * self.window:
             if not self.warned_near:
                 self.warned_near = True
                 return (f"[context] prompt_tokens={prompt_tokens} is {100 * prompt_tokens // self.window}% of "
-                        f"the {self.window}-token context window; past it the server may silently drop the "
-                        "start of the conversation.")
+                        f"the {self.window}-token context window; past it the server may refuse the request "
+                        "or silently drop the oldest messages.")
         else:
             self.warned_near = False
         return None
@@ -284,3 +286,36 @@ def batch_and_cap(messages, window_tokens):
 
 POLICIES = {"none": keep_everything, "sliding": sliding, "batch": batch, "cap": cap, "batch+cap": batch_and_cap}
 DEFAULT_POLICY = "batch+cap"
+
+
+# --- After the server said "it does not fit" ------------------------------------------------------
+
+def overflow_cut(messages, prompt_tokens=None, window=None, keep=2, low=LOW_WATER):
+    """(messages with old tool results stubbed, how it chose) after a context overflow.
+
+    With the server's numbers (its prompt count and its window) it is the batch policy measured on
+    the server's count: our estimate misses the tool schemas and the chat template, so the target
+    is moved by what the server counted beyond our estimate. Without numbers (llama-cpp-python's
+    empty stream) there is nothing to measure against: every old result but the newest `keep` is
+    stubbed. Never cut: the newest `keep` results, results the model has not seen, short ones."""
+    if prompt_tokens and window:
+        beyond = max(0, prompt_tokens - estimate_tokens(messages))      # schemas, template, tokenizer
+        target = window - beyond / low                                  # low * target = low * window - beyond
+        return batch_scissors(messages, max(0.0, target), high=0, low=low, keep=keep), \
+            f"old results stubbed until the server's count would be under {low:.0%} of its {window}-token window"
+    return sliding_scissors(messages, keep=keep), f"every old result but the newest {keep} stubbed"
+
+
+def why_nothing_was_cut(messages, keep=2, limit=200):
+    """What the overflow cut checked and found, in words, when it could cut nothing."""
+    results = [i for i, m in enumerate(messages) if m.get("role") == "tool"]
+    if not results:
+        return "the history holds no tool result to cut: the prompt is the system prompt, the task and the tool schemas"
+    old = set(older_results(messages, keep))
+    stubbed = sum(1 for i in results if str(messages[i].get("content", "")).startswith(STUB_PREFIX))
+    short = sum(1 for i in old if not cuttable(messages[i], limit) and not
+                str(messages[i].get("content", "")).startswith(STUB_PREFIX))
+    parts = [f"{len(results) - len(old)} are the newest (never cut)" if len(results) > len(old) else "",
+             f"{stubbed} were cut already" if stubbed else "", f"{short} are under {limit} characters" if short else ""]
+    return f"of the {len(results)} tool result(s) in the history, " + ", ".join(p for p in parts if p) + \
+        "; nothing else could be cut"

@@ -7,16 +7,25 @@ up mid-run as a confusing symptom (an HTTP 404, a model that "forgets" its instr
 stats).
 
 The mechanism. Ask the server the questions a run depends on, each answered on one line,
-`OK`, `WARN` (a run works, with a limit worth knowing) or `FAIL` (a run will not work), with the fix:
+`OK`, `WARN` (a run works, with a limit worth knowing) or `FAIL` (a run will not work), with the fix
+(`SKIP` for a probe not sent because the server is still busy with the one before):
 
     server      who answers at the base URL: Ollama (/api/version), llama.cpp (/props), vLLM (/version),
                 or another OpenAI-compatible server (/v1/models owned_by, the Server header)
     model       pulled / listed (else the exact `ollama pull` command)
     tools, vision, thinking   what Ollama's /api/show says the model can do
-    context     the length in force on the server versus the window the harness will assume
+    context     the length in force on the server versus the window the harness will assume, and
+                (Ollama's native API) the memory that window's KV cache costs, as arithmetic
     tool call   one trivial request with one tool: does a real, well-formed tool call come back?
     streaming   does a streamed answer arrive, and does it report token counts?
     round trip  how long the probe took (a cold model loads first)
+
+Every probe caps its reply (max_tokens 128 for the tool call, 64 otherwise): a model that does not
+stop is a finding of its own (finish_reason "length"), not a timeout that keeps the server busy for
+the next probe. When no answer comes, three causes are told apart, each with its own fix: nothing
+listens (connection refused: start the server); something accepts the connection but does not answer
+even a quick GET (busy with another request, or stuck); the quick GET answers but the model sends
+nothing in time (most likely still loading).
 
 The probes go through the same client `tinyharness run` would use (--api decides, as in a run).
 Exit 0 when a run can work (no FAIL), 1 when it cannot.
@@ -36,10 +45,15 @@ import requests
 
 from .context import CONTEXT_WINDOW
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
-from .ollama import (API_CHOICES, OLLAMA_WINDOW_CAP, capabilities, choose_dialect, could_be_ollama, host_root, model_context_length,
-                     ollama_version, show_model)
+from .ollama import (API_CHOICES, OLLAMA_WINDOW_CAP, capabilities, choose_dialect, could_be_ollama, host_root,
+                     kv_cache_bytes, model_context_length, ollama_version, show_model)
 
 ASK_TIMEOUT = 5             # seconds for the quick questions (version, model list, props)
+PROBE_REPLY_TOKENS = 64     # max_tokens of the streaming probe: "OK" needs one or two
+TOOL_PROBE_REPLY_TOKENS = 128   # max_tokens of the tool-call probe: one short call, with room to think a little
+TOOL_CALL_FIX = ("use a model with tool support; on llama.cpp start the server with --jinja (a tool-aware chat "
+                 "template), on llama-cpp-python with --chat_format chatml-function-calling (or a GGUF whose "
+                 "template handles tools), on vLLM with --enable-auto-tool-choice --tool-call-parser.")
 SLOW_ROUND_TRIP = 30        # seconds: slower than this is worth a warning
 PROBE_TOOL = {"type": "function", "function": {
     "name": "report", "description": "Report one word back to the user.",
@@ -61,10 +75,10 @@ class Report:
         print(f"{status:<5} {check:<11} {text}" + (f" Fix: {fix}" if fix else ""), file=self.out, flush=True)
 
 
-def get(url, timeout=ASK_TIMEOUT):
+def get(url, timeout=None):
     """(status, JSON or None, headers) of a GET, or None when nothing answers."""
     try:
-        response = requests.get(url, timeout=timeout)
+        response = requests.get(url, timeout=ASK_TIMEOUT if timeout is None else timeout)
     except requests.exceptions.RequestException:
         return None
     try:
@@ -123,6 +137,37 @@ def resolves(host):
         return False
 
 
+def silence(url, timeout=None):
+    """Why a quick GET got no answer: "refused" (nothing listens), "timeout" (something accepted the
+    connection but sent nothing: a busy or stuck server), "other", or None when it did answer."""
+    try:
+        requests.get(url, timeout=ASK_TIMEOUT if timeout is None else timeout)
+    except requests.exceptions.ConnectTimeout:
+        return "timeout"
+    except requests.exceptions.ReadTimeout:
+        return "timeout"
+    except requests.exceptions.ConnectionError as e:
+        return "refused" if "refused" in str(e).lower() else "other"
+    except requests.exceptions.RequestException:
+        return "other"
+    return None
+
+
+def timed_out(error):
+    """Did this LLMError come from a timeout? (The door raises its own words `from None`; the cause
+    is still on __context__.)"""
+    cause = error.__context__
+    return isinstance(cause, requests.exceptions.Timeout) or (
+        isinstance(cause, requests.exceptions.ConnectionError) and "timed out" in str(cause).lower())
+
+
+BUSY = ("something accepts connections at {url} but did not answer a quick question (GET {path}) within {t:g} s: "
+        "the server is busy with another request (llama-cpp-python and Ollama work on one request per model at a "
+        "time; an abandoned request keeps it busy until it ends) or stuck.")
+BUSY_FIX = ("wait until the other request ends (or stop the client that sent it), or restart the server; then run "
+            "the doctor again.")
+
+
 # --- The checks -------------------------------------------------------------------------------------
 
 def check_server(report, args):
@@ -132,8 +177,11 @@ def check_server(report, args):
         report.line("FAIL", "server", f"the host name {host!r} of {args.base_url} could not be resolved.",
                     "check the spelling of --base-url (or TINYHARNESS_BASE_URL), e.g. http://localhost:11434/v1.")
         return None
+    if found is None and silence(args.base_url.rstrip("/") + "/models") == "timeout":
+        report.line("FAIL", "server", BUSY.format(url=args.base_url, path="/models", t=ASK_TIMEOUT), BUSY_FIX)
+        return None
     if found is None:
-        report.line("FAIL", "server", f"nothing answers at {args.base_url}.",
+        report.line("FAIL", "server", f"nothing answers at {args.base_url} (the connection was refused or failed).",
                     "start the server (Ollama: `ollama serve`), or point --base-url (or TINYHARNESS_BASE_URL) "
                     "at the one you run, e.g. http://localhost:8080/v1 for llama.cpp.")
         return None
@@ -226,15 +274,17 @@ def check_context(report, args, found, api, shown):
                 return report.line("WARN", "context", f"the harness will assume {window} tokens but {args.model} "
                                    f"holds {length}.", f"--context-window {length}")
             return report.line("OK", "context", f"the harness assumes {window} tokens and sends it as num_ctx "
-                               f"(the model holds {length or 'an unknown number of'}), so nothing is cut silently.")
+                               f"with truncate: false (the model holds {length or 'an unknown number of'}), so "
+                               f"nothing is cut silently{memory_cost(shown, window)}.")
         window = args.context_window or CONTEXT_WINDOW
         loaded = loaded_context(args)
         in_force = f"{loaded} (loaded now)" if loaded else "Ollama's default (4096 below 24 GiB of video memory)"
         if loaded and loaded >= window:
             return report.line("OK", "context", f"in force {in_force}; the harness assumes {window}.")
         return report.line("WARN", "context", f"over /v1 the length in force is {in_force}, not settable per "
-                           f"request; the harness assumes {window}, and Ollama silently drops the start of a "
-                           "longer prompt.", f"--api ollama, or start Ollama with OLLAMA_CONTEXT_LENGTH={window}.")
+                           f"request; the harness assumes {window}, and past the length in force Ollama silently "
+                           "drops the oldest messages after the system prompt (the task first).",
+                           f"--api ollama, or start Ollama with OLLAMA_CONTEXT_LENGTH={window}.")
     window = args.context_window or CONTEXT_WINDOW
     n_ctx = found.get("n_ctx")
     if n_ctx is None:
@@ -247,6 +297,16 @@ def check_context(report, args, found, api, shown):
     report.line("OK", "context", f"the server holds {n_ctx} tokens; the harness assumes {window}.")
 
 
+def memory_cost(shown, window):
+    """'; its KV cache: about 1.1 GiB (...)' for the window, or '' when the model's shape is unknown."""
+    size = kv_cache_bytes(shown, window)
+    if not size:
+        return ""
+    per_token = kv_cache_bytes(shown, 1)
+    return (f"; its KV cache: about {size / 2 ** 30:.2f} GiB ({per_token / 1024:.0f} KiB a token x {window}, "
+            "arithmetic from the model's shape at 16 bits, not measured)")
+
+
 def loaded_context(args):
     """The context length a loaded model runs with, from /api/ps (newer Ollama says it), or None."""
     ps = get(host_root(args.base_url) + "/api/ps")
@@ -256,32 +316,67 @@ def loaded_context(args):
     return None
 
 
-def make_client(args, api, stream):
-    """The client a run would build, for the probes."""
+def make_client(args, api, stream, reply_tokens):
+    """The client a run would build, for the probes, with the reply capped: a model that does not
+    stop must not keep the server busy for minutes (and every later probe waiting behind it)."""
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
-                    timeout=args.timeout, stream=stream)
+                    timeout=args.timeout, stream=stream, max_reply_tokens=reply_tokens)
     run_args = SimpleNamespace(api=api, base_url=args.base_url, model=args.model,
                                context_window=args.context_window, think=None)
     return choose_dialect(run_args, client, CONTEXT_WINDOW)[0]
 
 
+def probe_failed(report, check, args, error):
+    """A probe got no answer: say which of the causes it was, each with its own fix. Returns True
+    when the server may still be working on the abandoned request (later probes would only wait)."""
+    if not timed_out(error):
+        report.line("FAIL", check, f"the probe request failed: {error}")
+        return False
+    quiet = silence(args.base_url.rstrip("/") + "/models")
+    if quiet == "timeout":
+        report.line("FAIL", check, BUSY.format(url=args.base_url, path="/models", t=ASK_TIMEOUT) +
+                    f" (The probe itself waited {args.timeout:g} s.)", BUSY_FIX)
+    elif quiet is not None:
+        report.line("FAIL", check, f"the server stopped answering during the probe ({quiet}): it may have crashed.",
+                    "check the server's log and start it again.")
+    else:
+        report.line("FAIL", check, f"the server answers quick questions, but the model sent no answer within "
+                    f"{args.timeout:g} s to a one-line request with a short reply: it is most likely still loading (the "
+                    "first call after idle loads the model, which can take minutes), or far too slow for this "
+                    "machine.", "run the doctor again in a minute (`ollama ps` shows whether the model is loaded), "
+                    "raise --timeout, or choose a smaller model.")
+    return True
+
+
+def cut_short(report, check, finish_reason, tokens):
+    """finish_reason "length": the model was still talking at the probe's cap. A finding of its own."""
+    if finish_reason != "length":
+        return False
+    report.line("WARN", check, f"the reply was cut at the probe's cap of {tokens} tokens (finish_reason \"length\"): "
+                "for a one-line request the model did not stop. In a run such replies end at --max-reply-tokens.",
+                "a model whose chat template matches it stops (check the server's chat template or --chat_format); "
+                "a thinking model may need --no-think or a larger --max-reply-tokens.")
+    return True
+
+
 def probe_tool_call(report, args, api):
-    """One trivial request with one tool; the answer should be a well-formed call to it."""
+    """One trivial request with one tool; the answer should be a well-formed call to it.
+    Returns (seconds, busy): busy when the server may still be working on an abandoned probe."""
     started = time.monotonic()
     try:
-        answer = make_client(args, api, stream=False).chat(PROBE_MESSAGES, tools=[PROBE_TOOL])
+        answer = make_client(args, api, False, TOOL_PROBE_REPLY_TOKENS).chat(PROBE_MESSAGES, tools=[PROBE_TOOL])
     except LLMError as e:
-        report.line("FAIL", "tool call", f"the probe request failed: {e}")
-        return None
+        return None, probe_failed(report, "tool call", args, e)
     seconds = time.monotonic() - started
     message = answer[0]
     calls = message.get("tool_calls") or []
     problems = message.get("_problems") or {}
+    if cut_short(report, "tool call", answer[2], TOOL_PROBE_REPLY_TOKENS):
+        return seconds, False
     if not calls:
         said = (message.get("content") or "").strip().replace("\n", " ")[:120]
         report.line("FAIL", "tool call", f"asked for a call to `report`, the model answered in text: {said!r}.",
-                    "use a model with tool support; on llama.cpp start the server with --jinja (a tool-aware "
-                    "chat template), on vLLM with --enable-auto-tool-choice --tool-call-parser.")
+                    TOOL_CALL_FIX)
     elif problems or calls[0]["function"].get("name") != "report":
         what = "; ".join(problems.values()) or f"it called {calls[0]['function'].get('name')!r}"
         report.line("WARN", "tool call", f"a tool call came back, but not a clean one: {what}.",
@@ -289,18 +384,23 @@ def probe_tool_call(report, args, api):
     else:
         report.line("OK", "tool call", f"report({calls[0]['function']['arguments']}) came back as a real tool "
                     f"call in {seconds:.1f} s.")
-    return seconds
+    return seconds, False
 
 
 def probe_stream(report, args, api):
     started = time.monotonic()
     try:
-        answer = make_client(args, api, stream=True).chat(STREAM_MESSAGES)
+        answer = make_client(args, api, True, PROBE_REPLY_TOKENS).chat(STREAM_MESSAGES)
     except LLMError as e:
-        report.line("FAIL", "streaming", f"a streamed answer failed: {e}", "run without --stream (a pipe does).")
+        if timed_out(e):
+            probe_failed(report, "streaming", args, e)
+        else:
+            report.line("FAIL", "streaming", f"a streamed answer failed: {e}", "run without --stream (a pipe does).")
         return None
     usage = answer[1] or {}
-    if isinstance(usage.get("prompt_tokens"), int):
+    if cut_short(report, "streaming", answer[2], PROBE_REPLY_TOKENS):
+        pass
+    elif isinstance(usage.get("prompt_tokens"), int):
         report.line("OK", "streaming", f"works and reports usage (prompt_tokens={usage['prompt_tokens']}, "
                     f"completion_tokens={usage.get('completion_tokens', '?')}).")
     else:
@@ -337,7 +437,10 @@ def diagnose(args, out=None):
     else:
         check_model_openai(report, args, found)
     check_context(report, args, found, api, shown)
-    seconds = probe_tool_call(report, args, api) if tools_ok else None
+    seconds, busy = probe_tool_call(report, args, api) if tools_ok else (None, False)
+    if busy:  # the abandoned probe may keep the server busy: a second probe would only fail the same way
+        report.line("SKIP", "streaming", "not probed: the server may still be working on the abandoned probe.")
+        return verdict(report)
     streamed = probe_stream(report, args, api)
     check_round_trip(report, seconds if seconds is not None else streamed)
     return verdict(report)

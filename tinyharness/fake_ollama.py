@@ -6,30 +6,47 @@ here too, or a test passes on a shape that breaks on the first real run.
 
 The mechanism. `OllamaServer` is a ScriptedServer (same script or policy, same recorded
 `requests`, and the same /v1 route, as real Ollama has both) that also answers the native routes.
-Every /api/chat body is checked before a reply is taken, each rule with its source:
+Every /api/chat body is checked before a reply is taken, each rule with the Ollama source it comes
+from (ollama/ollama: api/types.go, server/routes.go, server/prompt.go, llm/llama_server.go):
 
-- `messages[].content` must be a string (Ollama's api.Message.Content is a Go string: a list is
+- `messages[].content` must be a string (api/types.go: Message.Content is a Go string, a list is
   "cannot unmarshal array"); images travel in `images`, a list of bare base64 strings (a Go
-  []byte: a `data:` URI is "illegal base64 data").
-- `tool_calls[].function.arguments` must be an object (api.ToolCallFunctionArguments is a map:
-  a JSON string is rejected, ollama#6155).
-- `role` is one of system, user, assistant, tool.
-- Stricter than Ollama, because a template sees nothing else: every `tool` message carries a
-  `tool_name` that one of the preceding assistant message's calls made (Ollama accepts a missing
-  name, and the model then reads a result without knowing which call it answers).
-- `options.num_ctx` and `options.num_predict`, when sent, are positive integers.
-- `tools` for a model without the `tools` capability: 400 "<model> does not support tools"
-  (Ollama, e.g. gemma3). `think: true` without `thinking`: 400 "does not support thinking".
-- An unknown model: 404 "model \"x\" not found, try pulling it first".
+  []ImageData: a `data:` URI is "illegal base64 data").
+- `tool_calls[].function.arguments` must be an object (api/types.go: ToolCallFunctionArguments is a
+  map: a JSON string is rejected, ollama#6155).
+- Roles are lowercased and not validated (api/types.go, Message.UnmarshalJSON): "USER" is "user",
+  an unknown role reaches the template as it is.
+- Stricter than Ollama, because a template sees nothing else: every `tool` message names a call of
+  the preceding assistant message, by `tool_call_id` (api/types.go Message.ToolCallID, 0.12.10+) or
+  by `tool_name` (Ollama accepts neither, and the model then reads a result without its call).
+- Options are typed (api/types.go, Options.FromMap): an integer option may be any JSON number, a
+  string or a boolean there is HTTP 500 `option "num_ctx" must be of type integer` (the error comes
+  out of server/routes.go scheduleRunner -> handleScheduleError, whose default is 500).
+- `think` is a boolean or "high" | "medium" | "low" | "max" (api/types.go, ThinkValue.UnmarshalJSON;
+  anything else is a 400 from binding the request); omitted, it is ON for a model with the
+  `thinking` capability (server/routes.go ChatHandler). `think: true` without the capability is 400
+  "does not support thinking", checked before the tools capability (which scheduleRunner checks:
+  400 "<model> does not support tools", e.g. gemma3).
+- An unknown model: 404 "model \"x\" not found, try pulling it first". An empty `messages` list
+  loads the model and answers `done_reason: "load"` (server/routes.go ChatHandler).
+- The window: `options.num_ctx`, else the model's `loaded_context` (Ollama's default, 4096 below 24
+  GiB of video memory). A longer prompt is cut the way server/prompt.go (chatPrompt) cuts it - the
+  system messages kept, the oldest others dropped until it fits, the last message always kept -
+  unless the request says `truncate: false`: then it is the HTTP 400 llama.cpp's server answers,
+  passed on by Ollama as the error text (llm/llama_server.go): `exceed_context_size_error` with
+  `n_prompt_tokens` and `n_ctx`. `srv.truncated` lists (request index, messages dropped).
 - `stream` defaults to true, as in Ollama: a client that wants one JSON answer must say false.
 
-Answers: `message.content` (always a string), `message.thinking`, `message.tool_calls` as
-`{function: {index, name, arguments: object}}` without ids (ids only with call_ids=True, as newer
-Ollama versions add), `done_reason` ("length" when the script says so), and the counts
-`prompt_eval_count` / `eval_count` (estimated like the /v1 route, or from the reply's `usage`).
-Streaming is NDJSON: thinking and text pieces, then each tool call whole in its own line (or, with
-calls_in_last_frame=True, only in the final `done: true` line), then the final line. A reply's
-`stream_error` sends an `{"error": ...}` line instead of the rest; `drop` stops half-way.
+Answers: `message.content` (always a string), `message.thinking` (only when thinking is on),
+`message.tool_calls` as `{id, function: {index, name, arguments: object}}` with ids `call_` + 8
+characters, as Ollama 0.12.10+ writes them (server/routes.go toolCallId; `call_ids=False` plays an
+older Ollama without ids), `done_reason` ("length" when the script says so), and the counts
+`prompt_eval_count` / `eval_count` (estimated like the /v1 route, an image counted as image tokens
+as there, or from the reply's `usage`). Streaming is NDJSON: thinking and text pieces, then each tool
+call whole in its own line (or, with calls_in_last_frame=True, only in the final `done: true` line),
+then the final line. A reply's `stream_error` sends an `{"error": ...}` line instead of the rest;
+`drop` stops half-way. `/api/show` reports the model's shape (layers, heads, head size) as real
+Ollama does, so the KV cache's size can be worked out.
 
 Personalities (`PERSONALITIES`, `tinyharness fake-server --ollama NAME`): healthy (qwen3:8b with
 tools and thinking), no-model (nothing pulled: every model is a 404), no-tools (gemma3:4b, which
@@ -37,22 +54,27 @@ has no tool support), no-usage (answers carry no counts). Without a script or po
 obliging: offered tools, it calls the first one with every required argument set to "ok"; given
 tool results, it answers "Done."
 
-What it cannot do: it plays the wire, not a model; the context is never really truncated.
+What it cannot do: it plays the wire, not a model; tokens are estimated (characters/4), not counted
+by the model's tokenizer, so the point where a prompt stops fitting is near, not at, the real one.
 """
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import sys
 import time
 
-from .testing import ScriptedServer, error_body, estimate_tokens
+from .testing import IMAGE_BASE_TOKENS, ScriptedServer, error_body, estimate_tokens, image_stand_in
 
-VERSION = "0.12.6"
-ROLES = ("system", "user", "assistant", "tool")
+VERSION = "0.12.10"     # the first with tool-call ids; truncate/shift came in 0.12.6
+THINK_LEVELS = ("high", "medium", "low", "max")
+INTEGER_OPTIONS = ("num_ctx", "num_predict", "num_keep", "seed", "top_k", "num_batch", "num_gpu", "num_thread")
+QWEN3_8B_SHAPE = {"block_count": 36, "embedding_length": 4096, "attention.head_count": 32,
+                  "attention.head_count_kv": 8, "attention.key_length": 128, "attention.value_length": 128}
 HEALTHY_MODEL = {"capabilities": ["completion", "tools", "thinking"], "context_length": 40960,
-                 "family": "qwen3", "parameter_size": "8.2B", "loaded_context": 4096}
+                 "family": "qwen3", "parameter_size": "8.2B", "loaded_context": 4096, "shape": QWEN3_8B_SHAPE}
 PERSONALITIES = {
     "healthy": {"models": {"qwen3:8b": HEALTHY_MODEL}},
     "no-model": {"models": {}},
@@ -66,7 +88,7 @@ class OllamaServer(ScriptedServer):
     """ScriptedServer plus Ollama's native routes. `models`: name -> {capabilities, context_length,
     family, parameter_size, loaded_context}; the first one is the default model."""
 
-    def __init__(self, script=None, policy=None, *, models=None, usage=True, call_ids=False,
+    def __init__(self, script=None, policy=None, *, models=None, usage=True, call_ids=True,
                  calls_in_last_frame=False, personality=None, **kwargs):
         chosen = dict(PERSONALITIES[personality]) if personality else {}
         models = chosen.get("models", models if models is not None else PERSONALITIES["healthy"]["models"])
@@ -78,6 +100,7 @@ class OllamaServer(ScriptedServer):
         super().__init__(script, policy, **kwargs)
         self.models, self.call_ids = dict(models), call_ids
         self.calls_in_last_frame = calls_in_last_frame
+        self.truncated = []         # (request index, messages dropped) of each prompt cut as Ollama cuts it
         # Refused requests land in self.rejected as (request index, status, rule, message), like /v1's.
 
     @property
@@ -173,8 +196,10 @@ def show(owner, body):
     if model is None:
         return 404, {"error": f"model '{name}' not found"}
     family = model.get("family", "")
+    info = {"general.architecture": family, f"{family}.context_length": model.get("context_length")}
+    info.update({f"{family}.{key}": value for key, value in (model.get("shape") or {}).items()})
     return 200, {"details": {"family": family, "parameter_size": model.get("parameter_size", "")},
-                 "model_info": {"general.architecture": family, f"{family}.context_length": model.get("context_length")},
+                 "model_info": info,
                  "capabilities": list(model.get("capabilities", [])),
                  "parameters": "temperature 0.6\ntop_p 0.95"}
 
@@ -184,28 +209,56 @@ def show(owner, body):
 def chat(handler, owner, body):
     if body is None:
         return handler.send_json(400, {"error": "invalid request body"})
+    think = body.get("think")
+    if think is not None and not isinstance(think, bool) and think not in THINK_LEVELS:
+        return reject(handler, owner, body, 400, "ollama: think is a bool or a level",   # api/types.go ThinkValue
+                      f"invalid think value: {json.dumps(think)} (must be \"high\", \"medium\", \"low\", \"max\", "
+                      "true, or false)")
     model = owner.models.get(body.get("model"))
     if model is None:
         return reject(handler, owner, body, 404, "ollama: model not pulled",
                       f"model \"{body.get('model')}\" not found, try pulling it first")
     capabilities = model.get("capabilities", [])
-    if body.get("tools") and "tools" not in capabilities:
-        return reject(handler, owner, body, 400, "ollama: no tools capability",
-                      f"registry.ollama.ai/library/{body['model']} does not support tools")
-    if body.get("think") is True and "thinking" not in capabilities:
+    if think not in (None, False, "") and "thinking" not in capabilities:     # routes.go: before the tools check
         return reject(handler, owner, body, 400, "ollama: no thinking capability",
                       f"\"{body['model']}\" does not support thinking")
+    if body.get("tools") and "tools" not in capabilities:                    # routes.go scheduleRunner
+        return reject(handler, owner, body, 400, "ollama: no tools capability",
+                      f"registry.ollama.ai/library/{body['model']} does not support tools")
+    option = option_problem(body.get("options"))
+    if option:                                                               # api/types.go FromMap -> HTTP 500
+        return reject(handler, owner, body, 500, "ollama: options are typed", option)
     problem = check_request(body)
     if problem:
         return reject(handler, owner, body, 400, rule_of(problem), problem)
-    reply, _, _ = owner._take_reply(body, handler.headers)
+    if not body["messages"]:                                                 # routes.go: load the model
+        with owner._lock:
+            owner.requests.append(body)
+            owner.headers.append(handler.headers)
+        return handler.send_json(200, {"model": body.get("model"), "created_at": now(), "done": True,
+                                       "message": {"role": "assistant", "content": ""}, "done_reason": "load"})
+    window = window_of(body, model)
+    seen, dropped = fitted(body, window)
+    if dropped is None:                                                      # truncate: false, and it does not fit
+        tokens = native_prompt_tokens(body["messages"], body.get("tools"))
+        inner = {"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",
+                           "type": "exceed_context_size_error", "n_prompt_tokens": tokens, "n_ctx": window}}
+        return reject(handler, owner, body, 400, "ollama: truncate false and the prompt is past num_ctx",
+                      json.dumps(inner))
+    if dropped:
+        with owner._lock:
+            owner.truncated.append((len(owner.requests), dropped))
+    reply, _, _ = owner._take_reply(seen, handler.headers)
+    if dropped:                                       # recorded as sent; the "model" saw the cut version
+        with owner._lock:
+            owner.requests[-1] = body
     if isinstance(reply, str):
         return handler.send_json(500, {"error": reply})
     if reply.get("delay"):
         time.sleep(reply["delay"])
     if reply.get("status") is not None:
         return handler.send_fault(reply["status"], reply.get("body") or {"error": f"scripted: HTTP {reply['status']}"})
-    frames = native_frames(owner, body, reply)
+    frames = native_frames(owner, seen, reply)   # the counts are of the prompt the model saw
     if reply.get("stream_error") is not None:        # e.g. the runner died: an error line, no done line
         frames = frames[:1] + [{"error": reply["stream_error"]}]
     elif reply.get("drop") is not None:              # the connection breaks: about half, no done line
@@ -215,6 +268,60 @@ def chat(handler, owner, body):
     whole = dict(frames[-1])
     whole["message"] = merged_message(frames)
     handler.send_json(200, whole)
+
+
+def now():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def option_problem(options):
+    """api/types.go Options.FromMap: an integer option takes any JSON number (a float is truncated),
+    nothing else."""
+    for key in INTEGER_OPTIONS:
+        value = (options or {}).get(key) if isinstance(options, dict) else None
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return f"option \"{key}\" must be of type integer"
+    return None
+
+
+def window_of(body, model):
+    """num_ctx of the request, else what the model is loaded with (Ollama's default)."""
+    num_ctx = (body.get("options") or {}).get("num_ctx")
+    return int(num_ctx) if isinstance(num_ctx, (int, float)) and not isinstance(num_ctx, bool) and num_ctx >= 1 \
+        else model.get("loaded_context", 4096)
+
+
+def native_prompt_tokens(messages, tools):
+    """The prompt's tokens as the /v1 route counts them: characters/4 of the messages and tools as
+    JSON, each image as its image tokens (testing.image_stand_in), not as its base64 text."""
+    plain, images = [], 0
+    for message in messages:
+        if isinstance(message, dict) and message.get("images"):
+            plain.append({k: v for k, v in message.items() if k != "images"})
+            for image in message["images"] if isinstance(message["images"], list) else []:
+                stand_in = image_stand_in(f"data:image/png;base64,{image}") if isinstance(image, str) else None
+                images += len(stand_in) if stand_in else 4 * IMAGE_BASE_TOKENS
+        else:
+            plain.append(message)
+    text = json.dumps(plain, ensure_ascii=False) + json.dumps(tools, ensure_ascii=False)
+    return estimate_tokens(text) + images // 4
+
+
+def fitted(body, window):
+    """(the body as the model sees it, messages dropped): server/prompt.go chatPrompt. With truncate
+    (the default) drop the oldest messages, keeping every system message before the cut and always
+    the last message, until the prompt fits the window. With truncate: false nothing is dropped, and
+    a prompt past the window gives (body, None)."""
+    messages, tools = body["messages"], body.get("tools")
+    if native_prompt_tokens(messages, tools) <= window:
+        return body, 0
+    if body.get("truncate") is False:
+        return body, None
+    for start in range(1, len(messages)):
+        kept = [m for m in messages[:start] if m.get("role") == "system"] + messages[start:]
+        if native_prompt_tokens(kept, tools) <= window or start == len(messages) - 1:
+            return {**body, "messages": kept}, len(messages) - len(kept)
+    return body, 0
 
 
 def reject(handler, owner, body, status, rule, message):
@@ -227,36 +334,37 @@ def check_request(body):
     messages = body.get("messages")
     if not isinstance(messages, list):
         return "messages must be a list"
-    calls_so_far = []
+    calls_so_far, ids_so_far = [], []
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(message, dict):
             return f"json: cannot unmarshal {type(message).__name__} into Go struct field ChatRequest.messages of type api.Message"
-        if message.get("role") not in ROLES:
-            return f"{where}: invalid role {message.get('role')!r}"
+        if not isinstance(message.get("role", ""), str):
+            return f"json: cannot unmarshal {json_type(message['role'])} into Go struct field Message.messages.role of type string"
+        role = message.get("role", "").lower()            # api/types.go Message.UnmarshalJSON: lowercased
         if not isinstance(message.get("content", ""), str):
             return (f"json: cannot unmarshal {json_type(message['content'])} into Go struct field "
                     "Message.messages.content of type string")
         problem = check_images(message.get("images"), where) or check_calls(message.get("tool_calls"), where)
         if problem:
             return problem
-        if message["role"] == "assistant":
+        if role == "assistant":
             calls_so_far = [c["function"]["name"] for c in message.get("tool_calls") or []]
-        elif message["role"] == "tool":
-            name = message.get("tool_name")
-            if not isinstance(name, str) or name not in calls_so_far:
-                return (f"{where}: a tool result must name the call it answers with tool_name (one of "
-                        f"{calls_so_far}), got {name!r}")
-    for key in ("num_ctx", "num_predict"):
-        value = (body.get("options") or {}).get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            return f"json: invalid options.{key} {value!r}: a positive integer is expected"
+            ids_so_far = [c.get("id") for c in message.get("tool_calls") or [] if c.get("id")]
+        elif role == "tool":
+            name, call_id = message.get("tool_name"), message.get("tool_call_id")
+            if call_id is not None and call_id not in ids_so_far:
+                return (f"{where}: a tool result's tool_call_id must be one of the calls before it "
+                        f"({ids_so_far}), got {call_id!r}")
+            if call_id is None and (not isinstance(name, str) or name not in calls_so_far):
+                return (f"{where}: a tool result must name the call it answers with tool_call_id or tool_name (one "
+                        f"of {calls_so_far}), got {name!r}")
     return None
 
 
 RULES = (("arguments", "ollama: arguments are an object"), ("images", "ollama: images are bare base64"),
-         ("content", "ollama: content is a string"), ("tool_name", "ollama: a tool result names its call"),
-         ("options", "ollama: options are positive integers"), ("role", "ollama: known roles"))
+         ("content", "ollama: content is a string"), ("tool result", "ollama: a tool result names its call"),
+         ("role", "ollama: role is a string"))
 
 
 def rule_of(problem):
@@ -300,21 +408,25 @@ def json_type(value):
 
 def native_frames(owner, body, reply):
     """The answer as NDJSON frames (the last one has done: true, the reason and the counts)."""
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    created = now()
 
     def frame(message, done=False):
-        return {"model": body.get("model"), "created_at": now,
+        return {"model": body.get("model"), "created_at": created,
                 "message": {"role": "assistant", "content": "", **message}, "done": done}
 
     size = owner.fragment_size
-    frames = [frame({"content": "", "thinking": p}) for p in pieces(reply.get("reasoning") or "", size)]
+    model = owner.models.get(body.get("model")) or {}
+    think = body.get("think")
+    thinking = think not in (False, "") and "thinking" in model.get("capabilities", [])  # omitted: on (routes.go)
+    frames = [frame({"content": "", "thinking": p}) for p in pieces(reply.get("reasoning") or "", size)] \
+        if thinking else []
     frames += [frame({"content": p}) for p in pieces(reply.get("content") or "", size)]
     calls = []
     for i, call in enumerate(reply.get("tool_calls") or []):
         arguments = call.get("arguments", {})
         native = {"function": {"index": i, "name": call["name"], "arguments": arguments}}
         if owner.call_ids or call.get("id"):
-            native["id"] = call.get("id") or owner._new_call_id()
+            native = {"id": call.get("id") or ollama_call_id(owner), **native}
         calls.append(native)
     if calls and not owner.calls_in_last_frame:
         frames += [frame({"tool_calls": [c]}) for c in calls]
@@ -322,6 +434,12 @@ def native_frames(owner, body, reply):
     last["done_reason"] = "length" if reply.get("finish_reason") == "length" else "stop"
     last.update(counts(owner, body, reply, calls))
     return frames + [last]
+
+
+def ollama_call_id(owner):
+    """"call_" + 8 characters of [a-z0-9], as server/routes.go toolCallId writes them (deterministic here)."""
+    number = owner._new_call_id()
+    return "call_" + hashlib.sha256(number.encode()).hexdigest()[:8]
 
 
 def counts(owner, body, reply, calls):
@@ -332,9 +450,8 @@ def counts(owner, body, reply, calls):
         return {k: usage[o] for k, o in (("prompt_eval_count", "prompt_tokens"), ("eval_count", "completion_tokens"))
                 if o in usage}
     said = (reply.get("content") or "") + (reply.get("reasoning") or "") + json.dumps(calls)
-    prompt = json.dumps(body.get("messages"), ensure_ascii=False) + json.dumps(body.get("tools"), ensure_ascii=False)
-    return {"prompt_eval_count": estimate_tokens(prompt), "eval_count": estimate_tokens(said),
-            "total_duration": 1_000_000}
+    return {"prompt_eval_count": native_prompt_tokens(body.get("messages") or [], body.get("tools")),
+            "eval_count": estimate_tokens(said), "total_duration": 1_000_000}
 
 
 def pieces(text, size):

@@ -17,6 +17,8 @@ knows the difference. Servers differ in how they cut tool calls into pieces (see
 """
 import json
 import re
+import socket
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -76,9 +78,11 @@ class Client:
         wait = reply_timeout(self.timeout, timeout)
         if self.stream:
             return self.chat_streaming(body, headers, on_text or self.on_text, on_reasoning or self.on_reasoning, wait)
+        started = time.monotonic()
         try:
-            with requests.post(self.url, json=body, headers=headers, timeout=wait, stream=True) as response:
-                raw = read_body(response, time.monotonic() + wait)
+            with requests.post(self.url, json=body, headers=headers, timeout=wait, stream=True) as response, \
+                    HangUp(response, started + wait) as hang:
+                raw = read_body(response, started + wait, hang)
         except requests.exceptions.RequestException as e:
             raise LLMError(explain_network_error(e, self.url, wait, wait < self.timeout)) from None
         if response.status_code != 200:
@@ -92,28 +96,34 @@ class Client:
         # include_usage: the token counts come in one last chunk (OpenAI, Ollama, llama.cpp, vLLM);
         # some servers never send it (llama-cpp-python): the usage is then {}.
         body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+        started = time.monotonic()
         try:
             # stream=True: requests returns after the headers and we read the body line by line.
-            # The timeout still applies to every read, so a server that goes silent is noticed.
-            with requests.post(self.url, json=body, headers=headers, timeout=wait, stream=True) as response:
+            # The timeout still applies to every read, so a server that goes silent is noticed;
+            # HangUp bounds the whole reply, so one that trickles is too.
+            with requests.post(self.url, json=body, headers=headers, timeout=wait, stream=True) as response, \
+                    HangUp(response, started + wait) as hang:
                 if response.status_code != 200:
-                    raise status_error(response.status_code, response.content, self.url, self.model)
-                return self.read_stream(response, Assembler(on_text, on_reasoning), wait)
+                    raise status_error(response.status_code, read_body(response, started + wait, hang),
+                                       self.url, self.model)
+                return self.read_stream(response, Assembler(on_text, on_reasoning), wait, started + wait, hang)
         except requests.exceptions.RequestException as e:
             raise LLMError(explain_network_error(e, self.url, wait, wait < self.timeout)) from None
 
-    def read_stream(self, response, assembler, wait):
+    def read_stream(self, response, assembler, wait, deadline=None, hang=None):
         """Feed the SSE lines to the assembler; fail clearly on an error event or a cut stream."""
         # iter_lines on bytes, decoded per line: a line never ends inside a UTF-8 character, so a
         # character cut between two network reads is put back together before decoding. Each HTTP
         # chunk is handed over as it arrives (Ollama, llama.cpp and vLLM stream chunked bodies).
-        lines, deadline = response.iter_lines(), time.monotonic() + wait
+        lines, deadline = response.iter_lines(), deadline or time.monotonic() + wait
+        too_long = LLMError(f"The model server at {self.url} did not finish its streamed answer within {wait:g} s"
+                            + (" (what was left of --max-seconds)" if wait < self.timeout else "") +
+                            ". The reply was too long or the server too slow; it was stopped there.")
         event, done, first, data_seen, stranger = None, False, True, False, None
         try:
             for raw_line in lines:
                 if time.monotonic() > deadline:
-                    raise LLMError(f"The model server at {self.url} did not finish its streamed answer within "
-                                   f"{wait:g} s. The reply was too long or the server too slow; try again.")
+                    raise too_long
                 line = raw_line.decode("utf-8", errors="replace")
                 if not line.strip():
                     event = None            # a blank line ends one event
@@ -142,6 +152,8 @@ class Client:
                     assembler.add_chunk(chunk)
                 # other lines (": keep-alive" comments, id:, retry:) carry nothing for us
         except requests.exceptions.RequestException as e:
+            if hang is not None and hang.fired:
+                raise too_long from None
             if "timed out" in str(e):
                 raise LLMError(f"The model server at {self.url} stopped sending its streamed answer for "
                                f"{wait:g} s. It may be overloaded or stuck; check its log and try again.") from None
@@ -191,15 +203,66 @@ def reply_timeout(timeout, limit):
     return timeout if limit is None else max(0.1, min(timeout, limit))
 
 
-def read_body(response, deadline):
-    """The whole body, read in pieces so a server that trickles forever still meets the deadline.
-    Reading it all here also surfaces a connection dropped mid-answer."""
+def read_body(response, deadline, hang=None):
+    """The whole body, read in pieces; a server that trickles forever still meets the deadline
+    (HangUp cuts a read that blocks past it). Reading it all here also surfaces a connection
+    dropped mid-answer."""
     parts = []
-    for part in response.iter_content(65536):
-        parts.append(part)
-        if time.monotonic() > deadline:
-            raise requests.exceptions.ReadTimeout("the answer took longer than the time left")
+    try:
+        for part in response.iter_content(65536):
+            parts.append(part)
+            if time.monotonic() > deadline:
+                raise requests.exceptions.ReadTimeout("the answer took longer than the time left")
+    except requests.exceptions.RequestException:
+        if hang is not None and hang.fired:
+            raise requests.exceptions.ReadTimeout("the answer took longer than the time left") from None
+        raise
     return b"".join(parts)
+
+
+class HangUp:
+    """Bounds one reply in time whatever the server does. The socket timeout bounds each read, not
+    the reply: a server that sends one byte every 0.2 s never trips it. At the deadline a timer
+    shuts the connection's socket, so the read blocked on it returns at once with an error, and
+    `fired` tells the reader that this was the deadline, not a broken connection. (A server that
+    trickles its *headers* is bounded by the socket timeout only: there is no socket to hold yet.)
+    It fires GRACE seconds after the deadline: a server that merely went silent is then reported as
+    silent by the socket timeout, which comes first."""
+
+    GRACE = 0.5
+
+    def __init__(self, response, deadline):
+        self.response, self.fired = response, False
+        self.timer = threading.Timer(max(0.0, deadline - time.monotonic()) + self.GRACE, self.hang_up)
+        self.timer.daemon = True
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.timer.cancel()
+
+    def hang_up(self):
+        self.fired = True
+        sock = connection_socket(self.response)
+        try:
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass                # already closed: the read has ended anyway
+
+
+def connection_socket(response):
+    """The socket under a requests response (urllib3 2.x keeps its connection; 1.x only the file)."""
+    raw = getattr(response, "raw", None)
+    sock = getattr(getattr(raw, "_connection", None), "sock", None)
+    if sock is None:
+        try:
+            sock = raw._fp.fp.raw._sock
+        except AttributeError:
+            return None
+    return sock
 
 
 def parse_completion(raw, url, model):
@@ -484,7 +547,9 @@ OVERFLOW_SIGNS = ("exceed_context_size_error",           # llama.cpp server (400
                   "context_length_exceeded",             # OpenAI, llama-cpp-python
                   "maximum context length",              # vLLM, OpenAI
                   "exceed context window",               # llama-cpp-python's message
-                  "exceeds the available context size")  # llama.cpp's message
+                  "exceeds the available context size",  # llama.cpp's message (also inside Ollama's error)
+                  "longer than the context length",      # Ollama (llm/llama_server.go), with truncate: false
+                  "input length exceeds the context length")  # Ollama (llm/llama_server.go)
 PROMPT_PATTERNS = (r'"n_prompt_tokens"\s*:\s*(\d+)', r"(\d+) in the messages", r"messages resulted in (\d+)",
                    r"request has (\d+) input tokens", r"Requested tokens \((\d+)\)", r"prompt is (\d+) tokens")
 WINDOW_PATTERNS = (r'"n_ctx"\s*:\s*(\d+)', r"maximum context length is (\d+)", r"context window of (\d+)")
@@ -493,6 +558,7 @@ WINDOW_PATTERNS = (r'"n_ctx"\s*:\s*(\d+)', r"maximum context length is (\d+)", r
 def context_overflow(raw, detail, url):
     """A ContextOverflow when the error body says the prompt did not fit, else None."""
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+    text += "\n" + detail      # the body may hold the server's JSON as an escaped string (Ollama wraps llama.cpp's)
     if not any(sign in text.lower() for sign in OVERFLOW_SIGNS):
         return None
     prompt, window = (next((int(m.group(1)) for p in patterns for m in [re.search(p, text)] if m), None)
@@ -504,8 +570,10 @@ def overflow_message(prompt, window, said, sure=True):
     numbers = [f"{prompt} prompt tokens" if prompt else "", f"the window holds {window}" if window else ""]
     numbers = f" ({'; '.join(n for n in numbers if n)})" if any(numbers) else ""
     lead = f"The conversation no longer fits the model's context window{numbers}. " if sure else ""
+    said = said.rstrip().rstrip(".")        # the server's sentence may end in a full stop of its own
     return (f"{lead}{said}. What to do: give the task in smaller steps; use a model with a longer context; give "
-            "the server a bigger window (Ollama: num_ctx; llama.cpp: --ctx-size); where the harness has "
+            "the server a bigger window (Ollama: num_ctx or --context-window with --api ollama; llama.cpp: "
+            "--ctx-size; llama-cpp-python: --n_ctx; vLLM: --max-model-len); where the harness has "
             "--context-window, set it to the server's real window so old tool results are cut in time.")
 
 

@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 from .extensions import NONE as NO_EXTENSIONS
-from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES, ContextWatch, batch_scissors, estimate_tokens
+from .context import (CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES, ContextWatch, estimate_tokens, overflow_cut,
+                      why_nothing_was_cut)
 from .guards import MAX_SECONDS, MAX_TURNS, REPEAT_LIMIT, Budget, Record, RepeatGuard, Stopped, brief, repeat_warning
 from .hooks import ask_user, needs_permission, pre_tool_use
 from .llm import ContextOverflow, LLMError
@@ -47,7 +48,7 @@ class Stats:
             self.cached_tokens = (self.cached_tokens or 0) + cached
 
     def line(self):
-        unknown = self.turns and self.uncounted == self.turns  # "?": a 0 would be a measurement nobody made
+        unknown = self.uncounted == self.turns  # "?": a 0 would be a measurement nobody made (no answer, no count)
         missing = f" usage_missing_turns={self.uncounted}" if self.uncounted and not unknown else ""
         cached = "" if self.cached_tokens is None else f" cached_tokens={self.cached_tokens}"  # after the contract's
         return (f"[stats] turns={self.turns} tool_calls={self.tool_calls} "
@@ -103,11 +104,13 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
         limit = budget.exceeded(turn) or tokens_spent(stats, max_tokens)  # between turns: the loop can stop only here
         if limit:
             raise Stopped(limit, record.account())
+        window = window_in_force(client, context_window)  # the server's own, once it said it
+        watch.window = window
         # Keep what the policy returns: a result cut once stays cut, the same bytes every turn (see context.py).
-        messages[:] = policy(messages, context_window)  # in place: a chat's caller holds this list
+        messages[:] = policy(messages, window)  # in place: a chat's caller holds this list
         try:  # what is left of --max-seconds bounds the reply too: a runaway reply is cut short, not waited for
             tools = SCHEMAS + ext.schemas()  # asked every turn: an MCP server may have changed its list
-            message, usage, finish_reason = ask(client, messages, context_window, budget, tools)
+            message, usage, finish_reason = ask(client, messages, window, budget, tools)
         except LLMError:
             if budget.exceeded(turn):  # the reply ran out of the run's time: a limit (exit 3), not a failure
                 raise Stopped(budget.exceeded(turn), record.account()) from None
@@ -197,23 +200,46 @@ def show_call(echo, call):
 
 def ask(client, messages, context_window, budget, tools=SCHEMAS):
     """One model call. When the server says the prompt does not fit its context, cut old tool results
-    at once (the batch policy, forced; in place, so the history keeps the cut) and try once more."""
+    at once (in place, so the history keeps the cut: context.overflow_cut) and try once more. An
+    overflow that names the server's window teaches it to the rest of the run (window_in_force)."""
     try:
         return client.chat(messages, tools=tools, timeout=budget.seconds_left())
     except ContextOverflow as overflow:
-        window = min(overflow.context_window or context_window, context_window)  # the server's own size, if it said
-        cut = batch_scissors(messages, window, high=0)
+        window = learn_window(client, overflow, context_window)
+        cut, how = overflow_cut(messages, overflow.prompt_tokens, window)
         stubbed = sum(a is not b for a, b in zip(messages, cut))
         if not stubbed:
-            raise LLMError(f"{overflow} (No old tool result was left to cut.)") from None
+            raise LLMError(f"{overflow} (Nothing was retried: {why_nothing_was_cut(messages)}.)") from None
         print(f"[context] the server says the prompt does not fit its context; cut {stubbed} old tool "
-              f"result(s) and trying once more.", file=sys.stderr, flush=True)
+              f"result(s) ({how}) and trying once more.", file=sys.stderr, flush=True)
     messages[:] = cut
     try:
         return client.chat(messages, tools=tools, timeout=budget.seconds_left())
     except ContextOverflow as overflow:
-        raise LLMError(f"{overflow} (This was after cutting {stubbed} old tool result(s) and trying once more.)") \
-            from None
+        learn_window(client, overflow, context_window)
+        left = estimate_tokens(messages + [{"role": "system", "content": json.dumps(list(tools))}])
+        raise LLMError(f"{overflow} (This was after cutting {stubbed} old tool result(s) ({how}) and trying once "
+                       f"more; what is left - the system prompt, the task, the calls, the stubs, the newest results "
+                       f"and the tool schemas - is about {left} tokens by the harness's estimate.)") from None
+
+
+def window_in_force(client, planned):
+    """The window to plan with: the one the server said it has (see learn_window), when it said one
+    smaller than `planned`, else `planned` (--context-window, or the model's length)."""
+    said = getattr(client, "server_window", None)
+    return min(planned, said) if isinstance(said, int) and said > 0 else planned
+
+
+def learn_window(client, overflow, planned):
+    """An overflow error that names the window (llama.cpp's n_ctx, "maximum context length is N") is
+    the truth about the server: keep it on the client, for the rest of the run or chat (the policy,
+    the compaction, a subagent). Said once on stderr. Returns the window in force now."""
+    said = overflow.context_window
+    if isinstance(said, int) and said > 0 and said < window_in_force(client, planned):
+        client.server_window = said
+        print(f"[context] the server says its context window holds {said} tokens, not the {planned} planned: "
+              f"the context policy and compaction use {said} from now on.", file=sys.stderr, flush=True)
+    return window_in_force(client, planned)
 
 
 def tokens_spent(stats, max_tokens):

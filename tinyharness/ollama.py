@@ -2,19 +2,24 @@
 
 The problem. Ollama answers the OpenAI-style `/v1/chat/completions`, but through that shim the
 context length cannot be set: `options.num_ctx` is ignored there, and recent Ollama gives a model
-4096 tokens on a machine with less than 24 GiB of video memory. Past that it drops the *start* of
-the prompt (the system prompt and the tool schemas first) and still answers HTTP 200. A harness that
-believes it has 8192 tokens is then talking to a model that never saw its instructions.
+4096 tokens on a machine with less than 24 GiB of video memory. Past that it keeps the system
+messages and the tool schemas and drops the *oldest other messages* - the user's task first - and
+still answers HTTP 200 (server/prompt.go, chatPrompt). A harness that believes it has 8192 tokens is
+then talking to a model that no longer sees what it was asked to do.
 
 The mechanism. Ollama's native `POST /api/chat` takes `options.num_ctx` with every request, so we
-send the window the harness plans with, and what we assume is what is in force. The native format
-differs from /v1 in small ways, and this module translates both ways so the loop never knows:
+send the window the harness plans with, and what we assume is what is in force. We also send
+`truncate: false` (Ollama 0.12.6+): a prompt past the window is then an HTTP 400 instead of a silent
+cut, and that error takes the loop's cut-and-retry path like any server's overflow; and
+`shift: false`, so a reply that reaches the end of the window stops instead of silently shifting the
+oldest tokens out. The native format differs from /v1 in small ways, and this module translates both
+ways so the loop never knows:
 
     canonical (what the loop keeps)                 native (what /api/chat takes)
     arguments: '{"path": "a"}'  (a JSON string)     arguments: {"path": "a"}      (an object)
-    tool result: tool_call_id                       tool result: tool_name
+    tool result: tool_call_id                       tool result: tool_name and tool_call_id (0.12.10+)
     content: [text part, image_url data URI]        content: "text", images: ["<bare base64>"]
-    tool call: {id, type, function}                 tool call: {function: {name, arguments}}
+    tool call: {id, type, function}                 tool call: {id, function: {name, arguments}}
     max_tokens                                      options.num_predict
     usage.prompt_tokens / completion_tokens         prompt_eval_count / eval_count
     finish_reason "length"                          done_reason "length"
@@ -27,12 +32,15 @@ line; thinking arrives under `thinking`.
 `--api auto` (the default) asks the host once: if `GET /api/version` answers with a version, the
 host is Ollama and the native dialect is used, unless the base URL clearly points somewhere else
 (a path other than nothing or `/v1`, e.g. `https://example.com/openai/v1`). `/api/show` then tells the
-model's own context length, which becomes the default `--context-window` (capped, see below).
+model's own context length; the default `--context-window` is that, at most OLLAMA_WINDOW_CAP (8192).
 
 What it cannot do. It cannot make a model with a 4k context remember more than 4k tokens; it only
 makes the harness and the server agree on the number. A bigger num_ctx costs memory (the KV cache
-grows with it), which is why the default is capped at OLLAMA_WINDOW_CAP tokens; ask for more with
---context-window. Images must already be data URIs (the harness fetches URLs itself): native
+grows with it: about 144 KiB a token for an 8B model with grouped-query attention, 1.1 GiB at 8192,
+4.5 GiB at 32768 - arithmetic from the model's shape, see kv_cache_bytes), a request's num_ctx
+overrides the user's own OLLAMA_CONTEXT_LENGTH and switches off Ollama's shrink-on-out-of-memory
+fallback, and a different size reloads the model. Hence the cap, the size the context policies were
+measured at; ask for more with --context-window. Images must already be data URIs (the harness fetches URLs itself): native
 Ollama takes bare base64 only.
 """
 import base64
@@ -45,12 +53,13 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .llm import (MAX_REPLY_TOKENS, ContextOverflow, LLMError, ThinkSplitter, error_detail, excerpt,
-                  explain_network_error, overflow_message)
+from .llm import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, ThinkSplitter, bounded, clean, context_overflow,
+                  describe, dump_object, error_detail, excerpt, explain_network_error, overflow_message, read_body,
+                  strict_json)
 
 API_CHOICES = ("auto", "openai", "ollama")
 PROBE_TIMEOUT = 3           # seconds for the one /api/version question: a local server answers at once
-OLLAMA_WINDOW_CAP = 32768   # default num_ctx at most this: a 128k KV cache outgrows most laptops
+OLLAMA_WINDOW_CAP = 8192    # default num_ctx at most this: the policies' size, 1.1 GiB of KV cache for an 8B model
 REASONING_FIELDS = ("thinking", "reasoning", "reasoning_content")
 
 
@@ -98,6 +107,41 @@ def model_context_length(shown):
     return lengths[0] if lengths else None
 
 
+def props_window(base_url, timeout=PROBE_TIMEOUT):
+    """The context size a llama.cpp server runs with (GET /props, default_generation_settings.n_ctx),
+    or None: other servers have no /props."""
+    try:
+        response = requests.get(host_root(base_url) + "/props", timeout=timeout)
+        props = response.json() if response.status_code == 200 else None
+    except (requests.exceptions.RequestException, ValueError):
+        return None
+    if not isinstance(props, dict):
+        return None
+    settings = props.get("default_generation_settings")
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else props.get("n_ctx")
+    return n_ctx if type(n_ctx) is int and n_ctx > 0 else None
+
+
+def kv_cache_bytes(shown, tokens):
+    """What a window of `tokens` costs in KV cache for this model, by arithmetic from /api/show's
+    model_info (keys and values, every layer, 16-bit): 2 x layers x KV heads x head size x 2 bytes
+    x tokens. An estimate, not a measurement (a quantised cache, flash attention or a sliding window
+    change it); None when the model's shape is not reported."""
+    info = (shown or {}).get("model_info")
+    if not isinstance(info, dict):
+        return None
+
+    def number(suffix):
+        found = [v for k, v in info.items() if k.endswith(suffix) and type(v) is int and v > 0]
+        return found[0] if found else None
+    layers, kv_heads, heads = number(".block_count"), number(".attention.head_count_kv"), number(".attention.head_count")
+    key, value, width = number(".attention.key_length"), number(".attention.value_length"), number(".embedding_length")
+    head = key or (width // heads if width and heads else None)
+    if not (layers and head and (kv_heads or heads)):
+        return None
+    return layers * (kv_heads or heads) * (head + (value or head)) * 2 * tokens
+
+
 def capabilities(shown):
     """What /api/show says the model can do: completion, tools, vision, thinking, ..."""
     found = (shown or {}).get("capabilities")
@@ -132,7 +176,13 @@ def choose_dialect(args, client, fallback_window):
         if getattr(args, "think", None) is not None:
             print("[harness] --think/--no-think only work with Ollama's native API (--api ollama); ignored.",
                   file=sys.stderr)
-        return client, window or fallback_window
+        said = props_window(args.base_url) if could_be_ollama(args.base_url) else None
+        if said and window and said < window:
+            print(f"[context] the server holds {said} tokens (llama.cpp /props n_ctx), less than --context-window "
+                  f"{window}: planning with {said}.", file=sys.stderr)
+        if said:
+            client.server_window = said     # the window in force from the first call (loop.window_in_force)
+        return client, window or said or fallback_window
     window = window or default_window(args.base_url, args.model, fallback_window)
     native = OllamaClient(args.base_url, args.model, api_key=client.api_key, timeout=client.timeout,
                           stream=client.stream, on_text=client.on_text, on_reasoning=client.on_reasoning,
@@ -161,18 +211,19 @@ class OllamaClient:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         on_text, on_reasoning = on_text or self.on_text, on_reasoning or self.on_reasoning
         limit = self.timeout if timeout is None else max(0.001, min(self.timeout, timeout))
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = time.monotonic() + limit     # the whole reply, checked per line and enforced by HangUp
         try:
-            with requests.post(self.url, json=body, headers=headers, timeout=limit, stream=self.stream) as response:
+            with requests.post(self.url, json=body, headers=headers, timeout=limit, stream=True) as response, \
+                    HangUp(response, deadline) as hang:
                 if response.status_code != 200:
-                    raise self.explain_status(response.status_code, response.content)
+                    raise self.explain_status(response.status_code, read_body(response, deadline, hang))
                 if self.stream:
-                    frames = self.read_frames(response, deadline)
+                    frames = self.read_frames(response, deadline, hang)
                 else:
-                    frames = [self.parse_frame(response.content)]
+                    frames = [self.parse_frame(read_body(response, deadline, hang))]
                 return self.assemble(frames, on_text, on_reasoning)
         except requests.exceptions.RequestException as e:
-            raise LLMError(explain_network_error(e, self.url, limit)) from None
+            raise LLMError(explain_network_error(e, self.url, limit, limit < self.timeout)) from None
 
     # --- canonical -> native --------------------------------------------------------------------
 
@@ -181,7 +232,9 @@ class OllamaClient:
         if self.context_window:
             options["num_ctx"] = self.context_window     # the whole point: the window we plan with
         body = {"model": self.model, "messages": to_native(messages), "stream": bool(self.stream),
-                "options": options}                      # stream: Ollama streams unless told not to
+                "options": options,                      # stream: Ollama streams unless told not to
+                "truncate": False,                       # past num_ctx: an error, not the task silently dropped
+                "shift": False}                          # nor the oldest tokens shifted out mid-reply
         if tools:
             body["tools"] = tools                        # the same JSON-schema list as /v1
         if self.think is not None:
@@ -195,20 +248,21 @@ class OllamaClient:
         try:
             frame = json.loads(raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw)
             assert isinstance(frame, dict)
-        except (ValueError, AssertionError):
+        except (ValueError, AssertionError, RecursionError):    # deep nesting is not an answer either
             raise LLMError(f"The answer from {self.url} is not Ollama's JSON: {excerpt(as_bytes(raw))!r}. "
                            "Is this an Ollama server? Try --api openai for other servers.") from None
         if frame.get("error") is not None:
-            raise self.explain_error_text(str(frame["error"]), streamed=True)
+            raise self.explain_error_text(error_text(frame["error"]), streamed=True)
         return frame
 
-    def read_frames(self, response, deadline):
+    def read_frames(self, response, deadline, hang=None):
         """NDJSON: one frame per line, until `done: true`. A stream that stops early is an error."""
+        too_long = LLMError(f"The model's reply from {self.url} took longer than the time left (--max-seconds, or "
+                            "the client's timeout); it was stopped part-way.")
         try:
             for line in response.iter_lines():
-                if deadline is not None and time.monotonic() > deadline:
-                    raise LLMError(f"The model's reply from {self.url} took longer than the time left "
-                                   "(--max-seconds); it was stopped part-way.")
+                if time.monotonic() > deadline:
+                    raise too_long
                 if not line.strip():
                     continue
                 frame = self.parse_frame(line)
@@ -216,6 +270,8 @@ class OllamaClient:
                 if frame.get("done"):
                     return
         except requests.exceptions.RequestException as e:
+            if hang is not None and hang.fired:
+                raise too_long from None
             if "timed out" in str(e):
                 raise LLMError(f"The model server at {self.url} stopped sending its streamed answer for "
                                f"{self.timeout} s. It may be overloaded or stuck; check its log and try again.") from None
@@ -242,7 +298,7 @@ class OllamaClient:
             if isinstance(message.get("content"), str):
                 for is_reasoning, piece in think.feed(message["content"]):  # stray <think> tags are not the answer
                     emit(is_reasoning, piece)
-            native_calls += [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+            native_calls += calls_of(message.get("tool_calls"))
             last = frame
         for is_reasoning, piece in think.flush():
             emit(is_reasoning, piece)
@@ -253,9 +309,9 @@ class OllamaClient:
         return message, usage_of(last), finish_reason_of(last)
 
     def canonical(self, content, thinking, native_calls):
-        message = {"role": "assistant", "content": content}
+        message = {"role": "assistant", "content": clean(content)}   # a lone surrogate cannot go back: '?'
         if thinking:
-            message["thinking"] = thinking      # the name Ollama uses; it is sent back under it
+            message["thinking"] = clean(thinking)   # the name Ollama uses; it is sent back under it
         calls, problems = [], {}
         for native in native_calls:
             self.calls_made += 1
@@ -287,9 +343,11 @@ class OllamaClient:
                             "`ollama show MODEL` lists what a model can do.")
         if "does not support thinking" in lowered:
             return LLMError(f"{where} says the model '{self.model}' cannot think ({said}). Drop --think.")
-        if "context" in lowered and any(w in lowered for w in ("exceed", "too long", "length")):
-            return ContextOverflow(overflow_message(None, self.context_window, f"{where} said: {said}"),
-                                   None, self.context_window)
+        overflow = context_overflow(text, bounded(text), self.url)   # llama.cpp's error, wrapped by Ollama
+        if overflow or ("context" in lowered and any(w in lowered for w in ("exceed", "too long", "length"))):
+            prompt = overflow.prompt_tokens if overflow else None
+            window = (overflow.context_window if overflow else None) or self.context_window
+            return ContextOverflow(overflow_message(prompt, window, f"{where} said: {bounded(said)}"), prompt, window)
         if status == 404:
             return LLMError(f"{where} has no native chat route ({said}). Is it an Ollama server? For other servers "
                             "use --api openai.")
@@ -298,29 +356,54 @@ class OllamaClient:
         return LLMError(f"{where} {verb} {said}. {hint}")
 
 
+def error_text(error):
+    """An error field as text, whatever its type (a string, an object, something deeply nested)."""
+    if isinstance(error, str):
+        return error
+    try:
+        return json.dumps(error, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        return "(an error the harness cannot show)"
+
+
+def calls_of(tool_calls):
+    """`tool_calls` of a frame as a list: a list as it is, one call object as a list of one, nothing
+    (null, false, "", {}) as none; anything else (`true`, a number, a string) becomes one call that
+    canonical_call reports to the model as not a call."""
+    if not tool_calls:                          # null, false, "", 0, [], {}
+        return []
+    return tool_calls if isinstance(tool_calls, list) else [tool_calls]
+
+
 def as_bytes(raw):
     return raw if isinstance(raw, bytes) else str(raw).encode("utf-8", errors="replace")
 
 
 def canonical_call(native, spare_id):
-    """A native call ({function: {name, arguments: object}}) -> the canonical one, and what was wrong."""
+    """A native call ({function: {name, arguments: object}}) -> the canonical one, and what was wrong.
+    Whatever came (not an object, a name that is no string, arguments nested too deep or holding NaN,
+    which no server takes back) becomes a call with `{}` arguments and a problem the model is told."""
+    if not isinstance(native, dict):
+        return ({"id": spare_id, "type": "function", "function": {"name": "", "arguments": "{}"}},
+                f"the tool call is not an object but {describe(native)}")
     function = native.get("function") if isinstance(native.get("function"), dict) else {}
     name, arguments, problem = function.get("name"), function.get("arguments"), None
     if not isinstance(name, str):
-        name, problem = "", f"the call has no tool name (got {json.dumps(name)[:100]})"
+        name, problem = "", f"the call has no tool name (got {describe(name)})"
     if isinstance(arguments, str):              # not Ollama's way, but be kind to a proxy that sends a string
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
+            arguments = strict_json(arguments) if arguments.strip() else {}
+        except (ValueError, RecursionError):
             pass
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
-        problem = problem or f"the arguments must be a JSON object, not {json.dumps(arguments)[:200]}"
+        problem = problem or f"the arguments must be a JSON object, not {describe(arguments)}"
         arguments = {}
+    text, wrong = dump_object(arguments)        # NaN, Infinity, deep nesting: refused here, at the door
     call_id = native.get("id") if isinstance(native.get("id"), str) and native.get("id") else spare_id
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}, problem
+    return {"id": clean(call_id), "type": "function", "function": {"name": clean(name), "arguments": text}}, \
+        problem or wrong
 
 
 def usage_of(frame):
@@ -372,15 +455,21 @@ def native_assistant(message, names):
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
         names[call.get("id")] = function.get("name") or ""
-        calls.append({"function": {"name": function.get("name") or "", "arguments": arguments_object(function.get("arguments"))}})
+        native_call = {"function": {"name": function.get("name") or "", "arguments": arguments_object(function.get("arguments"))}}
+        if isinstance(call.get("id"), str) and call["id"]:
+            native_call["id"] = call["id"]      # api.ToolCall.ID: the server's own id, sent back (0.12.10+)
+        calls.append(native_call)
     if calls:
-        out["tool_calls"] = calls               # no ids: native pairs results by tool_name, in order
+        out["tool_calls"] = calls
     return out
 
 
 def native_tool_result(message, names):
     text, images = split_content(message.get("content"))
+    # Both: older Ollama and some templates pair a result by tool_name (in order), newer renderers by id.
     out = {"role": "tool", "content": text, "tool_name": names.get(message.get("tool_call_id"), "")}
+    if isinstance(message.get("tool_call_id"), str) and message["tool_call_id"]:
+        out["tool_call_id"] = message["tool_call_id"]
     if images:
         out["images"] = images
     return out

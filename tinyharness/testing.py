@@ -30,6 +30,11 @@ like the real server answers it, an HTTP 400 or 500 with a JSON error naming the
 sees at once that a real server would have broken the run. `srv.rejected` lists them.
 `strict=False` turns the checks off; `send_usage=False` plays a server that never reports usage,
 `stream_usage=False` one that sends no usage chunk in a stream (llama-cpp-python).
+`context_window=N` plays a server with an N-token window that overflows like llama-cpp-python: a
+prompt of N tokens or more (the estimate below) is answered with a 400 that names both numbers
+(`context_length_exceeded`) when unstreamed, and with an empty 200 event stream when streamed;
+`srv.overflows` lists the indexes of those requests (they take no reply from the script). With
+`announce_window=True` the server also says its window up front, as llama.cpp's `GET /props` does.
 
 Tool-call ids are written by the server (`call_1`, `call_2`, ... over the server's life), not by
 the script: in real deployments the serving layer assigns them, and the model never sees them
@@ -404,6 +409,10 @@ class _Handler(BaseHTTPRequestHandler):
         if path.startswith("/api/"):                # Ollama's native routes: fake_ollama.py
             from .fake_ollama import answer_native
             return answer_native(self, "GET", path, None)
+        owner = self.server.owner
+        if path == "/props" and owner.context_window and owner.announce_window:   # llama.cpp's server
+            return self.send_json(200, {"default_generation_settings": {"n_ctx": owner.context_window},
+                                        "build_info": "scripted"})
         if path.endswith("/models"):
             model = {"id": self.server.owner.model, "object": "model", "owned_by": "tinyharness"}
             self.send_json(200, {"object": "list", "data": [model]})
@@ -435,6 +444,8 @@ class _Handler(BaseHTTPRequestHandler):
             status, rule, message = rejection
             return self.send_json(status, {"error": {"message": message, "type": "invalid_request_error"
                                                      if status == 400 else "internal_server_error", "rule": rule}})
+        if owner.context_window and estimate_tokens(prompt_text(body)) >= owner.context_window:
+            return self.send_overflow(owner, body)
         reply, prompt, cached_chars = owner._take_reply(body, self.headers)
         if isinstance(reply, str):                  # _take_reply explains why there is no reply
             return self.send_json(500, error_body(reply))
@@ -461,6 +472,31 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_half(build_completion(reply, calls, head, usage, **style))
         else:
             self.send_json(200, build_completion(reply, calls, head, usage, **style))
+
+    def send_overflow(self, owner, body: dict):
+        """The prompt does not fit `context_window`: answer as llama-cpp-python 0.3 does. It checks
+        `len(prompt_tokens) >= n_ctx` (llama_cpp/llama.py, _create_completion) and its error handler
+        (llama_cpp/server/errors.py, context_length_exceeded) rewrites that into OpenAI's words, a
+        400 naming both numbers; streamed, the error is raised inside the generator after the 200
+        headers went out, so the client gets an empty event stream. Takes no reply from the script."""
+        prompt = estimate_tokens(prompt_text(body))
+        with owner._lock:
+            owner.overflows.append(len(owner.requests))
+            owner.requests.append(body)
+            owner.headers.append(self.headers)
+        if body.get("stream"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            return
+        completion = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else 0
+        message = (f"This model's maximum context length is {owner.context_window} tokens. However, you requested "
+                   f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the completion). "
+                   "Please reduce the length of the messages or completion.")
+        self.send_json(400, {"error": {"message": message, "type": "invalid_request_error", "param": "messages",
+                                       "code": "context_length_exceeded"}})
 
     def send_fault(self, status: int, body):
         """An HTTP error answer, e.g. Ollama's 404 for a model that was never pulled."""
@@ -537,7 +573,7 @@ class ScriptedServer:
 
     def __init__(self, script=None, policy=None, *, host="127.0.0.1", port=0, model="qwen3:8b",
                  fragment_size=7, drop_images=False, strict=True, null_content=True, legacy_fields=True,
-                 send_usage=True, stream_usage=True):
+                 send_usage=True, stream_usage=True, context_window=None, announce_window=False):
         if script is not None and policy is not None:
             raise ValueError("give a script or a policy, not both")
         if fragment_size < 1:
@@ -549,6 +585,9 @@ class ScriptedServer:
         self.strict = strict            # check every request like real servers do (see request_problems)
         self.null_content, self.legacy_fields = null_content, legacy_fields   # the shape of tool-call replies
         self.send_usage, self.stream_usage = send_usage, stream_usage
+        self.context_window = context_window   # tokens: a prompt this long overflows, as on llama-cpp-python
+        self.overflows = []         # request indexes answered with an overflow
+        self.announce_window = announce_window   # GET /props tells it up front, as llama.cpp's server does
         self.rejected = []          # (request index, status, rule, message) of each request strict mode refused
         self.requests = []          # parsed bodies of every POST to chat/completions, in order
         self.headers = []           # their HTTP headers, same order (case-insensitive .get())
@@ -890,6 +929,9 @@ def main(argv=None) -> int:
     parser.add_argument("--lenient", action="store_true",
                         help="answer every request; by default one a real server would refuse gets its HTTP 400/500")
     parser.add_argument("--no-usage", action="store_true", help="never report token usage, like some servers")
+    parser.add_argument("--context-window", type=int, metavar="TOKENS",
+                        help="overflow like llama-cpp-python past this many prompt tokens: HTTP 400 with both numbers "
+                             "unstreamed, an empty 200 stream streamed")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--model", default="qwen3:8b", help="model name listed by /v1/models")
@@ -905,8 +947,13 @@ def main(argv=None) -> int:
         replies, what = {"script": script}, f"replaying {len(script)} replies"
     if args.drop_images:
         what += " that never sees images"
+    if args.context_window is not None and args.context_window < 1:
+        parser.error("--context-window must be 1 or more")
+    if args.context_window:
+        what += f" with a {args.context_window}-token window"
     with ScriptedServer(**replies, drop_images=args.drop_images, host=args.host, port=args.port,
-                        model=args.model, strict=not args.lenient, send_usage=not args.no_usage) as srv:
+                        model=args.model, strict=not args.lenient, send_usage=not args.no_usage,
+                        context_window=args.context_window) as srv:
         print(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C to stop.", flush=True)
         try:
             while True:
