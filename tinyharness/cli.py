@@ -11,7 +11,7 @@ from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
 from .ollama import API_CHOICES, OLLAMA_WINDOW_CAP, choose_dialect
 from . import extensions
 from .loop import Stats, Stopped, run_agent
-from .sandbox import Sandbox
+from .sandbox import RestoreFailed, Sandbox
 from .sessions import UsageTap, start_or_warn
 from .vision import ImageError, image_part, load_attachment
 
@@ -287,6 +287,9 @@ def main(argv=None):
     except KeyboardInterrupt:  # Ctrl-C anywhere (a run catches its own first, to print its stats)
         print("Interrupted.", file=sys.stderr)
         return 130
+    except RestoreFailed as e:  # a command's changes to .git may be left: the user is told, never the model
+        print(printable(f"error: {e}"), file=sys.stderr)
+        return 1
     except BrokenPipeError:  # `tinyharness course diff m0 m1 | head` closed the pipe: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush stays quiet
         return 0

@@ -68,10 +68,24 @@ def write_file(workspace, path, content):
         return f"OK: wrote {len(content)} characters to {path}"
     folder = open_beneath(workspace, str(target.parent), getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY)
     try:
+        protected = protected_path(Path(where(folder, workspace), target.name))  # a link to .git inside
+        if protected:
+            raise PermissionError(errno.EACCES, f"{path} leads into {protected}, which is protected: what is written "
+                                                "there runs later (git hooks, git's config) or configures the harness")
         replace_in(folder, None, target.name, content)
     finally:
         os.close(folder)
     return f"OK: wrote {len(content)} characters to {path}"
+
+
+def where(folder, workspace):
+    """The folder a descriptor is open on, relative to the workspace, as the kernel resolved it: a
+    symbolic link inside the workspace (`g -> .git`) cannot hide where a write lands."""
+    try:
+        real = os.readlink(f"/proc/self/fd/{folder}")
+    except OSError:
+        return "."  # no /proc: the path as given was checked
+    return os.path.relpath(real, os.path.realpath(workspace))
 
 
 def replace_in(folder, folder_path, name, content):
