@@ -26,13 +26,21 @@ itself and everything it will start (the rules are inherited and can never be li
   folder, not a folder beside the workspace. Landlock ABI 4 adds TCP: no rule grants a port, so every
   TCP `connect` and `bind` fails. ABI 6 adds scoping: no signal to a process outside the sandbox
   (`kill -9 <the harness>` fails) and no abstract UNIX socket outside it.
-- **a seccomp filter** (a 12-instruction BPF program, `prctl(PR_SET_SECCOMP)`): `socket()` fails for
-  every family but `AF_UNIX`, so UDP, raw sockets and netlink are gone too (Landlock alone lets UDP
-  out), and `io_uring_setup` fails, since io_uring can open sockets without the `socket()` call.
+- **a seccomp filter** (a BPF program of about 90 instructions, `prctl(PR_SET_SECCOMP)`), for what
+  Landlock does not scope: `socket()` fails for every family but `AF_UNIX`, so UDP, raw sockets and
+  netlink are gone too (Landlock alone lets UDP out), and `io_uring_setup` fails, since io_uring can
+  open sockets and files without those calls. No process outside can be changed: `prlimit64` on any
+  pid but 0 (itself), `setpriority` and `ioprio_set` on anything but itself or for a whole user,
+  `sched_setaffinity`, `sched_setscheduler`, `sched_setparam` and `sched_setattr` on another pid all
+  fail with EPERM (`prlimit --pid $PPID --nofile=0:0` would take the harness's file descriptors; `renice`
+  and `taskset` work on the user's other processes). And no setuid or setgid file: `chmod`, `fchmod`,
+  `fchmodat`, `fchmodat2`, `open`, `openat`, `creat`, `mknod`, `mknodat` with either bit in the mode
+  fail (as root, `chmod 4755` would leave a program that runs as root for whoever starts it later);
+  `openat2`, whose mode sits where BPF cannot read it, answers ENOSYS, and libc falls back to `openat`.
   Why not a network namespace (`unshare(CLONE_NEWUSER | CLONE_NEWNET)`)? It would cut the network just
   as well, but unprivileged user namespaces are switched off on many systems (Ubuntu 24.04's AppArmor
   restricts them, hardened kernels disable them); seccomp needs no privilege and no setup on any
-  kernel since 3.5, and costs nothing at run time.
+  kernel since 3.5, and costs nothing measurable at run time.
 - **resource limits** (`setrlimit`): CPU seconds (the shell timeout, per process), 1 GiB per file
   (`yes > big.txt` stops there), no core files, and a task count of 256 more than the whole machine
   runs now (RLIMIT_NPROC counts every process and thread of the user, not of the command, so a fixed
@@ -161,15 +169,53 @@ class PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-# --- seccomp: a BPF program that refuses socket() for every family but AF_UNIX ---------------------------
+# --- seccomp: a BPF program that checks a few system calls' arguments -------------------------------------
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER = 38, 24, 36
-BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_JSET_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
-EACCES, ENOSYS = 13, 38
+EPERM, EACCES, ENOSYS = 1, 13, 38
 AF_UNIX = 1
-# machine -> (AUDIT_ARCH_*, socket's number, io_uring_setup's number, whether x32 numbers must be refused)
-ARCHITECTURES = {"x86_64": (0xC000003E, 41, 425, True), "aarch64": (0xC00000B7, 198, 425, False)}
+SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
+# machine -> (AUDIT_ARCH_*, whether x32 numbers must be refused, {system call: its number})
+ARCHITECTURES = {
+    "x86_64": (0xC000003E, True, {
+        "socket": 41, "io_uring_setup": 425, "prlimit64": 302, "setpriority": 141, "sched_setaffinity": 203,
+        "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314, "ioprio_set": 251,
+        "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "open": 2, "creat": 85, "openat": 257,
+        "openat2": 437, "mknod": 133, "mknodat": 259}),
+    "aarch64": (0xC00000B7, False, {
+        "socket": 198, "io_uring_setup": 425, "prlimit64": 261, "setpriority": 140, "sched_setaffinity": 122,
+        "sched_setscheduler": 119, "sched_setparam": 118, "sched_setattr": 274, "ioprio_set": 30,
+        "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "openat": 56, "openat2": 437, "mknodat": 33}),
+}
+# (system call, argument, test, errno): the call fails with errno when the test holds for the argument.
+#   "not": the argument is anything but the value (a process other than the caller: pid/who 0 is "me");
+#   "is": the argument is the value; "bits": it has one of these bits (a mode with setuid or setgid);
+#   "always": every call.
+CHECKS = [
+    ("socket", 0, "not", AF_UNIX, EACCES),            # only AF_UNIX: no TCP, UDP, raw, netlink (Landlock lets UDP out)
+    ("io_uring_setup", None, "always", 0, ENOSYS),    # io_uring opens sockets and files without these calls
+    ("openat2", None, "always", 0, ENOSYS),           # its mode sits in a struct BPF cannot read; libc falls back
+    ("prlimit64", 0, "not", 0, EPERM),                # another process's limits: `prlimit --pid P --nofile=0:0`
+    ("setpriority", 0, "is", 2, EPERM),               # PRIO_USER: every process of the user, even with who 0
+    ("setpriority", 1, "not", 0, EPERM),              # renice of another process or group
+    ("sched_setaffinity", 0, "not", 0, EPERM),        # taskset -p
+    ("sched_setscheduler", 0, "not", 0, EPERM),       # chrt -p
+    ("sched_setparam", 0, "not", 0, EPERM),
+    ("sched_setattr", 0, "not", 0, EPERM),
+    ("ioprio_set", 0, "is", 3, EPERM),                # IOPRIO_WHO_USER: every process of the user
+    ("ioprio_set", 1, "not", 0, EPERM),               # ionice -p
+    ("chmod", 1, "bits", SET_ID_BITS, EPERM),          # a setuid file left in the workspace runs as its owner
+    ("fchmod", 1, "bits", SET_ID_BITS, EPERM),
+    ("fchmodat", 2, "bits", SET_ID_BITS, EPERM),
+    ("fchmodat2", 2, "bits", SET_ID_BITS, EPERM),
+    ("open", 2, "bits", SET_ID_BITS, EPERM),           # created with the bits already set
+    ("creat", 1, "bits", SET_ID_BITS, EPERM),
+    ("openat", 3, "bits", SET_ID_BITS, EPERM),
+    ("mknod", 1, "bits", SET_ID_BITS, EPERM),
+    ("mknodat", 2, "bits", SET_ID_BITS, EPERM),
+]
 
 
 class SockFilter(ctypes.Structure):
@@ -180,28 +226,45 @@ class SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
 
 
-def network_filter(machine):
-    """The BPF program, or None on an architecture it does not know. It reads struct seccomp_data:
-    the syscall number at offset 0, the architecture at 4, the first argument's low half at 16."""
+def syscall_filter(machine):
+    """The BPF program, or None on an architecture it does not know. It reads struct seccomp_data: the
+    system call's number at offset 0, the architecture at 4, argument i's low 32 bits at 16 + 8 i (every
+    argument checked here is an int, a pid or a mode: the high half does not count). One block per
+    checked call; every jump goes forward to one of the four endings."""
     if machine not in ARCHITECTURES:
         return None
-    arch, socket_nr, io_uring_nr, has_x32 = ARCHITECTURES[machine]
-    deny = SECCOMP_RET_ERRNO | EACCES
-    program = [
-        (BPF_LD_W_ABS, 0, 0, 4),                             # 0: arch
-        (BPF_JEQ_K, 1, 0, arch),                             # 1: native? go on : kill (a 32-bit syscall table)
-        (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),         # 2
-        (BPF_LD_W_ABS, 0, 0, 0),                             # 3: syscall number
-        (BPF_JGE_K, 4, 0, 0x40000000 if has_x32 else 0xFFFFFFFF),  # 4: x32 numbers -> 9 : 5
-        (BPF_JEQ_K, 0, 2, socket_nr),                        # 5: socket? 6 : 8
-        (BPF_LD_W_ABS, 0, 0, 16),                            # 6: its family (args[0], low 32 bits)
-        (BPF_JEQ_K, 3, 2, AF_UNIX),                          # 7: AF_UNIX -> allow (11) : deny (10)
-        (BPF_JEQ_K, 0, 2, io_uring_nr),                      # 8: io_uring_setup? 9 : allow (11)
-        (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | ENOSYS),       # 9: as if the kernel had no io_uring (or x32)
-        (BPF_RET_K, 0, 0, deny),                             # 10
-        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),                # 11
-    ]
-    return program
+    arch, has_x32, numbers = ARCHITECTURES[machine]
+    blocks = [[(BPF_LD_W_ABS, 0, 0, 4), (BPF_JEQ_K, 1, 0, arch),    # native? go on : kill (a 32-bit syscall table)
+               (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
+               (BPF_LD_W_ABS, 0, 0, 0)]]                              # the system call's number, kept in A
+    if has_x32:
+        blocks.append([(BPF_JGE_K, "ENOSYS", 0, 0x40000000)])         # x32 numbers: as if they did not exist
+    for name, arg, test, value, errno_ in CHECKS:
+        if name not in numbers:
+            continue  # aarch64 has no chmod, open, creat, mknod: only the *at forms
+        deny = {EPERM: "EPERM", EACCES: "EACCES", ENOSYS: "ENOSYS"}[errno_]
+        if test == "always":
+            blocks.append([(BPF_JEQ_K, deny, 0, numbers[name])])
+            continue
+        check = {"not": (BPF_JEQ_K, 0, deny, value), "is": (BPF_JEQ_K, deny, 0, value),
+                 "bits": (BPF_JSET_K, deny, 0, value)}[test]
+        blocks.append([(BPF_JEQ_K, 0, 3, numbers[name]),              # this call? look at its argument : next block
+                       (BPF_LD_W_ABS, 0, 0, 16 + 8 * arg), check,     # refused, or on to the next check
+                       (BPF_LD_W_ABS, 0, 0, 0)])                      # the number back in A
+    endings = {"ALLOW": SECCOMP_RET_ALLOW, "EPERM": SECCOMP_RET_ERRNO | EPERM,
+               "EACCES": SECCOMP_RET_ERRNO | EACCES, "ENOSYS": SECCOMP_RET_ERRNO | ENOSYS}
+    program = [instruction for block in blocks for instruction in block]
+    program.append((BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW))              # no check matched
+    ending_at = {}
+    for label, action in endings.items():
+        ending_at[label] = len(program)
+        program.append((BPF_RET_K, 0, 0, action))
+    resolved = []
+    for i, (code, jt, jf, k) in enumerate(program):
+        jt = ending_at[jt] - i - 1 if isinstance(jt, str) else jt
+        jf = ending_at[jf] - i - 1 if isinstance(jf, str) else jf
+        resolved.append((code, jt, jf, k))
+    return resolved
 
 
 # --- system calls through ctypes ---------------------------------------------------------------------------
@@ -246,8 +309,8 @@ def unavailable_reason(abi=None, machine=None):
     elif abi < MIN_ABI:
         missing = (f"this kernel ({platform.release()}) has Landlock ABI {abi}, and the sandbox needs ABI {MIN_ABI} "
                    "(Linux 6.12) to keep signals inside the sandbox; ABI 4 (6.7) is needed to cut TCP")
-    elif network_filter(machine) is None:
-        missing = f"its network filter knows x86_64 and aarch64, not {machine}"
+    elif syscall_filter(machine) is None:
+        missing = f"its seccomp filter knows x86_64 and aarch64, not {machine}"
     else:
         return None
     return (f"the shell is sandboxed and the sandbox cannot run here: {missing}. Nothing ran. To run commands "
@@ -302,7 +365,7 @@ class Rules:
                       [(p, DEVICE_RIGHTS) for p in DEVICES] + [("/etc", READ_DIR)]  # listing /etc, not reading it
         self.limits = [(resource.RLIMIT_CPU, cpu_seconds), (resource.RLIMIT_FSIZE, file_bytes),
                        (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, max_processes)]
-        self.filter = network_filter(platform.machine())
+        self.filter = syscall_filter(platform.machine())
         self.program = (SockFilter * len(self.filter))(*self.filter)
         self.fprog = SockFprog(len(self.filter), self.program)
         self.last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text()) if os.path.exists(
