@@ -11,7 +11,7 @@ from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
 from .ollama import API_CHOICES, OLLAMA_WINDOW_CAP, choose_dialect
 from . import extensions
 from .loop import Stats, Stopped, run_agent
-from .sandbox import RestoreFailed, Sandbox
+from .sandbox import NOT_ISOLATED, RestoreFailed, Sandbox, env_refusal
 from .sessions import UsageTap, start_or_warn
 from .vision import ImageError, image_part, load_attachment
 
@@ -161,6 +161,10 @@ def add_agent_flags(parser):
     parser.add_argument("--sandbox-read", action="append", default=[], metavar="PATH",
                         help="let sandboxed commands read (and run) PATH too, e.g. a toolchain in your home folder "
                              "(repeatable)")
+    parser.add_argument("--sandbox-env", action="append", default=[], metavar="NAME",
+                        help="pass the environment variable NAME on to sandboxed commands too (repeatable); by "
+                             "default they get only PATH, HOME, LANG, LC_*, TERM, TMPDIR, USER, LOGNAME, SHELL, TZ "
+                             "and PWD (SSH_AUTH_SOCK, TMUX, STY and DBUS_SESSION_BUS_ADDRESS never)")
     parser.add_argument("--context-window", type=int, default=CONTEXT_WINDOW, metavar="TOKENS",
                         help="the model's context length: the policies cut to fit it, and a warning says when "
                              f"the prompt nears it (default {CONTEXT_WINDOW}; for `run` with Ollama's native API, the "
@@ -338,10 +342,16 @@ def sandbox_from_args(args, parser):
     missing = [p for p in args.sandbox_read if not os.path.exists(p)]
     if missing:
         parser.error(f"--sandbox-read: {missing[0]} does not exist")
+    for name in args.sandbox_env:
+        if refusal := env_refusal(name):
+            parser.error(f"--sandbox-env: {refusal}")
     if args.sandbox == "off":
         print("warning: --sandbox off: shell commands run with all your rights; only the command regex and your "
               "approval stand between the model and your files, keys and network.", file=sys.stderr)
-    return Sandbox(enabled=args.sandbox == "on", extra_read=args.sandbox_read)
+    sandbox = Sandbox(enabled=args.sandbox == "on", extra_read=args.sandbox_read, extra_env=args.sandbox_env)
+    if sandbox.enabled and not sandbox.problem() and not sandbox.isolated:
+        print(NOT_ISOLATED, file=sys.stderr)
+    return sandbox
 
 
 def fake_server(args):

@@ -42,19 +42,33 @@ itself and everything it will start (the rules are inherited and can never be li
   restricts them, hardened kernels disable them); seccomp needs no privilege and no setup on any
   kernel since 3.5, and costs nothing measurable at run time.
 - **resource limits** (`setrlimit`): CPU seconds (the shell timeout, per process), 1 GiB per file
-  (`yes > big.txt` stops there), no core files, and a task count of 256 more than the whole machine
-  runs now (RLIMIT_NPROC counts every process and thread of the user, not of the command, so a fixed
-  number could stop the first fork of a user with a busy desktop; the machine's total, one read of
-  /proc/loadavg, is an upper bound of the user's). The kernel never enforces it for root: running as
-  root, a fork bomb is NOT stopped.
-- **an environment without secrets**: `TINYHARNESS_API_KEY` and every variable whose name ends in
-  `_KEY` or `_TOKEN` or holds `SECRET`, `PASSWORD`, `PASSWD` or `CREDENTIAL` is not passed on, nor
-  `SSH_AUTH_SOCK`. `TMPDIR`, `TMP` and `TEMP` point at the private folder.
-- **no process left behind**: the harness makes itself a child subreaper
-  (`prctl(PR_SET_CHILD_SUBREAPER)`), so whatever the command leaves running - `setsid`, a double fork,
-  `nohup ... &` - is re-parented to the harness instead of to init. When the command ends or times
-  out, the harness walks `/proc` for every descendant of the command and every orphan it adopted
-  during the command, and kills them all, again and again until none is left.
+  (`yes > big.txt` stops there), no core files, and a task count (RLIMIT_NPROC, processes and threads).
+  In a user namespace of its own the kernel counts the command's tasks alone, so the bound is exactly
+  256. Without one it counts every task of the user, so the bound is 256 more than the whole machine
+  runs now (one read of /proc/loadavg: an upper bound of the user's), which a fixed number would not
+  survive on a busy desktop. The kernel never enforces it for root (uid 0 outside the namespace):
+  running as root, a fork bomb is NOT stopped.
+- **an allowlist environment**: commands get `PATH`, `HOME`, `LANG`, `LANGUAGE`, `LC_*`, `TERM`, `USER`,
+  `LOGNAME`, `SHELL`, `TZ`, and what `--sandbox-env NAME` adds; `TMPDIR` is the private folder, `PWD` the
+  workspace, `PYTHONSAFEPATH=1` (a planted `pytest.py` in the workspace is not imported by `python -m
+  pytest` before the real one). Nothing else: a denylist of secret-looking names leaks `DATABASE_URL`,
+  `GITHUB_PAT`, `MYSQL_PWD`... `SSH_AUTH_SOCK`, `TMUX`, `STY`, `DBUS_SESSION_BUS_ADDRESS` and any value
+  that names a socket never pass, even when asked for.
+- **namespaces, where unprivileged user namespaces work** (most distributions; not where AppArmor or a
+  hardened kernel switches them off: then one `[sandbox]` line at start says what is shared): a user,
+  mount, PID and network namespace of its own. `/tmp`, `/run` and the home folder are empty in it, with
+  only what the sandbox grants mounted back (the workspace, the private TMPDIR, a virtualenv, git's
+  settings): an SSH agent's socket (`/tmp/ssh-*/agent.*`, `/run/user/UID/...`, `~/.1password/agent.sock`),
+  a tmux or screen server's, D-Bus's are not there to connect to, even though `/proc/net/unix` would have
+  listed them (in its own network namespace it lists nothing). The command is PID 1 of its PID
+  namespace, with a /proc of its own: no process outside can be seen or named, and when it ends the
+  kernel ends every process left in the namespace, however it forked.
+- **no process left behind**: with a PID namespace the kernel does it (above). Without one, the
+  harness makes itself a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`), so whatever the command
+  leaves running - `setsid`, a double fork, `nohup ... &` - is re-parented to the harness instead of to
+  init; when the command ends or times out, the harness walks `/proc` for every descendant of the
+  command and every orphan it adopted during the command, and kills them all, again and again until
+  none is left (a fork-and-exit chain can outrun one sweep; it does not outrun 100 of them).
 - **`.git` as a whole, and `.tinyharness`**: Landlock grants and never carves, so `.git` cannot be made
   read-only inside a writable workspace, and git runs programs named in it (core.fsmonitor, hooks,
   filters) at the user's next `git`, outside any sandbox. Instead the harness snapshots, before the
@@ -355,8 +369,9 @@ class Rules:
     """The confinement of one command. The parent builds the Landlock ruleset (a file descriptor the
     child inherits across fork) and everything else it can; the child only makes system calls."""
 
-    def __init__(self, abi, write, read, cpu_seconds, max_processes, file_bytes=None):
+    def __init__(self, abi, write, read, cpu_seconds, max_processes, file_bytes=None, isolation=None):
         file_bytes = FILE_BYTES if file_bytes is None else file_bytes
+        self.isolation, self.cwd = isolation, write[0]  # the workspace
         self.fs = ALL_FS_RIGHTS if abi >= 5 else FS_RIGHTS_BY_ABI[abi]
         self.attr = RulesetAttr(self.fs, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
                                 SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET if abi >= 6 else 0)
@@ -370,8 +385,9 @@ class Rules:
         self.fprog = SockFprog(len(self.filter), self.program)
         self.last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text()) if os.path.exists(
             "/proc/sys/kernel/cap_last_cap") else 40
-        self.drop_capabilities = os.geteuid() == 0
+        self.drop_capabilities = os.geteuid() == 0 or isolation is not None  # a user namespace gives them all
         self.ruleset = None
+        self.proc_rule = PathBeneathAttr(READ_EXECUTE & self.fs, -1)
 
     def build(self):
         """Create the Landlock ruleset and add every grant: in the parent, where it costs no fork time."""
@@ -400,6 +416,14 @@ class Rules:
 
     def apply(self):
         """Confine the calling process for good: in the child, between fork and exec."""
+        if self.isolation:
+            self.isolation.enter()  # from here on, in the command's PID namespace
+            fd = os.open("/proc", os.O_PATH | os.O_CLOEXEC)  # its own /proc: a new inode, so a rule of its own
+            self.proc_rule.parent_fd = fd
+            syscall(SYS_LANDLOCK_ADD_RULE, ctypes.c_int(self.ruleset), ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH),
+                    ctypes.byref(self.proc_rule), ctypes.c_uint32(0))
+            os.close(fd)
+            os.chdir(self.cwd)  # the workspace as mounted in here: the old cwd leads under the hidden /tmp
         for which, value in self.limits:
             hard = resource.getrlimit(which)[1]
             value = value if hard == resource.RLIM_INFINITY else min(value, hard)
@@ -418,6 +442,135 @@ class Rules:
         except BaseException as e:
             os.write(2, f"[sandbox] could not confine the command, so it did not run: {e}\n".encode())
             os._exit(126)
+
+
+# --- namespaces: a private /tmp, /run and home, and a process list of its own ----------------------------------
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG = 1
+_namespaces_work = None
+NOT_ISOLATED = ("[sandbox] user namespaces are switched off here: commands are confined by Landlock and seccomp, but "
+                "share /tmp, /run and the process list with you (a socket there, like an SSH agent's, can be "
+                "reached), and what they leave running is ended by a sweep, not by the kernel.")
+
+
+def mount(source, target, fstype, flags, data=None):
+    encode = lambda s: None if s is None else os.fsencode(s)
+    if libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data)) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), target)
+
+
+def enter_namespaces():
+    """unshare a user, mount, PID and network namespace, as the same user inside as outside."""
+    uid, gid = os.geteuid(), os.getegid()
+    if libc.unshare(ctypes.c_int(NAMESPACES)) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), "unshare")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the user's mounts
+
+
+def namespaces_work():
+    """Whether this machine lets an unprivileged process make the namespaces (probed once, in a child:
+    Ubuntu's AppArmor and hardened kernels switch user namespaces off)."""
+    global _namespaces_work
+    if _namespaces_work is None:
+        _namespaces_work = sys.platform == "linux" and libc is not None and probe_namespaces()
+    return _namespaces_work
+
+
+def probe_namespaces():
+    pid = os.fork()
+    if pid == 0:
+        try:
+            enter_namespaces()
+            mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=4k")
+            inner = os.fork()  # the first child in the new PID namespace mounts its /proc
+            if inner == 0:
+                try:
+                    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+                    os._exit(0)
+                except BaseException:
+                    os._exit(1)
+            os._exit(os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1]))
+        except BaseException:
+            os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+class Isolation:
+    """What the command sees of the file system, and the process that stands between it and the harness.
+
+    In the child, after fork: new namespaces; /tmp, /run and the home folder become empty tmpfs, and
+    what the sandbox grants under them (the private TMPDIR, the workspace, a virtualenv in home, git's
+    settings) is bind-mounted back in its place. An SSH agent's socket (/tmp/ssh-*/agent.*,
+    /run/user/UID/...), a tmux or screen server's, D-Bus's: none is there to connect to. Then one more fork:
+    the command runs as PID 1 of its own PID namespace, with a /proc of its own (no process outside is
+    visible, so none can be named), and when it ends - or the process between it and the harness is
+    killed - the kernel ends every process in the namespace: nothing is left behind, however it forked."""
+
+    def __init__(self, tmpdir, grants, home):
+        self.tmpdir = tmpdir
+        hidden = ["/run", "/tmp", os.path.realpath(home)]
+        self.hidden = sorted({h for h in hidden if os.path.isdir(h) and h != "/"}, key=len)
+        self.binds = []
+        for path in dict.fromkeys(os.path.realpath(g) for g in [tmpdir, *grants]):
+            if os.path.exists(path) and self.under_hidden(path):
+                self.binds.append(path)
+        self.fds = {}
+
+    def under_hidden(self, path):
+        return next((h for h in reversed(self.hidden) if path == h or path.startswith(h + "/")), None)
+
+    def enter(self):
+        """In the child: the namespaces and the mounts. Returns in the command's PID 1; the process in
+        between waits for it and exits with its status, never returning."""
+        enter_namespaces()
+        # the sources of the bind mounts, opened in the new mount namespace (a bind from a mount of another
+        # namespace is EINVAL) and before anything is mounted over them
+        self.fds = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in self.binds}
+        for top in self.hidden:
+            # An empty tmpfs that no Landlock rule names: the folders made on it for the bind mounts grant
+            # nothing. (Landlock checks the path as seen, across mounts: a read-only folder bind-mounted
+            # inside a writable one would be writable.)
+            os.makedirs(top, exist_ok=True)
+            mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
+            for path in self.binds:
+                if self.under_hidden(path) == top:
+                    if os.path.isdir(f"/proc/self/fd/{self.fds[path]}"):
+                        os.makedirs(path, exist_ok=True)
+                    else:
+                        os.makedirs(os.path.dirname(path), exist_ok=True)
+                        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+                    mount(f"/proc/self/fd/{self.fds[path]}", path, None, MS_BIND | MS_REC)
+        command = os.fork()
+        if command != 0:
+            wait_and_exit(command)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the process in between killed (a timeout): all of this ends
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def wait_and_exit(pid):
+    """The process between the harness and the command's namespace: it holds nothing open (Popen waits
+    for its error pipe to close), waits for the command and leaves with its status."""
+    os.closerange(3, 1 << 20)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
 # --- the file tools: open beneath the workspace, at the moment of the call -------------------------------
@@ -489,15 +642,47 @@ def walk_open(root, path, flags, mode):
 
 
 # --- the environment ---------------------------------------------------------------------------------------
-def is_secret(name):
-    upper = name.upper()
-    return (upper.endswith(("_KEY", "_TOKEN")) or upper in ("TINYHARNESS_API_KEY", "SSH_AUTH_SOCK")
-            or any(word in upper for word in ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")))
+# An allowlist: a denylist of secret-looking names leaks DATABASE_URL, GITHUB_PAT, MYSQL_PWD, SENTRY_DSN...
+ENV_ALLOWED = {"PATH", "HOME", "LANG", "LANGUAGE", "TERM", "USER", "LOGNAME", "SHELL", "TZ"}  # and LC_*
+# Never passed, even when asked for: each is a door to a program outside the sandbox (the SSH agent signs
+# with your key, `tmux run-shell` and `screen -X` run commands in your terminal, D-Bus starts services).
+ENV_NEVER = {"SSH_AUTH_SOCK", "SSH_AGENT_PID", "TMUX", "TMUX_PANE", "STY", "DBUS_SESSION_BUS_ADDRESS",
+             "GPG_AGENT_INFO", "XDG_RUNTIME_DIR", "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "TINYHARNESS_API_KEY"}
 
 
-def clean_environment(environ, tmpdir):
-    env = {k: v for k, v in environ.items() if not is_secret(k)}
-    env.update(TMPDIR=tmpdir, TMP=tmpdir, TEMP=tmpdir)
+def env_refusal(name):
+    """Why --sandbox-env NAME is refused, or None."""
+    if name.upper() in ENV_NEVER:
+        return f"{name} is never passed to sandboxed commands: it leads to a program outside the sandbox"
+    if not name or "=" in name:
+        return f"{name!r} is not a variable name"
+    return None
+
+
+def names_a_socket(value):
+    """True when the value is (or lists) a path to a socket, or a D-Bus style `unix:path=` address."""
+    if value.startswith(("unix:", "tcp:", "abstract=")):
+        return True
+    for piece in value.split(os.pathsep):
+        if piece.startswith("/"):
+            try:
+                if stat.S_ISSOCK(os.stat(piece).st_mode):
+                    return True
+            except (OSError, ValueError):
+                pass
+    return False
+
+
+def clean_environment(environ, tmpdir, workspace=None, extra=()):
+    """The command's environment: the allowed names (and `extra`, from --sandbox-env) that hold no socket
+    path; TMPDIR the private folder; PWD the workspace; PYTHONSAFEPATH=1, so that `python3 -m pytest`
+    does not import a planted `pytest.py` from the current folder before the real one."""
+    allowed = set(ENV_ALLOWED) | set(extra)
+    env = {k: v for k, v in environ.items()
+           if (k in allowed or k.startswith("LC_")) and k.upper() not in ENV_NEVER and not names_a_socket(v)}
+    env.update(TMPDIR=tmpdir, PYTHONSAFEPATH="1")
+    if workspace:
+        env["PWD"] = workspace
     return env
 
 
@@ -876,9 +1061,17 @@ class Sandbox:
     """How `shell` runs commands: `Sandbox()` confines them, `Sandbox(enabled=False)` does not.
     `extra_read`: more paths the commands may read (--sandbox-read); `file_bytes`: the largest file."""
 
-    def __init__(self, enabled=True, extra_read=(), file_bytes=FILE_BYTES):
+    def __init__(self, enabled=True, extra_read=(), file_bytes=FILE_BYTES, extra_env=(), isolate=None):
         self.enabled, self.extra_read, self.file_bytes = enabled, list(extra_read), file_bytes
-        self._abi = None
+        self.extra_env = list(extra_env)  # --sandbox-env: more variable names passed on
+        self._abi, self._isolate = None, isolate  # isolate: None = namespaces where they work
+
+    @property
+    def isolated(self):
+        """Whether commands get namespaces: a private /tmp, /run and home, and a PID namespace."""
+        if self._isolate is None:
+            self._isolate = namespaces_work()
+        return self._isolate
 
     @property
     def abi(self):
@@ -891,9 +1084,16 @@ class Sandbox:
         return unavailable_reason(self.abi) if self.enabled else None
 
     def rules(self, workspace, tmpdir, timeout):
-        return Rules(self.abi, [workspace, tmpdir], [workspace, *read_paths(self.extra_read)],
-                     cpu_seconds=max(1, int(timeout) + 1), max_processes=tasks_now() + NEW_TASKS,
-                     file_bytes=self.file_bytes)
+        read = [workspace, *read_paths(self.extra_read)]
+        isolation = Isolation(tmpdir, [workspace, *read], os.path.expanduser("~")) if self.isolated else None
+        # RLIMIT_NPROC counts the user's tasks in the command's user namespace when it has one: then 256
+        # is the command's own bound; without one, every task of the user counts (see tasks_now)
+        return Rules(self.abi, [workspace, tmpdir], read, cpu_seconds=max(1, int(timeout) + 1),
+                     max_processes=NEW_TASKS if isolation else tasks_now() + NEW_TASKS, file_bytes=self.file_bytes,
+                     isolation=isolation)
+
+    def env(self, tmpdir, workspace):
+        return clean_environment(os.environ, tmpdir, workspace, self.extra_env)
 
     def start(self, workspace, command, timeout, **popen):
         """Start the command (confined when enabled); return (process, finish) where finish() ends
@@ -911,7 +1111,7 @@ class Sandbox:
         try:
             rules.build()
             process = subprocess.Popen(["/bin/sh", "-c", command], cwd=workspace, start_new_session=True,
-                                       env=clean_environment(os.environ, tmpdir), preexec_fn=rules.apply_in_child, **popen)
+                                       env=self.env(tmpdir, workspace), preexec_fn=rules.apply_in_child, **popen)
         except BaseException:
             remove_tmpdir(tmpdir)
             raise
@@ -986,7 +1186,7 @@ def helper_main(argv):
     Rules(landlock_abi(), [workspace, tmpdir], [workspace, *read_paths(value("--read"))], cpu_seconds=600,
           max_processes=tasks_now() + NEW_TASKS).build().apply()
     os.chdir(workspace)
-    os.execvpe(program[0], program, clean_environment(os.environ, tmpdir))
+    os.execvpe(program[0], program, clean_environment(os.environ, tmpdir, workspace))
 
 
 if __name__ == "__main__":
