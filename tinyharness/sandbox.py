@@ -63,12 +63,14 @@ itself and everything it will start (the rules are inherited and can never be li
   listed them (in its own network namespace it lists nothing). The command is PID 1 of its PID
   namespace, with a /proc of its own: no process outside can be seen or named, and when it ends the
   kernel ends every process left in the namespace, however it forked.
-- **no process left behind**: with a PID namespace the kernel does it (above). Without one, the
-  harness makes itself a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`), so whatever the command
-  leaves running - `setsid`, a double fork, `nohup ... &` - is re-parented to the harness instead of to
-  init; when the command ends or times out, the harness walks `/proc` for every descendant of the
-  command and every orphan it adopted during the command, and kills them all, again and again until
-  none is left (a fork-and-exit chain can outrun one sweep; it does not outrun 100 of them).
+- **no process left behind**: with a PID namespace the kernel does it (above). Without one, seccomp
+  refuses `setsid` and `setpgid`, so everything the command starts stays in its process group, and the
+  one `killpg` at its end is exact: the kernel fails a fork that races with a group kill, so even a
+  fork-and-exit chain (thousands of generations a second) cannot outrun it, where a sweep of the
+  process tree can be outrun. As a second net the harness is a child subreaper
+  (`prctl(PR_SET_CHILD_SUBREAPER)`) and walks `/proc` for every descendant and every orphan it adopted
+  during the command, and kills them. The price without namespaces: a program that insists on a
+  session of its own (a daemon, `setsid`) does not start.
 - **`.git` as a whole, and `.tinyharness`**: Landlock grants and never carves, so `.git` cannot be made
   read-only inside a writable workspace, and git runs programs named in it (core.fsmonitor, hooks,
   filters) at the user's next `git`, outside any sandbox. Instead the harness snapshots, before the
@@ -197,12 +199,18 @@ ARCHITECTURES = {
         "socket": 41, "io_uring_setup": 425, "prlimit64": 302, "setpriority": 141, "sched_setaffinity": 203,
         "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314, "ioprio_set": 251,
         "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "open": 2, "creat": 85, "openat": 257,
-        "openat2": 437, "mknod": 133, "mknodat": 259}),
+        "openat2": 437, "mknod": 133, "mknodat": 259, "setsid": 112, "setpgid": 109}),
     "aarch64": (0xC00000B7, False, {
         "socket": 198, "io_uring_setup": 425, "prlimit64": 261, "setpriority": 140, "sched_setaffinity": 122,
         "sched_setscheduler": 119, "sched_setparam": 118, "sched_setattr": 274, "ioprio_set": 30,
-        "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "openat": 56, "openat2": 437, "mknodat": 33}),
+        "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "openat": 56, "openat2": 437, "mknodat": 33,
+        "setsid": 157, "setpgid": 154}),
 }
+# Without a PID namespace, what the command starts must stay in its process group: one kill of the group
+# is then exact (the kernel fails a fork that races with it), where a sweep of the process tree can be
+# outrun by a fork-and-exit chain. So setsid and setpgid fail there (a daemon that insists on its own
+# session does not start).
+KEEP_IN_GROUP = [("setsid", None, "always", 0, EPERM), ("setpgid", None, "always", 0, EPERM)]
 # (system call, argument, test, errno): the call fails with errno when the test holds for the argument.
 #   "not": the argument is anything but the value (a process other than the caller: pid/who 0 is "me");
 #   "is": the argument is the value; "bits": it has one of these bits (a mode with setuid or setgid);
@@ -240,7 +248,7 @@ class SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
 
 
-def syscall_filter(machine):
+def syscall_filter(machine, keep_in_group=False):
     """The BPF program, or None on an architecture it does not know. It reads struct seccomp_data: the
     system call's number at offset 0, the architecture at 4, argument i's low 32 bits at 16 + 8 i (every
     argument checked here is an int, a pid or a mode: the high half does not count). One block per
@@ -253,7 +261,7 @@ def syscall_filter(machine):
                (BPF_LD_W_ABS, 0, 0, 0)]]                              # the system call's number, kept in A
     if has_x32:
         blocks.append([(BPF_JGE_K, "ENOSYS", 0, 0x40000000)])         # x32 numbers: as if they did not exist
-    for name, arg, test, value, errno_ in CHECKS:
+    for name, arg, test, value, errno_ in CHECKS + (KEEP_IN_GROUP if keep_in_group else []):
         if name not in numbers:
             continue  # aarch64 has no chmod, open, creat, mknod: only the *at forms
         deny = {EPERM: "EPERM", EACCES: "EACCES", ENOSYS: "ENOSYS"}[errno_]
@@ -380,7 +388,7 @@ class Rules:
                       [(p, DEVICE_RIGHTS) for p in DEVICES] + [("/etc", READ_DIR)]  # listing /etc, not reading it
         self.limits = [(resource.RLIMIT_CPU, cpu_seconds), (resource.RLIMIT_FSIZE, file_bytes),
                        (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, max_processes)]
-        self.filter = syscall_filter(platform.machine())
+        self.filter = syscall_filter(platform.machine(), keep_in_group=isolation is None)
         self.program = (SockFilter * len(self.filter))(*self.filter)
         self.fprog = SockFprog(len(self.filter), self.program)
         self.last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text()) if os.path.exists(
