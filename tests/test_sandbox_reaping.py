@@ -82,7 +82,8 @@ def test_a_fork_chain_under_run_yes_ends_with_its_command(tmp_path):
              {"name": "shell", "id": "d", "arguments": {"command": "echo next"}}]
     try:
         with ScriptedServer(script=[{"tool_calls": calls}, "done"]) as server:
-            result = run_stage("tinyharness", tmp_path, "--yes", "--no-session", "--base-url", server.base_url,
+            (tmp_path / "ws").mkdir()
+            result = run_stage("tinyharness", tmp_path / "ws", "--yes", "--no-session", "--base-url", server.base_url,
                                "task", env={"HOME": str(tmp_path)}, in_process=False, timeout=60)
         gone = survivors(marker)
         results = tool_results(server.requests[-1])

@@ -11,9 +11,9 @@ from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
 from .ollama import API_CHOICES, OLLAMA_WINDOW_CAP, choose_dialect
 from . import extensions
 from .loop import Stats, Stopped, run_agent
-from .sandbox import NOT_ISOLATED, RestoreFailed, Sandbox, env_refusal
+from .sandbox import NOT_ISOLATED, RestoreFailed, Sandbox, env_refusal, workspace_problem
 from .sessions import UsageTap, start_or_warn
-from .vision import ImageError, image_part, load_attachment
+from .vision import ImageError, allow_urls, image_part, load_attachment
 
 
 def printable(text):
@@ -143,6 +143,10 @@ def add_agent_flags(parser):
                         help="approve every write and command that the hooks allow, without asking")
     parser.add_argument("--image", metavar="PATH_OR_URL",
                         help="attach an image (PNG, JPEG or WebP; a file or an http(s) URL) to the task")
+    parser.add_argument("--allow-image-urls", action="store_true",
+                        help="let view_image fetch http(s) URLs the model chooses without asking, even under --yes "
+                             "(by default each one is asked: the request leaves your machine, and a URL can carry "
+                             "data out)")
     cutting = parser.add_mutually_exclusive_group()
     cutting.add_argument("--context-policy", choices=list(POLICIES), default=DEFAULT_POLICY,
                          help="how old tool results are cut before each model call (default %(default)s: cap each "
@@ -311,6 +315,7 @@ def dispatch(argv):
     usage = getattr(args, "usage", parser)  # the subcommand's own parser, where it set one
     if args.command in ("run", "chat") and (problem := usage_problem(args, extra)):
         usage.error(problem)
+    allow_urls(getattr(args, "allow_image_urls", False))  # every run sets it: a test may run several in one process
     if args.command == "run":
         return run_command(args, usage)
     if extra:
@@ -342,6 +347,9 @@ def sandbox_from_args(args, parser):
     missing = [p for p in args.sandbox_read if not os.path.exists(p)]
     if missing:
         parser.error(f"--sandbox-read: {missing[0]} does not exist")
+    if problem := workspace_problem(os.getcwd()):  # run and chat both come here first
+        print(printable(f"error: {problem}."), file=sys.stderr)
+        raise SystemExit(2)
     for name in args.sandbox_env:
         if refusal := env_refusal(name):
             parser.error(f"--sandbox-env: {refusal}")

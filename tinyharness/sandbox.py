@@ -1152,6 +1152,34 @@ def what_is_left(workspace, error):
             ".git/modules/*/hooks and .git/modules/*/config, and .tinyharness/.")
 
 
+def workspace_problem(workspace, home=None, environ=None):
+    """Why the harness must not run with this folder as its workspace, in one sentence, or None. The
+    commands may write anything in the workspace, so it must not hold what runs or configures things
+    outside the sandbox later: the home folder (dotfiles, ~/.ssh, the harness's trust store), the XDG
+    config and data folders, or the harness's own code and the Python it runs on (a planted
+    `tinyharness/__init__.py` or a `.pth` file would run at the next launch, unconfined)."""
+    environ = os.environ if environ is None else environ
+    home = os.path.realpath(home or os.path.expanduser("~"))
+    workspace = os.path.realpath(workspace)
+    guarded = [("your home folder", home),
+               ("your config folder (XDG_CONFIG_HOME)", xdg(environ, "XDG_CONFIG_HOME", home, ".config")),
+               ("your data folder (XDG_DATA_HOME)", xdg(environ, "XDG_DATA_HOME", home, ".local/share")),
+               ("tinyharness's own code", os.path.dirname(os.path.realpath(__file__))),
+               ("the Python environment tinyharness runs from", os.path.realpath(sys.prefix))]
+    for what, path in guarded:
+        if path == workspace or path.startswith(workspace.rstrip(os.sep) + os.sep):
+            return (f"the workspace {workspace} contains {what} ({path}), and shell commands may change anything in "
+                    "the workspace, including what runs outside the sandbox later; start tinyharness in a project "
+                    "folder that holds neither" + (" (install tinyharness outside it: pipx, or a virtualenv elsewhere)"
+                                                   if "tinyharness" in what or "Python" in what else ""))
+    return None
+
+
+def xdg(environ, name, home, default):
+    value = environ.get(name, "")
+    return os.path.realpath(value if os.path.isabs(value) else os.path.join(home, default))
+
+
 REFUSALS = ("Permission denied", "Operation not permitted", "Errno 13", "Errno 1]")
 HINT = ("[sandbox] this command ran in the sandbox: it may write only in the workspace and $TMPDIR, read only the "
         "system and the workspace, open no network connection and signal no process outside, so a refusal above may "
