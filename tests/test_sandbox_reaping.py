@@ -8,6 +8,9 @@ the command's process group (setsid and setpgid are refused) and one kill of the
 kernel makes a fork that races with it fail.
 """
 import os
+import shlex
+import shutil
+import tempfile
 import subprocess
 import sys
 import time
@@ -93,3 +96,44 @@ def test_a_fork_chain_under_run_yes_ends_with_its_command(tmp_path):
         for pid in running(marker):
             os.kill(pid, 9)
 
+
+
+FORK_LOOP = ("import os, time\nfor n in range(100000):\n    try:\n        pid = os.fork()\n    except OSError as e:\n"
+             "        print('stopped after', n, e); break\n    if pid == 0:\n        time.sleep(20); os._exit(0)")
+
+
+def as_a_user():
+    """The command line prefix that runs a program as an ordinary user: none when we are one; as root,
+    setpriv to nobody (the kernel never counts root's processes), or None when that cannot work here."""
+    if os.geteuid() != 0:
+        return []
+    prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    try:
+        probe = subprocess.run([*prefix, PY, "-c", "import tinyharness"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return prefix if probe.returncode == 0 else None
+
+
+def test_a_user_s_command_starts_at_most_256_tasks_and_leaves_none():
+    """The bound the code really enforces: RLIMIT_NPROC, counted in the command's own user namespace
+    (256 tasks of its own), or without one 256 more than the machine runs. Never for root."""
+    prefix = as_a_user()
+    if prefix is None:
+        pytest.skip("running as root, and setpriv to nobody does not work here")
+    ws = tempfile.mkdtemp(prefix="tinyharness-user-")  # in /tmp: nobody can reach it there
+    try:
+        if prefix:
+            os.chmod(ws, 0o777)
+        marker = f"{time.time_ns() % 10_000_000 / 1000 + 20:.3f}"
+        program = FORK_LOOP.replace("time.sleep(20)", f"time.sleep({marker})")
+        system_python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else PY  # any user may run it
+        driver = (f"from tinyharness import tools\nprint(tools.shell({ws!r}, {system_python!r} + ' -c ' + "
+                  f"{shlex.quote(program)!r}, timeout=60))")
+        done = subprocess.run([*prefix, PY, "-c", driver], capture_output=True, text=True, timeout=120, cwd=ws)
+        assert "stopped after" in done.stdout, done
+        started = int(done.stdout.split("stopped after", 1)[1].split()[0])
+        bound = 256 if sandbox_module.namespaces_work() else sandbox_module.tasks_now() + 256
+        assert started < bound and survivors(f"sleep {marker}") == [], done.stdout
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
