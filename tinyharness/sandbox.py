@@ -1182,7 +1182,7 @@ def xdg(environ, name, home, default):
 
 REFUSALS = ("Permission denied", "Operation not permitted", "Errno 13", "Errno 1]")
 HINT = ("[sandbox] this command ran in the sandbox: it may write only in the workspace and $TMPDIR, read only the "
-        "system and the workspace, open no network connection and signal no process outside, so a refusal above may "
+        "system and the workspace (the home folder, /tmp and /run may look empty), open no network connection and signal no process outside, so a refusal above may "
         "be the sandbox's. Do not look for a way around it; if the task needs more, say so in your answer.")
 
 
