@@ -113,20 +113,25 @@ hand), but a fresh interpreter costs about 40 ms a command, the `preexec_fn` way
 Landlock ruleset: the child inherits its file descriptor and only calls `landlock_restrict_self`.
 
 **What it still cannot see.** Anything inside the workspace is fair game: a command can delete or
-rewrite every file there (use git). Reads of the system are allowed, so a command sees which programs
-are installed and the world-readable parts of `/etc` and `/proc`; running as root, root-owned files in
-those folders are readable too. `/tmp` itself is closed: a program that ignores `TMPDIR` fails there.
-`AF_UNIX` sockets stay open, and Landlock (up to ABI 7) does not check
-connecting to a socket file: a command could talk to `/var/run/docker.sock` or a desktop's D-Bus, if
-they exist and the user may use them. CPU and memory are not capped beyond the CPU-seconds limit, and
-the disk can still fill with many 1 GiB files. What the command prints, and what the model reads in the
-workspace, may still carry a prompt injection: the kernel stops what a command does, not what the
-model believes. And it is Linux only.
+rewrite every file there (use git), including hooks a repository keeps there (`core.hooksPath =
+.husky`) and files another tool runs later (a Makefile). Reads of the system are allowed, so a command
+sees which programs are installed and the world-readable parts of `/etc`; running as root, root-owned
+files there are readable too. `/tmp` itself is closed (empty, with namespaces): a program that ignores
+`TMPDIR` fails there. `AF_UNIX` sockets stay open, and Landlock (up to ABI 7) does not check connecting
+to a socket file: with namespaces only those outside `/tmp`, `/run` and the home folder are left to
+reach; without them every one the user may use (an SSH agent's, tmux's, `/var/run/docker.sock`). The
+user's command hooks and MCP servers, and the harness itself (its `view_image` URLs, its model
+server), run unconfined. Memory is not capped, CPU only per process by the CPU-seconds limit, and the
+disk can still fill with many 1 GiB files; as root, the task limit is not enforced. What the command
+prints, and what the model reads in the workspace, may still carry a prompt injection: the kernel stops
+what a command does, not what the model believes. And it is Linux only. (The README's sandbox table
+names, for each rule, the test that attacks it, and lists what a user can do about each of these.)
 
 **Check it yourself** (the sandbox is on by default):
-    tinyharness run --yes "run: x=rm; \\$x -rf ~/some-folder"   -> Permission denied
+    tinyharness run --yes "run: x=rm; \\$x -rf ~/some-folder"   -> nothing to delete: home is empty in there
     tinyharness run --yes "run: python3 -c 'import socket; socket.socket(2, 2)'"   -> PermissionError
-or without a model: `python -m tinyharness.sandbox --exec WORKSPACE -- sh -c 'touch ~/x'`.
+or without a model (Landlock and seccomp, no namespaces): `python -m tinyharness.sandbox --exec
+WORKSPACE -- sh -c 'touch ~/x'`.
 """
 import ctypes
 import hashlib
