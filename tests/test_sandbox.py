@@ -240,7 +240,7 @@ def test_a_setsid_child_and_a_double_fork_are_gone_when_the_command_ends(place):
                            f"( ( sleep {marker}; touch later2 ) & ) ; nohup sleep {marker} > /dev/null 2>&1 & "
                            "sleep 0.3; echo started")  # time for setsid to have left the group
     assert time.monotonic() - started < 5 and "started" in result, result
-    assert running(f"sleep {marker}") == [] and ("[sandbox] ended" in result or Sandbox().isolated), result
+    assert running(f"sleep {marker}") == [], result  # a PID namespace, or setsid refused and one group kill
 
 
 @needs_sandbox
@@ -344,8 +344,7 @@ def test_one_attack_of_each_family_fails_under_run_yes(place, listeners):
         assert result.returncode == 0 and not any(r.startswith("BLOCKED") for r in results.values()), "\n".join(results.values())
         assert all(c.read_text() == CANARY for c in out.glob("*/canary.txt")) and len(list(out.glob("*/canary.txt"))) == 3
         assert CANARY.strip() not in str(server.requests) and not reached(listeners) and victim.poll() is None
-        assert not (place.ws / "left.txt").exists()
-        assert "[sandbox] ended 1 process" in results["left-behind"] or Sandbox().isolated  # the kernel ended it
+        assert not (place.ws / "left.txt").exists(), results["left-behind"]
     finally:
         victim.kill()
         victim.wait()
