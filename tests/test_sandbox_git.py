@@ -9,6 +9,8 @@ canary file outside the workspace) through `tinyharness run --yes`, by a route t
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -184,3 +186,35 @@ def test_when_the_restore_fails_the_run_stops_and_the_user_is_told(place, monkey
     assert result.returncode == 1 and len(server.requests) == 1, result
     assert "could not check or put back" in result.stderr and ".git/hooks" in result.stderr, result.stderr
     assert "Too many open files" in result.stderr
+
+
+@needs_sandbox
+def test_as_a_user_a_hook_behind_chmod_111_is_still_found(tmp_path):
+    """The permission trick needs an ordinary user (root reads through any mode): as root, the test
+    runs the harness as nobody with setpriv. chmod 111 on .git/hooks after planting a hook: the harness
+    takes its rights back, finds the hook, removes it, and puts the mode back."""
+    prefix = [] if os.geteuid() != 0 else ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    if prefix and subprocess.run([*prefix, sys.executable, "-c", "import tinyharness"], capture_output=True).returncode:
+        pytest.skip("running as root, and setpriv to nobody does not work here")
+    root = tempfile.mkdtemp(prefix="tinyharness-user-")  # in /tmp: nobody can reach it there
+    try:
+        os.chmod(root, 0o777)
+        ws, outside = Path(root, "ws"), Path(root, "outside")
+        as_user = lambda *command: subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=60,
+                                                  env={**os.environ, "HOME": root, "GIT_CONFIG_NOSYSTEM": "1"})
+        as_user("mkdir", str(ws), str(outside))
+        as_user("git", "init", "-q", str(ws))
+        mode = (ws / ".git" / "hooks").stat().st_mode
+        pwned = outside / "pwned"
+        command = (f"printf '#!/bin/sh\\\\ntouch {pwned}\\\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit "
+                   "&& chmod 111 .git/hooks")
+        driver = f"from tinyharness import tools\nprint(tools.shell({str(ws)!r}, {command!r}))"
+        result = as_user(sys.executable, "-c", driver)
+        assert ".git/hooks/pre-commit (created)" in result.stdout, result
+        assert (ws / ".git" / "hooks").stat().st_mode == mode and not (ws / ".git" / "hooks" / "pre-commit").exists()
+        as_user("git", "-C", str(ws), "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "--allow-empty",
+                "-m", "x")
+        assert not pwned.exists()
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", root])
+        shutil.rmtree(root, ignore_errors=True)
