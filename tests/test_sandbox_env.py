@@ -171,3 +171,15 @@ def test_without_namespaces_one_line_at_start_says_what_is_shared(place, monkeyp
         result = run_stage("tinyharness", place.ws, "--yes", "--no-session", "--base-url", server.base_url, "task",
                            env={"HOME": str(place.home)})
     assert "[sandbox]" not in result.stderr
+
+
+@needs_namespaces
+def test_sandbox_read_of_a_whole_hidden_folder_shows_it_and_keeps_the_workspace(place, monkeypatch):
+    """--sandbox-read ~ gives the home folder back (read only), on top of the empty one; the workspace
+    and TMPDIR mounted inside stay where they are."""
+    monkeypatch.setenv("HOME", str(place.home))
+    (place.home / "notes.txt").write_text("from home\n")
+    result = tools.shell(str(place.ws), 'cat ~/notes.txt; echo x >> ~/notes.txt; echo ok > here.txt; '
+                                        'touch "$TMPDIR/t" && echo tmp-ok', sandbox=Sandbox(extra_read=[str(place.home)]))
+    assert "from home" in result and "Permission denied" in result and "tmp-ok" in result, result
+    assert (place.home / "notes.txt").read_text() == "from home\n" and (place.ws / "here.txt").read_text() == "ok\n"

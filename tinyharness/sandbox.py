@@ -537,6 +537,7 @@ class Isolation:
         for path in dict.fromkeys(os.path.realpath(g) for g in [tmpdir, *grants]):
             if os.path.exists(path) and self.under_hidden(path):
                 self.binds.append(path)
+        self.binds.sort(key=len)  # a folder before what lies in it: `--sandbox-read /tmp` must not cover the rest
         self.fds = {}
 
     def under_hidden(self, path):
@@ -562,7 +563,9 @@ class Isolation:
                     else:
                         os.makedirs(os.path.dirname(path), exist_ok=True)
                         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-                    mount(f"/proc/self/fd/{self.fds[path]}", path, None, MS_BIND | MS_REC)
+                    # MS_REC would copy the empty tmpfs just mounted inside a grant that holds a hidden folder
+                    holds = any(h == path or h.startswith(path + "/") for h in self.hidden)
+                    mount(f"/proc/self/fd/{self.fds[path]}", path, None, MS_BIND | (0 if holds else MS_REC))
         command = os.fork()
         if command != 0:
             wait_and_exit(command)
