@@ -183,3 +183,12 @@ def test_sandbox_read_of_a_whole_hidden_folder_shows_it_and_keeps_the_workspace(
                                         'touch "$TMPDIR/t" && echo tmp-ok', sandbox=Sandbox(extra_read=[str(place.home)]))
     assert "from home" in result and "Permission denied" in result and "tmp-ok" in result, result
     assert (place.home / "notes.txt").read_text() == "from home\n" and (place.ws / "here.txt").read_text() == "ok\n"
+
+
+@needs_sandbox
+def test_a_variable_that_names_a_socket_never_passes_even_when_asked_for(place, listeners, monkeypatch):
+    monkeypatch.setenv("MY_AGENT", str(place.outside / "agent.sock"))
+    monkeypatch.setenv("MY_BUS", "unix:path=/run/user/0/bus")
+    monkeypatch.setenv("MY_SETTING", "plain")
+    result = tools.shell(str(place.ws), "env", sandbox=Sandbox(extra_env=["MY_AGENT", "MY_BUS", "MY_SETTING"]))
+    assert "MY_SETTING=plain" in result and "MY_AGENT" not in result and "MY_BUS" not in result, result
