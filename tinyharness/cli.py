@@ -157,9 +157,10 @@ def add_agent_flags(parser):
     parser.add_argument("--sandbox", choices=["on", "off"], default="on",
                         help="on (default): every shell command runs confined by the kernel (Landlock, seccomp, "
                              "resource limits; Linux 6.12 or later): it may write only in the workspace and a private "
-                             "TMPDIR, read the system and the workspace but nothing else of yours (no home folder), "
-                             "open no network socket, signal no process outside, leave no process behind; changes to "
-                             ".git/hooks, .git/config and .tinyharness/ are undone. It does not stop a command from "
+                             "TMPDIR, read the system and the workspace but nothing else of yours (no home folder; "
+                             "/tmp and /run empty where user namespaces work), open no network socket, signal or "
+                             "change no process outside, leave no process behind; changes to what git runs (.git's "
+                             "config, hooks, links) and to .tinyharness/ are undone. It does not stop a command from "
                              "changing anything inside the workspace. off: commands run unconfined (a warning says so "
                              "on every run); where the sandbox cannot run, shell refuses until you choose off")
     parser.add_argument("--sandbox-read", action="append", default=[], metavar="PATH",
