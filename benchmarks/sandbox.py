@@ -9,8 +9,10 @@ prints the median and the 90th percentile wall time of one whole `shell` call:
             process-group kill): the baseline;
 - sandbox:  `tools.shell` with the sandbox on, the way `tinyharness run` works: the rules prepared in
             the parent (the read list, /etc entry by entry, the process count), applied in
-            `preexec_fn` (Landlock, seccomp, rlimits, no_new_privs), then the clean-up (/proc walked
-            for what was left behind, the private TMPDIR removed, the protected paths compared);
+            `preexec_fn` (namespaces where they work: one more fork, empty /tmp, /run and home with
+            the grants mounted back, a /proc of its own; then Landlock, seccomp, rlimits,
+            no_new_privs), then the clean-up (/proc walked for what was left behind, the private
+            TMPDIR removed, the protected paths compared); and the same without namespaces;
 - helper:   the other way to get the rules into the child: a fresh interpreter,
             `python -I tinyharness/sandbox.py --exec WORKSPACE -- /bin/sh -c COMMAND`, which applies
             them and execs the shell (no clean-up, no snapshot: the confinement alone).
@@ -70,6 +72,10 @@ def main(argv=None):
         assert shell(workspace, "true", sandbox=on) == "exit status 0 (no output)"
         row("sandbox on (preexec_fn, as used)", *timed(lambda: shell(workspace, args.command, sandbox=on), args.runs),
             base=plain[0])
+        if on.isolated:  # the namespaces' share: one more fork, a user/mount/PID/network namespace, the mounts
+            flat = sb.Sandbox(isolate=False)
+            row("sandbox on, without namespaces", *timed(lambda: shell(workspace, args.command, sandbox=flat),
+                                                          args.runs), base=plain[0])
         helper = [sys.executable, "-I", str(HELPER), "--exec", workspace, "--", "/bin/sh", "-c", args.command]
         row("helper process (python --exec)",
             *timed(lambda: subprocess.run(helper, stdout=subprocess.DEVNULL, check=True), args.runs), base=plain[0])

@@ -35,11 +35,12 @@ def call_main(stage, *args):
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    """No TINYHARNESS_* from the caller's shell, the workspace is a fresh folder, sessions stay in the test's."""
+def clean_env(monkeypatch, tmp_path, tmp_path_factory):
+    """No TINYHARNESS_* from the caller's shell, the workspace is a fresh folder, sessions stay in the test's
+    (beside the workspace: the package refuses a workspace that holds its data folder)."""
     for name in [n for n in os.environ if n.startswith("TINYHARNESS_")]:
         monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data")))
     monkeypatch.chdir(tmp_path)
 
 
@@ -146,7 +147,7 @@ def test_readme_lists_exit_code_130():
 @pytest.mark.parametrize("stage", LADDER)
 def test_ctrl_c_while_waiting_for_the_model_exits_130_without_a_traceback(stage, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
-    env.update(PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8", XDG_DATA_HOME=str(tmp_path / "data"))
+    env.update(PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8", XDG_DATA_HOME=os.environ["XDG_DATA_HOME"])
     with ScriptedServer(script=[{"content": "too late", "delay": 30}]) as server:
         proc = subprocess.Popen(command(stage, "--base-url", server.base_url, "hi"), cwd=tmp_path, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -172,7 +173,7 @@ def test_ctrl_c_while_waiting_for_the_model_exits_130_without_a_traceback(stage,
 @pytest.mark.parametrize("stage", LADDER)
 def test_a_closed_stdout_stops_the_run_with_exit_1_and_no_traceback(stage, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
-    env.update(PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8", XDG_DATA_HOME=str(tmp_path / "data"))
+    env.update(PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8", XDG_DATA_HOME=os.environ["XDG_DATA_HOME"])
     script = [{"tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]}, "never asked"]
     read_end, write_end = os.pipe()
     os.close(read_end)  # like `| head` that has already exited: the first line printed finds no reader

@@ -11,9 +11,9 @@ from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
 from .ollama import API_CHOICES, OLLAMA_WINDOW_CAP, choose_dialect
 from . import extensions
 from .loop import Stats, Stopped, run_agent
-from .sandbox import Sandbox
+from .sandbox import NOT_ISOLATED, RestoreFailed, Sandbox, env_refusal, workspace_problem
 from .sessions import UsageTap, start_or_warn
-from .vision import ImageError, image_part, load_attachment
+from .vision import ImageError, allow_urls, image_part, load_attachment
 
 
 def printable(text):
@@ -143,6 +143,10 @@ def add_agent_flags(parser):
                         help="approve every write and command that the hooks allow, without asking")
     parser.add_argument("--image", metavar="PATH_OR_URL",
                         help="attach an image (PNG, JPEG or WebP; a file or an http(s) URL) to the task")
+    parser.add_argument("--allow-image-urls", action="store_true",
+                        help="let view_image fetch http(s) URLs the model chooses without asking, even under --yes "
+                             "(by default each one is asked: the request leaves your machine, and a URL can carry "
+                             "data out)")
     cutting = parser.add_mutually_exclusive_group()
     cutting.add_argument("--context-policy", choices=list(POLICIES), default=DEFAULT_POLICY,
                          help="how old tool results are cut before each model call (default %(default)s: cap each "
@@ -153,14 +157,19 @@ def add_agent_flags(parser):
     parser.add_argument("--sandbox", choices=["on", "off"], default="on",
                         help="on (default): every shell command runs confined by the kernel (Landlock, seccomp, "
                              "resource limits; Linux 6.12 or later): it may write only in the workspace and a private "
-                             "TMPDIR, read the system and the workspace but nothing else of yours (no home folder), "
-                             "open no network socket, signal no process outside, leave no process behind; changes to "
-                             ".git/hooks, .git/config and .tinyharness/ are undone. It does not stop a command from "
+                             "TMPDIR, read the system and the workspace but nothing else of yours (no home folder; "
+                             "/tmp and /run empty where user namespaces work), open no network socket, signal or "
+                             "change no process outside, leave no process behind; changes to what git runs (.git's "
+                             "config, hooks, links) and to .tinyharness/ are undone. It does not stop a command from "
                              "changing anything inside the workspace. off: commands run unconfined (a warning says so "
                              "on every run); where the sandbox cannot run, shell refuses until you choose off")
     parser.add_argument("--sandbox-read", action="append", default=[], metavar="PATH",
                         help="let sandboxed commands read (and run) PATH too, e.g. a toolchain in your home folder "
                              "(repeatable)")
+    parser.add_argument("--sandbox-env", action="append", default=[], metavar="NAME",
+                        help="pass the environment variable NAME on to sandboxed commands too (repeatable); by "
+                             "default they get only PATH, HOME, LANG, LC_*, TERM, TMPDIR, USER, LOGNAME, SHELL, TZ "
+                             "and PWD (SSH_AUTH_SOCK, TMUX, STY and DBUS_SESSION_BUS_ADDRESS never)")
     parser.add_argument("--context-window", type=int, default=CONTEXT_WINDOW, metavar="TOKENS",
                         help="the model's context length: the policies cut to fit it, and a warning says when "
                              f"the prompt nears it (default {CONTEXT_WINDOW}; for `run` with Ollama's native API, the "
@@ -294,6 +303,9 @@ def main(argv=None):
     except KeyboardInterrupt:  # Ctrl-C anywhere (a run catches its own first, to print its stats)
         print("Interrupted.", file=sys.stderr)
         return 130
+    except RestoreFailed as e:  # a command's changes to .git may be left: the user is told, never the model
+        print(printable(f"error: {e}"), file=sys.stderr)
+        return 1
     except BrokenPipeError:  # `tinyharness course diff m0 m1 | head` closed the pipe: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush stays quiet
         return 0
@@ -311,6 +323,7 @@ def dispatch(argv):
     usage = getattr(args, "usage", parser)  # the subcommand's own parser, where it set one
     if args.command in ("run", "chat") and (problem := usage_problem(args, extra)):
         usage.error(problem)
+    allow_urls(getattr(args, "allow_image_urls", False))  # every run sets it: a test may run several in one process
     if args.command == "run":
         return run_command(args, usage)
     if extra:
@@ -345,10 +358,19 @@ def sandbox_from_args(args, parser):
     missing = [p for p in args.sandbox_read if not os.path.exists(p)]
     if missing:
         parser.error(f"--sandbox-read: {missing[0]} does not exist")
+    if problem := workspace_problem(os.getcwd()):  # run and chat both come here first
+        print(printable(f"error: {problem}."), file=sys.stderr)
+        raise SystemExit(2)
+    for name in args.sandbox_env:
+        if refusal := env_refusal(name):
+            parser.error(f"--sandbox-env: {refusal}")
     if args.sandbox == "off":
         print("warning: --sandbox off: shell commands run with all your rights; only the command regex and your "
               "approval stand between the model and your files, keys and network.", file=sys.stderr)
-    return Sandbox(enabled=args.sandbox == "on", extra_read=args.sandbox_read)
+    sandbox = Sandbox(enabled=args.sandbox == "on", extra_read=args.sandbox_read, extra_env=args.sandbox_env)
+    if sandbox.enabled and not sandbox.problem() and not sandbox.isolated:
+        print(NOT_ISOLATED, file=sys.stderr)
+    return sandbox
 
 
 def fake_server(args):

@@ -10,7 +10,7 @@ import re
 import sys
 from pathlib import Path
 
-from .vision import is_url
+from .vision import is_url, urls_allowed
 
 FILE_TOOLS = ("list_dir", "read_file", "write_file", "view_image")
 NEEDS_PERMISSION = ("write_file", "shell")
@@ -148,5 +148,9 @@ def ask_user(prompt):
 
 
 def approve_everything(prompt):
-    """--yes: approve whatever the hooks allowed."""
+    """--yes: approve whatever the hooks allowed, except a view_image URL: that request leaves the
+    machine from the harness itself, outside any sandbox, and a URL can carry data out
+    (https://example.com/x.png?d=<secret>), so the user is asked even then, unless --allow-image-urls."""
+    if prompt.startswith("Allow view_image(") and not urls_allowed():
+        return ask_user(prompt)
     return True

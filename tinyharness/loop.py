@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 from .extensions import NONE as NO_EXTENSIONS
-from .context import (CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES, ContextWatch, estimate_tokens, overflow_cut,
-                      why_nothing_was_cut)
+from .context import (CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES, ContextWatch, cap_chars, cap_on_insert,
+                      estimate_tokens, overflow_cut, why_nothing_was_cut)
 from .guards import MAX_SECONDS, MAX_TURNS, REPEAT_LIMIT, Budget, Record, RepeatGuard, Stopped, brief, repeat_warning
 from .hooks import ask_user, needs_permission, pre_tool_use
 from .llm import ContextOverflow, LLMError
@@ -99,6 +99,8 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
     policy, watch = POLICIES[context_policy], ContextWatch(context_window)
     memory = {}  # what the post_tool_use hooks remember during this run (failing writes per file)
     was_cut = nudged = False
+    as_sent = (lambda text: cap_on_insert(text, cap_chars(context_window))) \
+        if context_policy in CAPPING_POLICIES and context_window else (lambda text: text)
     for turn in itertools.count():
         save_transcript(transcript, messages)  # before each model call, so a failed call still leaves the story
         limit = budget.exceeded(turn) or tokens_spent(stats, max_tokens)  # between turns: the loop can stop only here
@@ -176,7 +178,9 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
                 record.note(call, result)
                 images += loaded
                 # The one rule of the loop: each result answers its call by the id the server gave that call.
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+                # Stored as the model will be sent it: a policy that caps on insert caps it here already, so
+                # the session file never holds more than the model saw (a capped result stays as it is).
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": as_sent(result)})
                 on_update(messages)
         if images:  # after ALL of this turn's results: a message between two of them breaks the pairing
             messages.append(image_followup_message([part for _, part in images], [name for name, _ in images]))
@@ -191,6 +195,9 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             save_transcript(transcript, messages)
             raise Stopped(f"the model made the same call {REPEAT_LIMIT} times in a row again, after a [harness] "
                           f"warning: {brief(repeated)}", record.account())
+
+
+CAPPING_POLICIES = ("cap", "batch+cap")  # the context policies that cap a result before the model first sees it
 
 
 def show_call(echo, call):

@@ -39,16 +39,47 @@ def list_dir(workspace, path="."):
     return f"OK: {path} has {len(names)} entr{'y' if len(names) == 1 else 'ies'}:\n" + "\n".join(names)
 
 
+READ_CAP = 256 * 1024  # bytes read_file reads at most: the first and the last half of it
+
+
 def read_file(workspace, path):
+    """The file's text, or for a file over READ_CAP its first and last READ_CAP/2 bytes with the size
+    said: never the whole of a 1 GiB file in the harness's memory, the session or the context."""
     # O_NONBLOCK: opening a FIFO that nobody writes to would otherwise wait forever
     with open(open_beneath(workspace, path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
-        kind = os.fstat(file.fileno()).st_mode
-        if stat.S_ISDIR(kind):
+        info = os.fstat(file.fileno())
+        if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-        if not stat.S_ISREG(kind):
+        if not stat.S_ISREG(info.st_mode):
             return f"ERROR: cannot read {path}: it is not a regular file (a named pipe, socket or device could wait forever)"
-        text = decode(file.read())
-    return text or f"OK: {path} is empty (0 characters)"
+        head = file.read(READ_CAP + 1)  # one byte more: a file that grew since fstat is still cut
+        if len(head) <= READ_CAP:
+            text = decode(head)
+            return text or f"OK: {path} is empty (0 characters)"
+        size = max(info.st_size, os.fstat(file.fileno()).st_size)
+        half = READ_CAP // 2
+        tail = os.pread(file.fileno(), half, max(half, size - half))
+    return (f"[read_file: {path} is {size:,} bytes, more than the {READ_CAP // 1024} KiB it reads: here are its first "
+            f"and last {half // 1024} KiB. For the rest, use shell: grep -n WORD {path}, sed -n '100,200p' {path}]\n" +
+            decode(utf8_whole(head[:half], at_end=True)) +
+            f"\n[... {size - 2 * half:,} bytes in the middle not read ...]\n" + decode(utf8_whole(tail, at_end=False)))
+
+
+def utf8_whole(data, at_end):
+    """Drop the bytes of a UTF-8 character cut in two at the end (or start) of a piece of a file."""
+    if at_end:
+        for back in range(1, min(4, len(data)) + 1):
+            byte = data[-back]
+            if byte < 0x80:
+                return data
+            if byte >= 0xC0:  # a lead byte: whole if the character fits in the bytes after it
+                need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+                return data if back >= need else data[:-back]
+        return data
+    skip = 0
+    while skip < min(3, len(data)) and 0x80 <= data[skip] < 0xC0:
+        skip += 1
+    return data[skip:]
 
 
 def write_file(workspace, path, content):
@@ -68,10 +99,24 @@ def write_file(workspace, path, content):
         return f"OK: wrote {len(content)} characters to {path}"
     folder = open_beneath(workspace, str(target.parent), getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY)
     try:
+        protected = protected_path(Path(where(folder, workspace), target.name))  # a link to .git inside
+        if protected:
+            raise PermissionError(errno.EACCES, f"{path} leads into {protected}, which is protected: what is written "
+                                                "there runs later (git hooks, git's config) or configures the harness")
         replace_in(folder, None, target.name, content)
     finally:
         os.close(folder)
     return f"OK: wrote {len(content)} characters to {path}"
+
+
+def where(folder, workspace):
+    """The folder a descriptor is open on, relative to the workspace, as the kernel resolved it: a
+    symbolic link inside the workspace (`g -> .git`) cannot hide where a write lands."""
+    try:
+        real = os.readlink(f"/proc/self/fd/{folder}")
+    except OSError:
+        return "."  # no /proc: the path as given was checked
+    return os.path.relpath(real, os.path.realpath(workspace))
 
 
 def replace_in(folder, folder_path, name, content):

@@ -4,12 +4,20 @@ A repository you clone can carry `.tinyharness/hooks.json`; if the harness ran i
 would be enough to run a stranger's code. So the first time such a file is seen - and again whenever
 its bytes change - the user is asked, and the answer is remembered by the file's SHA-256 in the
 user's data folder. `--yes` approves the model's calls; it never answers this question, because the
-person who wrote the file is not the model and not the user.
+person who wrote the file is not the model and not the user. The question says in words that what the
+file lists runs unconfined: the sandbox confines the model's shell commands, not the user's hooks and
+MCP servers, and a hook that runs the tests runs whatever test files the model wrote.
 """
 import hashlib
 import json
 import os
 from pathlib import Path
+
+
+UNCONFINED = ("These commands run unconfined: outside the sandbox that confines the model's shell commands, with "
+              "all your rights (your files, your keys, the network). They can also run code the model wrote in this "
+              "workspace (a hook that runs the tests imports the workspace's test files). Trust this file only if you "
+              "would run these commands yourself, in this folder, after the model has worked in it.")
 
 
 def store_path():
@@ -51,6 +59,7 @@ def ensure_trusted(path, what, ask):
     text = Path(path).read_text(encoding="utf-8", errors="replace")
     preview = text if len(text) < 1500 else text[:1500] + "\n[...]"
     print(f"This workspace has {what} ({path}); it runs commands on your machine:\n{preview}")
+    print(UNCONFINED)
     if ask("Trust this file and run what it lists? [y/N] "):
         remember(path)
         return True

@@ -127,6 +127,17 @@ def is_url(text) -> bool:
     return bool(re.match(r"(?i)https?://", str(text)))
 
 
+_URLS = {"allowed": False}  # --allow-image-urls: view_image may fetch URLs under --yes without asking
+
+
+def allow_urls(allowed):
+    _URLS["allowed"] = bool(allowed)
+
+
+def urls_allowed():
+    return _URLS["allowed"]
+
+
 def load_image(path_or_url, workspace, max_bytes=MAX_IMAGE_BYTES, timeout=FETCH_TIMEOUT):
     """Return (mime, bytes) for a workspace path or an http(s) URL, checked and ready to send.
     Anything we cannot send raises ImageError with a message that says what to do."""

@@ -1,0 +1,129 @@
+"""Around the shell: what runs outside the sandbox, and what the sandbox cannot confine.
+
+The sandbox confines the model's shell commands. The harness itself, the user's command hooks and
+MCP servers run with all the user's rights: a hook that runs the tests imports test files the model
+wrote; a `view_image` URL is a request the harness sends; a workspace that holds the home folder or
+the harness's own code lets a command change what runs unconfined at the next launch. Each case here
+is fired through `tinyharness run --yes` and its canary checked.
+"""
+import http.server
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.ladder import ROOT, run_stage, tool_results
+from tinyharness import trust
+from tinyharness.sandbox import unavailable_reason, workspace_problem
+from tinyharness.testing import ScriptedServer
+
+NO_SANDBOX = unavailable_reason()
+PY = sys.executable
+
+
+@pytest.fixture
+def place(tmp_path):
+    ws, outside, home = tmp_path / "ws", tmp_path / "outside", tmp_path / "home"
+    for folder in (ws, outside, home):
+        folder.mkdir()
+    return SimpleNamespace(ws=ws, outside=outside, home=home, pwned=outside / "pwned",
+                           env={"HOME": str(home), "XDG_DATA_HOME": str(tmp_path / "data")})
+
+
+def run(place, calls, *flags, stdin=""):
+    calls = [{"name": name, "arguments": arguments, "id": f"c{i}"} for i, (name, arguments) in enumerate(calls)]
+    with ScriptedServer(script=[{"tool_calls": calls}, "done"] if calls else ["done"]) as server:
+        result = run_stage("tinyharness", place.ws, "--yes", "--no-session", *flags, "--base-url", server.base_url,
+                           "task", env=place.env, stdin=stdin, timeout=60)
+    return result, (tool_results(server.requests[-1]) if len(server.requests) > 1 else {}), server
+
+
+# --- command hooks run unconfined: the trust question says so -------------------------------------------------
+
+def test_the_trust_question_says_hooks_run_unconfined_and_no_means_they_never_run(place):
+    """A hook that runs the tests would import a test file the model planted (test_pwn.py), unconfined.
+    Untrusted, nothing of it runs; the question says in words what trusting means."""
+    (place.ws / ".tinyharness").mkdir()
+    (place.ws / ".tinyharness" / "hooks.json").write_text(json.dumps(
+        {"post_tool_use": [{"matcher": "write_file", "command": f"{PY} -m unittest discover -q"}]}))
+    planted = f"import pathlib\npathlib.Path({str(place.pwned)!r}).write_text('pwned')\n"
+    result, results, server = run(place, [("write_file", {"path": "test_pwn.py", "content": planted})], stdin="n\n")
+    assert result.returncode == 2 and "was not trusted" in result.stderr, result.stderr
+    assert trust.UNCONFINED in result.stdout and "run unconfined" in result.stdout
+    assert not place.pwned.exists() and server.requests == []
+
+
+# --- view_image: a URL asks even under --yes -------------------------------------------------------------------
+
+@pytest.fixture
+def listener():
+    """An HTTP server that records every path it is asked for: the canary of egress by the harness."""
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.path)
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield SimpleNamespace(url=f"http://127.0.0.1:{server.server_address[1]}", seen=seen)
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_view_image_url_is_asked_even_under_yes(place, listener):
+    url = f"{listener.url}/leak.png?data=s3cr3t"
+    result, results, _ = run(place, [("view_image", {"path": url})], stdin="")  # nobody answers: a no
+    assert results["c0"].startswith("DENIED") and listener.seen == [], results
+    assert "Allow view_image(" in result.stdout
+    result, results, _ = run(place, [("view_image", {"path": url})], stdin="y\n")  # the user says yes
+    assert listener.seen == ["/leak.png?data=s3cr3t"], results
+
+
+def test_allow_image_urls_lets_them_through_without_asking(place, listener):
+    result, results, _ = run(place, [("view_image", {"path": f"{listener.url}/a.png"})], "--allow-image-urls")
+    assert listener.seen == ["/a.png"] and "Allow view_image(" not in result.stdout, results
+    result, results, _ = run(place, [("view_image", {"path": f"{listener.url}/b.png"})])  # the next run asks again
+    assert listener.seen == ["/a.png"] and results["c0"].startswith("DENIED")
+
+
+# --- the workspace must not hold what runs outside the sandbox later ---------------------------------------------
+
+def test_no_start_in_home_or_a_folder_holding_it(place):
+    for home in (place.ws, place.ws / "me"):
+        home.mkdir(exist_ok=True)
+        result, _, server = run(SimpleNamespace(**{**vars(place), "env": {**place.env, "HOME": str(home)}}), [])
+        assert result.returncode == 2 and "contains your home folder" in result.stderr and server.requests == []
+        assert "Traceback" not in result.stderr
+
+
+def test_no_start_in_a_folder_holding_the_xdg_folders_or_the_harness(place):
+    config = place.ws / "cfg"
+    config.mkdir()
+    result, _, server = run(SimpleNamespace(**{**vars(place), "env": {**place.env, "XDG_CONFIG_HOME": str(config)}}), [])
+    assert result.returncode == 2 and "XDG_CONFIG_HOME" in result.stderr and server.requests == []
+    data = {**place.env, "XDG_DATA_HOME": str(place.ws / "data")}
+    result, _, _ = run(SimpleNamespace(**{**vars(place), "env": data}), [])
+    assert result.returncode == 2 and "XDG_DATA_HOME" in result.stderr
+    assert "tinyharness's own code" in workspace_problem(ROOT, home=place.home, environ=place.env)
+    assert "Python environment" in workspace_problem(sys.prefix, home=place.home, environ=place.env)
+    assert workspace_problem(place.ws, home=place.home, environ=place.env) is None
+
+
+# --- PYTHONSAFEPATH: `python -m` does not import a planted module from the workspace ------------------------------
+
+@pytest.mark.skipif(NO_SANDBOX is not None, reason=f"needs the sandbox: {NO_SANDBOX}")
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH came in Python 3.11")
+def test_python_dash_m_does_not_import_a_planted_module(place):
+    (place.ws / "json.py").write_text("print('PLANTED MODULE RAN')\nraise SystemExit(0)\n")
+    (place.ws / "x.json").write_text('{"a": 1}')
+    result, results, _ = run(place, [("shell", {"command": f"{PY} -m json.tool x.json"})])
+    assert "PLANTED" not in results["c0"] and '"a": 1' in results["c0"], results
