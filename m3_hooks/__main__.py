@@ -7,7 +7,8 @@ from urllib.parse import urlsplit
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .wire import printable
 from .hooks import approve_everything, ask_user
-from .loop import Stats, Stopped, run_agent
+from .edges import Stats, Stopped
+from .loop import run_agent
 
 
 def usage_problem(args, extra):

@@ -7,8 +7,9 @@ from urllib.parse import urlsplit
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .wire import printable
 from .hooks import approve_everything, ask_user
-from .guards import MAX_SECONDS, MAX_TURNS
-from .loop import Stats, Stopped, run_agent
+from .guards import MAX_SECONDS, MAX_TURNS, Stopped
+from .edges import Stats
+from .loop import run_agent
 
 
 def usage_problem(args, extra):

@@ -7,9 +7,10 @@ from urllib.parse import urlsplit
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .wire import printable
 from .hooks import approve_everything, ask_user
-from .guards import MAX_SECONDS, MAX_TURNS
+from .guards import MAX_SECONDS, MAX_TURNS, Stopped
 from .context import CONTEXT_WINDOW
-from .loop import Stats, Stopped, run_agent
+from .edges import Stats
+from .loop import run_agent
 from .vision import ImageError, image_part, load_attachment
 
 
