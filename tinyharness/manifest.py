@@ -15,8 +15,8 @@ ROLES = (LESSON, ARMOUR, CLI)
 
 _M0 = {"llm.py": LESSON, "wire.py": ARMOUR, "__main__.py": CLI, "__init__.py": CLI}
 _M1 = {**_M0, "loop.py": LESSON, "tools.py": LESSON, "edges.py": ARMOUR}
-_M2 = {**_M1}
-_M3 = {**_M2, "hooks.py": LESSON}
+_M2 = {**_M1, "safeio.py": ARMOUR}
+_M3 = {**_M2, "hooks.py": LESSON, "fences.py": ARMOUR}
 _M4 = {**_M3, "guards.py": LESSON}
 _M5 = {**_M4, "context.py": LESSON}
 _M6 = {**_M5, "verify.py": LESSON}
@@ -41,7 +41,8 @@ BUDGETS = {
 
 
 # A stage the manifest does not list (a learner's own, a test's fake one): roles by file name.
-DEFAULT_ROLES = {"__main__.py": CLI, "__init__.py": CLI, "wire.py": ARMOUR, "edges.py": ARMOUR}
+DEFAULT_ROLES = {"__main__.py": CLI, "__init__.py": CLI, "wire.py": ARMOUR, "edges.py": ARMOUR, "safeio.py": ARMOUR,
+                 "fences.py": ARMOUR}
 
 
 def role_of(stage, path):
