@@ -1,7 +1,8 @@
 """The whole agent is a while loop: ask the model, run the tools it asks for, repeat.
 
-Each edge case a real model brings (a reply cut at the length limit, a call the door could not read,
-the [tool] lines, the transcript) sits behind a name in edges.py, the loop's armour: read it after this file."""
+Each edge case a real model brings (a reply cut at the length limit, a call the door could not read, the
+[tool] lines, the transcript) sits behind a name in edges.py, the loop's armour: read it after this
+file."""
 from pathlib import Path
 
 from .edges import NO_ANSWER, Edges, Stopped, garbled, save_transcript

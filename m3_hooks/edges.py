@@ -71,7 +71,8 @@ class Edges:
         return True
 
     def show(self, call, problems):
-        """The [tool] line (the arguments in one line, one spelling); what the door found wrong with the call, or None."""
+        """The [tool] line (the arguments in one line, one spelling); what the door found wrong with the
+        call, or None."""
         shown = json.dumps(json.loads(call["function"]["arguments"]), ensure_ascii=False, sort_keys=True)
         self.echo(f"  [tool] {call['function']['name']}({shown})")
         return problems.get(call["id"])

@@ -1,7 +1,8 @@
 """The whole agent is a while loop: ask the model, run the tools it asks for, repeat.
 
-Each edge case a real model brings (a reply cut at the length limit, a call the door could not read,
-an empty answer, a reply that outlives the run's time, a call repeated again and again, the [tool] lines, the transcript) sits behind a name in edges.py, the loop's armour: read it after this file."""
+Each edge case a real model brings (a reply cut at the length limit, a call the door could not read, an
+empty answer, a reply that outlives the run's time, a call repeated again and again, the [tool] lines,
+the transcript) sits behind a name in edges.py, the loop's armour: read it after this file."""
 import itertools
 from pathlib import Path
 

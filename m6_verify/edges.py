@@ -90,7 +90,8 @@ class Edges:
             return False
         max_tokens = self.client.max_reply_tokens
         if self.was_cut:
-            raise Stopped(f"the model's reply was cut at the length limit twice (max_tokens={max_tokens})", self.record.account())
+            raise Stopped(f"the model's reply was cut at the length limit twice (max_tokens={max_tokens})",
+                          self.record.account())
         self.was_cut = True
         self.echo(f"  [harness] the reply was cut at max_tokens={max_tokens}: none of it was used")
         messages += [{"role": "assistant", "content": message["content"]},
@@ -106,7 +107,8 @@ class Edges:
         return True
 
     def show(self, call, problems):
-        """The [tool] line (the arguments in one line, one spelling); what the door found wrong with the call, or None."""
+        """The [tool] line (the arguments in one line, one spelling); what the door found wrong with the
+        call, or None."""
         shown = json.dumps(json.loads(call["function"]["arguments"]), ensure_ascii=False, sort_keys=True)
         self.echo(f"  [tool] {call['function']['name']}({shown})")
         return problems.get(call["id"])
@@ -122,7 +124,8 @@ class Edges:
         gets a [harness] warning; the same again after a warning stops the run."""
         repeated = repeats.end_turn()
         if repeated and repeats.warnings == 1:
-            self.echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: the model is asked for another approach")
+            self.echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: "
+                      "the model is asked for another approach")
             messages.append({"role": "user", "content": repeat_warning(repeated)})
         if repeated and repeats.warnings > 1:
             save_transcript(self.transcript, messages)

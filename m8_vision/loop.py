@@ -1,7 +1,8 @@
 """The whole agent is a while loop: ask the model, run the tools it asks for, repeat.
 
-Each edge case a real model brings (a reply cut at the length limit, a call the door could not read,
-an empty answer, a reply that outlives the run's time, a call repeated again and again, the [tool] lines, the transcript) sits behind a name in edges.py, the loop's armour: read it after this file."""
+Each edge case a real model brings (a reply cut at the length limit, a call the door could not read, an
+empty answer, a reply that outlives the run's time, a call repeated again and again, the [tool] lines,
+the transcript) sits behind a name in edges.py, the loop's armour: read it after this file."""
 import itertools
 from pathlib import Path
 
@@ -65,7 +66,8 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
             problem = edges.show(call, problems)  # the [tool] line; what the door could not read, or None
             repeats.see(call, problem)  # every call, before it runs
             name, arguments = call["function"]["name"], call["function"]["arguments"]
-            result = garbled(problem) if problem else checked_run(workspace, name, arguments, shell_timeout, approve, memory, images)
+            result = garbled(problem) if problem else checked_run(workspace, name, arguments,
+                                                                  shell_timeout, approve, memory, images)
             edges.ran(call, result)  # the -> line, the count, the record
             # The one rule of the loop: each result answers its call by the id the server gave that call.
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
