@@ -291,6 +291,12 @@ def python_lines(folder, exclude=()):
     return total
 
 
+def size_row(stage):
+    """One stage's row of `python -m benchmarks.size`: lines by role, the key functions."""
+    from benchmarks.size import measure
+    return next(row for row in measure(ROOT) if row["stage"] == stage)
+
+
 def first_stage_over(limit):
     """(short name, lines of Python) of the first stage whose Python is over `limit` lines."""
     for folder in sorted(p.name for p in ROOT.glob("m[0-9]_*") if p.is_dir()):
@@ -526,6 +532,10 @@ FIGURES = [
     Figure("m8 vision.py, lines", r"`vision\.py` alone is (\d+)", lambda: python_lines("m8_vision") - python_lines("m8_vision", exclude=("vision.py",))),
     Figure("first stage over 700 lines", r"it passed that at (m\d)", lambda: first_stage_over(700)[0], kind="text"),
     Figure("first stage over 700 lines, lines", r"it passed that at m\d \((\d+) lines\)", lambda: first_stage_over(700)[1]),
+    Figure("m1 lesson, lines", r"m1's lesson is (\d+) lines", lambda: size_row("m1_loop")["core"]),
+    Figure("m1 run_agent, lines", r"with a `run_agent` of (\d+)", lambda: size_row("m1_loop")["functions"]["loop.py:run_agent"]),
+    Figure("m8 lesson, lines", r"m8's is ([\d,]+) lines \(the eval", lambda: size_row("m8_vision")["core"]),
+    Figure("m8 armour, lines", r"with (\d+) lines of armour", lambda: size_row("m8_vision")["armour"]),
     Figure("m7 -> m8 diff, lines", r"m8_vision` \(the code, without README and quiz\) is (\d+) lines", lambda: diff_lines("m7_eval", "m8_vision")),
     # Beyond m8: benchmarks.compaction's figures()
     Figure("compaction, model calls", r"the figures come from `figures\(\)`\):\s+(\d+) model calls", lambda: compaction()["model_calls"]),

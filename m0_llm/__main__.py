@@ -4,13 +4,7 @@ import os
 import sys
 
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
-
-
-def printable(text):
-    """Model text can hold a NUL, a lone surrogate or other control bytes; never let printing crash."""
-    text = "" if text is None else str(text)
-    text = text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates become '?'
-    return "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
+from .wire import printable
 
 
 def parse_args(argv):
@@ -31,7 +25,7 @@ def main(argv=None):
         message, usage, finish_reason = client.chat([{"role": "user", "content": args.prompt}])
         print(printable(message["content"]), flush=True)
     except LLMError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(e)}", file=sys.stderr)  # server text: shown, never obeyed
         return 1
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)

@@ -12,9 +12,9 @@ import subprocess
 import threading
 from pathlib import Path
 
+from .safeio import Output, parse_arguments
 SHELL_TIMEOUT = 60  # seconds; --shell-timeout changes it
 KEEP_CHARS = 2900  # shown from each end of long output: about 6000 characters in all, for a small window
-KEEP_BYTES = 100_000  # held from each end while a command runs, so one that prints forever cannot fill memory
 
 
 def list_dir(workspace, path="."):
@@ -58,23 +58,6 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT):
         return (f"ERROR: timed out after {timeout:g} s; the command and everything it started were killed "
                 f"(exit status {status}). Output until then:\n{text}")
     return f"exit status {status}" + (f"\n{text}" if text else " (no output)")
-
-
-class Output:
-    """A command's output as it arrives, keeping only its first and last KEEP_BYTES."""
-
-    def __init__(self):
-        self.head, self.tail, self.dropped = b"", b"", 0
-
-    def collect(self, pipe):
-        for chunk in iter(lambda: pipe.read1(65536), b""):
-            room = max(0, KEEP_BYTES - len(self.head))
-            self.head, self.tail = self.head + chunk[:room], self.tail + chunk[room:]
-            if len(self.tail) > KEEP_BYTES:
-                self.dropped += len(self.tail) - KEEP_BYTES
-                self.tail = self.tail[-KEEP_BYTES:]
-        pipe.close()
-
 
 # exercise(m2): Write kill_group: kill the command's whole process group (not only /bin/sh), and treat a group that has already ended as done.
 def kill_group(pid):
@@ -154,21 +137,6 @@ def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT):
     except Exception as e:  # e.g. a NUL byte in a path: still words for the model, never a crash
         return f"ERROR: {name} failed: {type(e).__name__}: {e}"
 
-
-def parse_arguments(arguments):
-    """(the arguments as a dict, what was wrong with them or None). Servers in the OpenAI style send a
-    JSON string; some send an object, which is just as good."""
-    if isinstance(arguments, dict):
-        return arguments, None
-    if arguments in (None, ""):
-        return {}, None
-    try:
-        value = json.loads(arguments)
-    except (ValueError, TypeError) as e:
-        return {}, f"the arguments are not valid JSON ({e}): {str(arguments)[:200]!r}"
-    if not isinstance(value, dict):
-        return {}, f"the arguments must be a JSON object, not {str(arguments)[:200]!r}"
-    return value, None
 
 
 def canonical(arguments):

@@ -5,17 +5,12 @@ import sys
 from urllib.parse import urlsplit
 
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
+from .wire import printable
 from .hooks import approve_everything, ask_user
-from .guards import MAX_SECONDS, MAX_TURNS
+from .guards import MAX_SECONDS, MAX_TURNS, Stopped
 from .context import CONTEXT_WINDOW
-from .loop import Stats, Stopped, run_agent
-
-
-def printable(text):
-    """Model text can hold a NUL, a lone surrogate or other control bytes; never let printing crash."""
-    text = "" if text is None else str(text)
-    text = text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates become '?'
-    return "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
+from .edges import Stats
+from .loop import run_agent
 
 
 def usage_problem(args, extra):
@@ -97,7 +92,7 @@ def main(argv=None):
         print(printable(answer))
         return 0
     except LLMError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(e)}", file=sys.stderr)  # server text: shown, never obeyed
         return 1
     except Stopped as e:
         print(printable(f"Stopped: {e}. The task is NOT confirmed complete."))  # the reason can quote the model

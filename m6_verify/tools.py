@@ -4,20 +4,17 @@ A tool result is all the model knows about what happened, so every result is wri
 who cannot see your screen: a failure says what went wrong, with the operating system's own words; a
 success gives evidence (how many characters, how many entries).
 """
-import errno
 import json
 import locale
 import os
-import secrets
 import signal
-import stat
 import subprocess
 import threading
 from pathlib import Path
 
+from .safeio import Output, append_note, parse_arguments, read_regular, replace_file
 SHELL_TIMEOUT = 60  # seconds; --shell-timeout changes it
 KEEP_CHARS = 2900  # shown from each end of long output: about 6000 characters in all, for a small window
-KEEP_BYTES = 100_000  # held from each end while a command runs, so one that prints forever cannot fill memory
 
 
 def list_dir(workspace, path="."):
@@ -29,35 +26,15 @@ def list_dir(workspace, path="."):
 
 
 def read_file(workspace, path):
-    # O_NONBLOCK: opening a FIFO that nobody writes to would otherwise wait forever
-    with open(os.open(Path(workspace) / path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
-        kind = os.fstat(file.fileno()).st_mode
-        if stat.S_ISDIR(kind):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-        if not stat.S_ISREG(kind):
-            return f"ERROR: cannot read {path}: it is not a regular file (a named pipe, socket or device could wait forever)"
-        text = decode(file.read())
+    data = read_regular(Path(workspace) / path)  # None: a named pipe or a device, which could wait forever
+    if data is None:
+        return f"ERROR: cannot read {path}: it is not a regular file (a named pipe, socket or device could wait forever)"
+    text = decode(data)
     return text or f"OK: {path} is empty (0 characters)"
 
 
 def write_file(workspace, path, content):
-    """Write a new file beside the target, then rename it over the target. A rename replaces what was
-    there - a hard link to another file, a FIFO, a symlink - instead of writing through it, and a harness
-    that dies halfway leaves the old file or the new one, never half of one."""
-    target = Path(workspace) / path
-    if target.is_dir():
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-    temp = target.parent / f".write-{secrets.token_hex(4)}.tmp"
-    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to any new file
-    try:
-        with open(descriptor, "w", encoding="utf-8") as file:
-            file.write(content)
-        if target.is_file():
-            os.chmod(temp, stat.S_IMODE(target.stat().st_mode))  # a script stays executable
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    replace_file(Path(workspace) / path, content)  # a new file renamed over the old: never written through a link
     return f"OK: wrote {len(content)} characters to {path}"
 
 
@@ -70,18 +47,8 @@ def save_note(workspace, text):
     What it must refuse is a link planted at that name, which would carry the note to a file elsewhere."""
     if not text.strip():
         return "ERROR: the note is empty; write the facts you will need later"
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        with open(os.open(Path(workspace) / NOTES_FILE, flags, 0o666), "a", encoding="utf-8") as file:
-            info = os.fstat(file.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
-                return (f"ERROR: cannot save the note: {NOTES_FILE} is not a plain file of its own (a hard link or "
-                        "a special file), and notes are never written through one. Tell the user about it.")
-            file.write(text.strip() + "\n\n")
-    except OSError as e:  # O_NOFOLLOW makes a symlink an error (ELOOP) instead of a way out
-        link = " (it is a symbolic link, and notes are never written through one)" if e.errno == errno.ELOOP else ""
-        return f"ERROR: cannot save the note to {NOTES_FILE}{link}: [Errno {e.errno}] {e.strerror}"
-    return f"OK: saved a note of {len(text.strip())} characters to {NOTES_FILE}"
+    refused = append_note(Path(workspace) / NOTES_FILE, text.strip() + "\n\n")
+    return refused or f"OK: saved a note of {len(text.strip())} characters to {NOTES_FILE}"
 
 
 def shell(workspace, command, timeout=SHELL_TIMEOUT):
@@ -106,23 +73,6 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT):
         return (f"ERROR: timed out after {timeout:g} s; the command and everything it started were killed "
                 f"(exit status {status}). Output until then:\n{text}")
     return f"exit status {status}" + (f"\n{text}" if text else " (no output)")
-
-
-class Output:
-    """A command's output as it arrives, keeping only its first and last KEEP_BYTES."""
-
-    def __init__(self):
-        self.head, self.tail, self.dropped = b"", b"", 0
-
-    def collect(self, pipe):
-        for chunk in iter(lambda: pipe.read1(65536), b""):
-            room = max(0, KEEP_BYTES - len(self.head))
-            self.head, self.tail = self.head + chunk[:room], self.tail + chunk[room:]
-            if len(self.tail) > KEEP_BYTES:
-                self.dropped += len(self.tail) - KEEP_BYTES
-                self.tail = self.tail[-KEEP_BYTES:]
-        pipe.close()
-
 
 # exercise(m2): Write kill_group: kill the command's whole process group (not only /bin/sh), and treat a group that has already ended as done.
 def kill_group(pid):
@@ -215,21 +165,6 @@ def check_call(name, arguments):
         return None, f"ERROR: {problem}. {name} takes {usage(name)}."
     return arguments, None
 
-
-def parse_arguments(arguments):
-    """(the arguments as a dict, what was wrong with them or None). Servers in the OpenAI style send a
-    JSON string; some send an object, which is just as good."""
-    if isinstance(arguments, dict):
-        return arguments, None
-    if arguments in (None, ""):
-        return {}, None
-    try:
-        value = json.loads(arguments)
-    except (ValueError, TypeError) as e:
-        return {}, f"the arguments are not valid JSON ({e}): {str(arguments)[:200]!r}"
-    if not isinstance(value, dict):
-        return {}, f"the arguments must be a JSON object, not {str(arguments)[:200]!r}"
-    return value, None
 
 
 def canonical(arguments):

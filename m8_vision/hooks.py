@@ -5,17 +5,15 @@ overlook. A hook is a wall: `pre_tool_use` runs every hook on every call; a hook
 allow the call or a reason to block it, and a blocked call never runs (the model reads
 `BLOCKED: <reason>` instead). After the hooks, writes and shell commands still need the user's yes.
 """
-import os
 import re
 import sys
 from pathlib import Path
 
+from .fences import hard_links, length_guard, then
 from .vision import is_url
 
 FILE_TOOLS = ("list_dir", "read_file", "write_file", "view_image")
 NEEDS_PERMISSION = ("write_file", "shell")
-MAX_PATH_CHARS = 4096
-MAX_COMMAND_CHARS = 10_000  # longer text is refused unread (length_guard), never waved through
 
 
 def needs_permission(name, args):
@@ -50,28 +48,9 @@ def path_guard(workspace, name, args):
     return None
 
 
-def hard_links(path):
-    try:
-        return os.stat(path).st_nlink if path.is_file() else 1
-    except OSError:
-        return 1  # missing or unreadable: read_file itself will say what is wrong
-
-
 # Each rule is a regex over what a command would do (its intent, not one spelling of it) and what the
 # model is told when it fires. A regex still only reads text: README.md lists what it cannot see.
-# Every rule runs in linear time: a regex engine that backtracks can take minutes on a long command
-# (`(\w+|:)\s*\(\)...` took four minutes on 200,000 characters), and nothing times the judging out.
-SEGMENT = r"[^;&|\n]"  # one character of a single command: ; & | and a new line end it
-
-
-def then(first, later, within=SEGMENT):
-    """A regex for `first`, followed later in the same command by `later`. The gap may not hold
-    `first` again, so the match starts at the last `first` before `later` (same verdict) and each
-    character is scanned once; `first[^;&|\n]*later` rescans the rest of the command for every
-    `first` (`rm rm rm ...` made it quadratic)."""
-    return f"{first}(?:(?!{first}){within})*{later}"
-
-
+# `then(a, b)`: a, later followed by b in the same command, in linear time (fences.py says why).
 COMMAND_RULES = [
     (then(r"\brm\b", r"\s(-[a-zA-Z]*[rR]|--recursive)"),
      "a recursive delete (rm -r): one wrong path and a whole tree is gone, with no undo"),
@@ -101,18 +80,6 @@ def command_policy(command):
     for pattern, why in COMMAND_RULES:
         if re.search(pattern, command):
             return f"the command looks like {why}. If the task needs it, say so in your answer and let the user run it."
-    return None
-
-
-def length_guard(workspace, name, args):
-    """First of the hooks: text too long to judge is refused unread, never waved through. Resolving a
-    megabyte of path takes minutes, and a long command is a script better kept in a file."""
-    if name in FILE_TOOLS and len(args["path"]) > MAX_PATH_CHARS:
-        return (f"the path is {len(args['path']):,} characters long; no file system takes a path longer than "
-                f"{MAX_PATH_CHARS:,} characters (Linux's PATH_MAX), so it names no file")
-    if name == "shell" and len(args["command"]) > MAX_COMMAND_CHARS:  # a script pasted into `python -c`
-        return (f"the command is {len(args['command']):,} characters long, over the {MAX_COMMAND_CHARS:,} the "
-                "command policy reads. Write the script to a file with write_file, then run that file.")
     return None
 
 

@@ -29,10 +29,6 @@ MAX_IMAGE_BYTES = 5 * 1024 * 1024  # base64 adds a third, and the image is re-se
 FETCH_TIMEOUT = 30                 # seconds for a whole download: connect, headers and body
 MIN_IMAGE_TOKENS = 32              # see arrival_check
 
-# What the model server accepts. GIF is recognised only to be refused with a useful message:
-# Ollama's /v1 rejects it, and the standard library cannot convert it to PNG.
-SENDABLE = ("image/png", "image/jpeg", "image/webp")
-
 
 class ImageError(Exception):
     """An image we cannot or will not send. The message says why, for a person or a model."""
@@ -40,7 +36,8 @@ class ImageError(Exception):
 
 def sniff(data: bytes):
     """The image type named by the first bytes (the magic number), or None. Names and
-    Content-Type headers can lie; these bytes are what the model server will decode."""
+    Content-Type headers can lie; these bytes are what the model server will decode. GIF is
+    recognised only to be refused with a useful message: Ollama's /v1 rejects it."""
     if data.startswith(b"\x89PNG\r\n\x1a\n"):
         return "image/png"
     if data.startswith(b"\xff\xd8\xff"):

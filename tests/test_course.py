@@ -42,12 +42,55 @@ def diff(root, *stages, **options):
 
 def test_diff_shows_the_lesson_and_a_summary(root):
     lines = diff(root, "m0", "m1_b", color=False).splitlines()
-    assert lines[:3] == ["--- m0_a/llm.py", "+++ m1_b/llm.py", "@@ -1,4 +1,4 @@"]
+    assert lines[:4] == [f"=== {course.SECTIONS['lesson']} ===", "--- m0_a/llm.py", "+++ m1_b/llm.py", "@@ -1,4 +1,4 @@"]
     assert "-    return 'old'" in lines and "+    return 'new'" in lines
     assert "--- m0_a/loop.py" in lines and "+def run():" in lines
     assert not any("junk" in line or "README" in line for line in lines)
     assert lines[-1] == "2 files changed, +3 -1 lines"
     assert "\033" not in "\n".join(lines)
+
+
+def test_diff_shows_the_lesson_first_then_the_armour_then_the_cli(root):
+    # files sorted by name would put __main__.py (the CLI) first and wire.py (armour) before zoo.py (lesson)
+    write(root / "m1_b" / "__main__.py", "import sys\n")
+    write(root / "m1_b" / "wire.py", "def repair():\n    pass\n")
+    write(root / "m1_b" / "zoo.py", "def lesson():\n    pass\n")
+    lines = diff(root, "m0", "m1_b", color=False).splitlines()
+    headings = [line for line in lines if line.startswith("=== ")]
+    assert headings == [f"=== {course.SECTIONS[role]} ===" for role in ("lesson", "armour", "cli")]
+    where = {name: lines.index(f"+++ m1_b/{name}") for name in ("llm.py", "zoo.py", "wire.py", "__main__.py")}
+    assert lines.index(headings[0]) < where["llm.py"] < where["zoo.py"] < lines.index(headings[1]) \
+        < where["wire.py"] < lines.index(headings[2]) < where["__main__.py"]
+
+
+def test_files_lists_a_stage_by_role(root, capsys):
+    write(root / "m1_b" / "wire.py", "def repair():\n    pass\n")
+    write(root / "m1_b" / "__main__.py", "import sys\n")
+    out = []
+    assert course.course_files("m1", output=out.append, root=root) == 0
+    assert [line.split()[:2] for line in out[:4]] == [["lesson", "m1_b/llm.py"], ["lesson", "m1_b/loop.py"],
+                                                      ["armour", "m1_b/wire.py"], ["cli", "m1_b/__main__.py"]]
+    only = []
+    assert course.course_files("m1", "armour", output=only.append, root=root) == 0
+    assert only == ["m1_b/wire.py"]
+    assert course.course_files("m9", output=out.append, root=root) == 2
+    assert "unknown stage 'm9'" in capsys.readouterr().err
+
+
+def test_every_real_stage_file_has_a_role_in_the_manifest():
+    from tests.ladder import ROOT, STAGES
+    from tinyharness.manifest import FILES
+    assert set(FILES) == set(STAGES)
+    for stage in STAGES:
+        present = {p.relative_to(ROOT / stage).as_posix() for p in (ROOT / stage).rglob("*.py")
+                   if "__pycache__" not in p.parts}
+        assert present == set(FILES[stage]), f"{stage}: files and manifest differ: {present ^ set(FILES[stage])}"
+
+
+def test_the_files_command_on_the_real_course():
+    done = subprocess.run([sys.executable, "-m", "tinyharness", "course", "files", "m1", "--lesson"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.split() == ["m1_loop/llm.py", "m1_loop/loop.py", "m1_loop/tools.py"]
 
 
 def test_diff_colours_on_request_and_not_into_a_pipe(root, monkeypatch):

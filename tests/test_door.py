@@ -8,18 +8,24 @@ or vLLM would. Function-level tests check the normaliser and the error messages 
 import importlib
 import json
 import time
+import types
 
 import pytest
 
 from tests.ladder import FINAL, run_stage, stages_from, stats_line
 from tinyharness.testing import ScriptedServer, request_problems
 
-DOORS = ["m0_llm.llm", "tinyharness.llm"]     # m1..m8 hold byte-identical copies of m0's (test_structure)
+DOORS = ["m0_llm.llm", "tinyharness.llm"]     # m1..m8 hold byte-identical copies of m0's llm.py and wire.py
 USER = [{"role": "user", "content": "Go."}]
 
 
 def door(name):
-    return importlib.import_module(name)
+    """The door's names: a stage's lesson (llm.py) with its armour (wire.py) beside it, or the package's."""
+    module = importlib.import_module(name)
+    if not name.endswith(".llm") or name.startswith("tinyharness"):
+        return module
+    armour = importlib.import_module(name.removesuffix(".llm") + ".wire")
+    return types.SimpleNamespace(**{**vars(armour), **vars(module)})
 
 
 def completion(message, usage=None, finish_reason="tool_calls"):

@@ -180,6 +180,7 @@ WRONG = {
                                                      counted_ids(stage_bodies("m1_loop")[("loop.py", "run_agent")]),
                                                      "tool results are paired by the server given id"),
     "m3 compares path strings instead of resolved paths": ("m3_hooks", "hooks.py", "path_guard", '''\
+import os  # hooks.py itself needs no os: the learner brings it
 if name not in FILE_TOOLS:
     return None
 path = args["path"]

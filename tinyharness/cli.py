@@ -253,7 +253,7 @@ def build_parser():
                                                 "the end state (`tinyharness eval --help`)")
     sub.add_parser("doctor", add_help=False, help="check the server and model before a run: reachable, pulled, "
                                                   "tools, context, a real tool call (`tinyharness doctor --help`)")
-    course = sub.add_parser("course", help="the learner's companion: list, diff, quiz, start, check, workspace",
+    course = sub.add_parser("course", help="the learner's companion: list, diff, files, quiz, start, check, workspace",
                             description="Follow the course: see your progress, diff two stages, take a quiz, "
                                         "write a stage's key functions yourself, run a stage's tests, copy a "
                                         "fresh example workspace for a lesson's Try it.")
@@ -267,6 +267,15 @@ def build_parser():
     diff.add_argument("a", help="a stage, e.g. m0")
     diff.add_argument("b", help="a later stage, e.g. m1")
     diff.add_argument("--docs", action="store_true", help="include README.md and QUIZ.md")
+    files = course_sub.add_parser("files", help="a stage's files by role: lesson, armour, cli",
+                                  description="List a stage's files, lesson first: the lesson (what the README "
+                                              "teaches), the armour (read after the lesson, when a real server "
+                                              "surprises you) and the command line, with their lengths. With a "
+                                              "role, only that role's paths, one a line.")
+    files.add_argument("stage", help="a stage, e.g. m1")
+    only = files.add_mutually_exclusive_group()
+    for role in ("lesson", "armour", "cli"):
+        only.add_argument(f"--{role}", dest="role", action="store_const", const=role, help=f"only the {role} files")
     course_sub.add_parser("quiz", help="take a stage's three-question quiz",
                           description="Take a stage's three-question quiz: type a letter and Enter per question "
                                       "(Ctrl-D stops). A finished attempt is recorded; `course list` shows your "
@@ -494,6 +503,8 @@ def course_command(args):
         return course.course_list()
     if args.course_command == "diff":
         return course.course_diff(args.a, args.b, include_docs=args.docs)
+    if args.course_command == "files":
+        return course.course_files(args.stage, args.role)
     if args.course_command == "quiz":
         return course.course_quiz(args.stage)
     if args.course_command == "start":

@@ -1,4 +1,4 @@
-"""The learner's companion: `tinyharness course list|diff|quiz|start|check|workspace`.
+"""The learner's companion: `tinyharness course list|diff|files|quiz|start|check|workspace`.
 
 These commands read the stage folders (m0_llm/, m1_loop/, ...) of a checkout of the repository,
 next to this package. Each function returns an exit code; cli.py wires them to the command line.
@@ -93,8 +93,25 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
 
 
+SECTIONS = {  # the order in which `course diff` and `course files` show a stage: the lesson first
+    "lesson": "lesson: what the stage teaches; read it first",
+    "armour": "armour: read after the lesson, when a real server surprises you",
+    "cli": "cli: the command line",
+}
+
+
+def _by_role(stage: Path, files) -> dict[str, list[str]]:
+    """The files grouped by their role in the manifest, lesson first, each group sorted."""
+    from .manifest import role_of
+    groups = {role: [] for role in SECTIONS}
+    for rel in sorted(files):
+        groups[role_of(stage.name, rel)].append(rel)
+    return groups
+
+
 def course_diff(a: str, b: str, output=None, color=None, include_docs=False, root=None) -> int:
-    """A unified diff of the code of two stages (README.md and QUIZ.md only with include_docs)."""
+    """A unified diff of the code of two stages (README.md and QUIZ.md only with include_docs): the
+    lesson files first, then the armour, then the command line, each under a heading."""
     output = output or sys.stdout
     root = _checkout(root)
     if root is None:
@@ -107,21 +124,56 @@ def course_diff(a: str, b: str, output=None, color=None, include_docs=False, roo
         return 2
     if color is None:
         color = getattr(output, "isatty", lambda: False)() and not os.environ.get("NO_COLOR")
-    files = sorted(_code_files(left, include_docs) | _code_files(right, include_docs))
+    files = _code_files(left, include_docs) | _code_files(right, include_docs)
     changed = added = removed = 0
-    for rel in files:
-        diff = list(difflib.unified_diff(_lines(left / rel), _lines(right / rel),
-                                         f"{left.name}/{rel}", f"{right.name}/{rel}", n=3, lineterm=""))
-        changed += bool(diff)
-        for i, line in enumerate(diff):
-            kind = "header" if i < 2 else "hunk" if line.startswith("@@") else line[:1]
-            added += kind == "+"
-            removed += kind == "-"
-            if color and kind in COLORS:
-                line = f"{COLORS[kind]}{line}{RESET}"
-            output.write(line + "\n")
+    for role, group in _by_role(right, files).items():
+        heading = False
+        for rel in group:
+            diff = list(difflib.unified_diff(_lines(left / rel), _lines(right / rel),
+                                             f"{left.name}/{rel}", f"{right.name}/{rel}", n=3, lineterm=""))
+            if diff and not heading:
+                heading = True
+                title = f"=== {SECTIONS[role]} ==="
+                output.write((f"{COLORS['header']}{title}{RESET}" if color else title) + "\n")
+            changed += bool(diff)
+            for i, line in enumerate(diff):
+                kind = "header" if i < 2 else "hunk" if line.startswith("@@") else line[:1]
+                added += kind == "+"
+                removed += kind == "-"
+                if color and kind in COLORS:
+                    line = f"{COLORS[kind]}{line}{RESET}"
+                output.write(line + "\n")
     output.write(f"{changed} file{'' if changed == 1 else 's'} changed, +{added} -{removed} lines\n")
     return 0
+
+
+def course_files(stage: str, role: str | None = None, output=print, root=None) -> int:
+    """`course files mK [--lesson|--armour|--cli]`: a stage's files by role (tinyharness/manifest.py),
+    lesson first. With a role, only that role's paths, one a line (for `less $(...)`)."""
+    root = _checkout(root)
+    if root is None:
+        return 2
+    quiz = _quiz()
+    try:
+        folder = quiz.find_stage(stage, root)
+    except quiz.UnknownStage as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for group_role, group in _by_role(folder, _code_files(folder, False)).items():
+        for rel in group:
+            path = f"{folder.name}/{rel}"
+            if role is None:
+                output(f"{group_role:<7} {path:<28} {len(_lines(folder / rel)):>4} lines")
+            elif role == group_role:
+                output(path)
+    if role is None:
+        output(f"\nRead the lesson first; the armour after it, when a real server surprises you "
+               f"(tinyharness course files {short(folder.name)} --lesson lists only the lesson).")
+    return 0
+
+
+def short(stage_name: str) -> str:
+    return stage_name.split("_")[0]
 
 
 def course_quiz(stage: str, root=None) -> int:

@@ -125,7 +125,7 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
         arrived = arrivals.check(messages, tools, usage)  # a warning if a new picture never arrived
         if arrived:
             print(arrived, file=sys.stderr, flush=True)
-        problems, notice = message.pop("_problems", {}), message.pop("_notice", None)  # the door's notes, not sent
+        problems = message.pop("_problems", {})  # the door's notes on calls it could not read, not sent
         if finish_reason == "length":  # cut off mid-reply: a call in it may be cut too, so none of them runs
             if was_cut:
                 raise Stopped(f"the model's reply was cut at the length limit twice (max_tokens={client.max_reply_tokens})",
@@ -184,8 +184,6 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
                 on_update(messages)
         if images:  # after ALL of this turn's results: a message between two of them breaks the pairing
             messages.append(image_followup_message([part for _, part in images], [name for name, _ in images]))
-        if notice:  # after all of the turn's results: a message between two of them breaks the pairing
-            messages.append({"role": "user", "content": notice})
         repeated = repeats.end_turn()
         if repeated and repeats.warnings == 1:  # after all of this turn's results, never between them
             echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: the model is asked for another approach")

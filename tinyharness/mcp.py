@@ -60,7 +60,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 PROTOCOL_VERSION = "2025-11-25"

@@ -1,0 +1,155 @@
+"""Armour for the loop: the edge cases a real model brings, each behind one name. Read it after the
+lesson (loop.py), when a real model surprises you.
+
+The loop's lesson fits in a few lines: ask, append, no tool calls means done, run each call, answer it.
+Real models and servers add cases the lesson must not drown in:
+- A reply cut at the length limit (finish_reason "length"): a tool call in it may be cut mid-argument,
+  so none of it runs; the model is asked for a shorter reply, and a second cut stops the run.
+- A call the door could not read (wire.py's `_problems`): the model gets the reason and a valid
+  example instead of a crash or a silent `{}`.
+- The [tool] lines, the transcript and the [stats] line: one spelling of the arguments, a file rewritten
+  every turn, and only the counts the server really made.
+- An empty answer: one [harness] nudge before it counts as the answer.
+- A reply that runs out of the run's time: a limit (exit 3), not a failure.
+- The same call again and again (guards.py's RepeatGuard sees them): a [harness] warning, then a stop.
+- A context that fills up, or that the server cut without a word: a warning on stderr.
+"""
+import json
+import sys
+import time
+from pathlib import Path
+
+from .context import estimate_tokens
+from .guards import REPEAT_LIMIT, Stopped, brief, repeat_warning
+from .tools import TOOLS
+from .wire import LLMError
+
+CUT = ("[harness] Your last reply was cut off at the length limit (max_tokens={}), so none of its tool calls ran. "
+       "Continue with a shorter reply: fewer or smaller tool calls, less text.")
+EMPTY = "[harness] Your reply was empty. Answer the task in words, or call a tool."
+NO_ANSWER = "(The model gave no answer. The [tool] lines above show what it did.)"
+VALID_CALL = ('A valid call looks like {"name": "read_file", "arguments": {"path": "notes.txt"}}; the tools are: '
+              + ", ".join(TOOLS) + ".")  # said after what was wrong with a call the door could not read
+
+
+class Stats:
+    """What the [stats] line reports: model calls, tool calls, and the server's own token counts."""
+
+    def __init__(self):
+        self.turns = self.tool_calls = self.prompt_tokens = self.completion_tokens = self.uncounted = 0
+        self.started = time.monotonic()
+        self.cached_tokens = None  # only a server with a prompt cache reports it
+
+    def count_turn(self, usage):
+        self.turns += 1
+        self.uncounted += "prompt_tokens" not in usage and "completion_tokens" not in usage  # some servers send none
+        self.prompt_tokens += usage.get("prompt_tokens", 0)
+        self.completion_tokens += usage.get("completion_tokens", 0)
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if isinstance(cached, int):
+            self.cached_tokens = (self.cached_tokens or 0) + cached
+
+    def line(self):
+        unknown = self.turns and self.uncounted == self.turns  # "?": a 0 would be a measurement nobody made
+        missing = f" usage_missing_turns={self.uncounted}" if self.uncounted and not unknown else ""
+        cached = "" if self.cached_tokens is None else f" cached_tokens={self.cached_tokens}"  # after the contract's
+        return (f"[stats] turns={self.turns} tool_calls={self.tool_calls} "
+                f"prompt_tokens={'?' if unknown else self.prompt_tokens} "
+                f"completion_tokens={'?' if unknown else self.completion_tokens} "
+                f"seconds={time.monotonic() - self.started:.1f}{cached}{missing}")
+
+
+class Edges:
+    """The loop's edge cases for one run, each behind a name; loop.py calls each where it arises."""
+
+    def __init__(self, client, echo, stats, transcript, record, watch):
+        self.client, self.echo, self.stats, self.transcript = client, echo, stats, transcript
+        self.record, self.nudged = record, False  # nudged: an empty answer got its one [harness] nudge
+        self.watch = watch  # context.py's ContextWatch: nearly full, or cut by the server
+        self.was_cut = False
+
+    def ask(self, messages, tools, budget, turn):
+        """The model's reply, bounded by what is left of --max-seconds: a runaway reply is cut short, not
+        waited for, and a reply that ran out of the run's time is a limit (exit 3), not a failure."""
+        try:
+            return self.client.chat(messages, tools=tools, timeout=budget.seconds_left())
+        except LLMError:
+            if budget.exceeded(turn):
+                raise Stopped(budget.exceeded(turn), self.record.account()) from None
+            raise
+
+    def warn(self, messages, tools, usage):
+        """Warnings on stderr after a reply: the context nearly full or cut."""
+        watch_context(self.watch, usage, messages)
+
+    def cut(self, finish_reason, message, messages):
+        """True when the reply was cut at the length limit: a call in it may be cut too, so none of it runs,
+        and the model is asked for a shorter reply (the loop asks again). A second cut stops the run."""
+        if finish_reason != "length":
+            return False
+        max_tokens = self.client.max_reply_tokens
+        if self.was_cut:
+            raise Stopped(f"the model's reply was cut at the length limit twice (max_tokens={max_tokens})",
+                          self.record.account())
+        self.was_cut = True
+        self.echo(f"  [harness] the reply was cut at max_tokens={max_tokens}: none of it was used")
+        messages += [{"role": "assistant", "content": message["content"]},
+                     {"role": "user", "content": CUT.format(max_tokens)}]
+        return True
+
+    def nudge(self, message, messages):
+        """True when an empty answer got its one [harness] nudge (the loop asks again)."""
+        if message["content"].strip() or self.nudged:
+            return False
+        self.nudged = True
+        messages.append({"role": "user", "content": EMPTY})
+        return True
+
+    def show(self, call, problems):
+        """The [tool] line (the arguments in one line, one spelling); what the door found wrong with the
+        call, or None."""
+        shown = json.dumps(json.loads(call["function"]["arguments"]), ensure_ascii=False, sort_keys=True)
+        self.echo(f"  [tool] {call['function']['name']}({shown})")
+        return problems.get(call["id"])
+
+    def ran(self, call, result):
+        """The line under it (the result's first line, at most 160 characters), and the call counted."""
+        self.echo(f"    -> {(result.splitlines() or [''])[0][:160]}")
+        self.stats.tool_calls += 1
+        self.record.note(call, result)
+
+    def steer(self, repeats, messages):
+        """After all of a turn's results, never between them: a call repeated REPEAT_LIMIT times in a row
+        gets a [harness] warning; the same again after a warning stops the run."""
+        repeated = repeats.end_turn()
+        if repeated and repeats.warnings == 1:
+            self.echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: "
+                      "the model is asked for another approach")
+            messages.append({"role": "user", "content": repeat_warning(repeated)})
+        if repeated and repeats.warnings > 1:
+            save_transcript(self.transcript, messages)
+            raise Stopped(f"the model made the same call {REPEAT_LIMIT} times in a row again, after a [harness] "
+                          f"warning: {brief(repeated)}", self.record.account())
+
+
+def garbled(problem):
+    """The tool result for a call the door could not read: what was wrong, and what a valid call looks like."""
+    return f"ERROR: {problem}. {VALID_CALL}"
+
+
+def watch_context(watch, usage, messages):
+    """Warn on stderr when the prompt count says the context is nearly full, or was cut. Without the
+    server's count, the harness's own estimate of what it sent stands in, and the warning says so."""
+    sent = estimate_tokens(messages)  # our estimate also tells our own cuts apart from the server's
+    counted = usage.get("prompt_tokens")
+    warning = watch.check(sent if counted is None else counted, len(messages), sent_tokens=sent)
+    if warning:
+        print(warning + (" (estimated: the server reported no prompt_tokens)" if counted is None else ""),
+              file=sys.stderr, flush=True)
+
+
+def save_transcript(path, messages):
+    """Rewritten every turn, so a crash still leaves the story so far."""
+    if path:
+        Path(path).write_text(json.dumps(messages, indent=2), encoding="utf-8")

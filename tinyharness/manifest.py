@@ -1,0 +1,62 @@
+"""The course's manifest: every file of every stage, and its role. One table that the stage READMEs,
+`tinyharness course files` and `course diff`, `python -m benchmarks.size` and tests/test_size.py read.
+
+Each stage file is one of three things:
+- lesson: what the README's "How it works" teaches. Read it first; it is what the budgets measure.
+- armour: hardening for real servers and hostile input (odd replies, error bodies, cut replies, FIFOs,
+  endless output). Read it after the lesson, when a real server surprises you.
+- cli: the command line (flags, usage checks, exit codes) and the package's scaffolding.
+
+The budgets (lines of lesson code, as `wc -l` counts them) keep each stage readable in one sitting:
+the source article's whole core was about 400 lines and its loop under 30.
+"""
+LESSON, ARMOUR, CLI = "lesson", "armour", "cli"
+ROLES = (LESSON, ARMOUR, CLI)
+
+_M0 = {"llm.py": LESSON, "wire.py": ARMOUR, "__main__.py": CLI, "__init__.py": CLI}
+_M1 = {**_M0, "loop.py": LESSON, "tools.py": LESSON, "edges.py": ARMOUR}
+_M2 = {**_M1, "safeio.py": ARMOUR}
+_M3 = {**_M2, "hooks.py": LESSON, "fences.py": ARMOUR}
+_M4 = {**_M3, "guards.py": LESSON}
+_M5 = {**_M4, "context.py": LESSON}
+_M6 = {**_M5, "verify.py": LESSON}
+_EVALS = ["__init__.py", "claims.py", "common.py", "fact.py", "folder.py", "function.py", "hook.py", "script.py"]
+_M7 = {**_M6, "eval.py": LESSON, **{f"evals/{name}": LESSON for name in _EVALS}}
+_M8 = {**_M7, "vision.py": LESSON}
+
+# stage folder -> {file, relative to the stage folder: role}
+FILES = {"m0_llm": _M0, "m1_loop": _M1, "m2_tools": _M2, "m3_hooks": _M3, "m4_guards": _M4,
+         "m5_context": _M5, "m6_verify": _M6, "m7_eval": _M7, "m8_vision": _M8}
+
+# The m7 eval is measured on its own: a harness for measuring, not part of the agent's core.
+EVAL_FILES = ("eval.py", "evals/")
+
+BUDGETS = {
+    "first": {"m0_llm": 80, "m1_loop": 200},  # the whole lesson of the first two stages
+    "added": 150,                             # lesson lines each later stage may add to the core
+    "eval": 400,                              # m7's eval (eval.py and evals/), in m7 and m8
+    "core": {"m8_vision": 800},               # the last stage's whole lesson, the eval aside
+    "function": 40,                           # every key function (an exercise) and run_agent
+}
+
+
+# A stage the manifest does not list (a learner's own, a test's fake one): roles by file name.
+DEFAULT_ROLES = {"__main__.py": CLI, "__init__.py": CLI, "wire.py": ARMOUR, "edges.py": ARMOUR, "safeio.py": ARMOUR,
+                 "fences.py": ARMOUR}
+
+
+def role_of(stage, path):
+    """The role of one file (relative to its stage folder) of a stage folder name."""
+    return FILES.get(stage, {}).get(path) or DEFAULT_ROLES.get(path, LESSON)
+
+
+def roles(stage):
+    """{file: role} of a stage folder name (m3_hooks) or short name (m3); KeyError for an unknown one."""
+    for name, files in FILES.items():
+        if stage in (name, name.split("_")[0]):
+            return dict(files)
+    raise KeyError(stage)
+
+
+def is_eval(path):
+    return any(path == f or (f.endswith("/") and path.startswith(f)) for f in EVAL_FILES)
