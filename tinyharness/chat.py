@@ -38,12 +38,13 @@ import time
 from pathlib import Path
 
 from . import compact as compaction
-from .cli import StreamPrinter, printable
+from .cli import StreamPrinter
+from .console import printable
 from .guards import Stopped
 from .hooks import ask_user
 from .llm import LLMError
 from .loop import Stats, run_agent, system_prompt
-from .sessions import UsageTap, sessions_dir
+from .sessions import TranscriptWriter, UsageTap, sessions_dir
 
 PROMPT, MORE = "you> ", "...> "
 BLOCK = '"""'
@@ -67,10 +68,12 @@ class Conversation:
         self.tap = UsageTap(client, writer)
         self.workspace, self.settings, self.writer, self.err = workspace, settings, writer, err
         self.messages = messages or [{"role": "system", "content": system_prompt(workspace)}]
+        self.transcript = TranscriptWriter(settings.get("transcript"), err)
 
     def sync(self, messages=None):
         if self.writer:
             self.writer.sync(self.messages)
+        self.transcript.sync(self.messages)  # --transcript: a failed write warns once, the chat goes on
 
     def keep_subagent(self, messages):
         if self.writer:
@@ -93,7 +96,7 @@ class Conversation:
                          stats)
         try:
             return run_agent(text, self.tap, self.workspace, stats, self.settings["max_turns"], echo,
-                             self.settings["transcript"], self.settings["shell_timeout"], self.settings["approve"],
+                             None, self.settings["shell_timeout"], self.settings["approve"],
                              self.settings["max_seconds"], self.settings["context_policy"],
                              self.settings["context_window"], image=image, messages=self.messages,
                              on_update=self.sync, extensions=self.settings.get("extensions"),
@@ -370,18 +373,22 @@ def open_session(args, workspace, model, err):
         if path is None:
             raise sessions.SessionError(f"no session was started in {workspace} yet (`tinyharness sessions` "
                                         "lists them); start one with `tinyharness chat`")
-    session = sessions.load(path)
+    session, writer = sessions.resume(path, err)  # locked before it is read: one writer per session
     if session.warning:
-        print(session.warning, file=err)
+        print(printable(session.warning), file=err)
     folder = session.header.get("folder")
-    if folder != str(Path(workspace).resolve()) and not args.yes_approve(
-            f"Session {session.id} was started in {folder}; resume it here, in {workspace}? [y/N] "):
-        raise sessions.SessionError(f"not resumed: session {session.id} belongs to {folder}; run "
-                                    "`tinyharness chat --resume ID` from that folder")
+    try:
+        if folder != str(Path(workspace).resolve()) and not args.yes_approve(
+                f"Session {session.id} was started in {folder}; resume it here, in {workspace}? [y/N] "):
+            raise sessions.SessionError(f"not resumed: session {session.id} belongs to {folder}; run "
+                                        "`tinyharness chat --resume ID` from that folder")
+    except BaseException:
+        writer.close()
+        raise
     messages = session.messages()
-    writer = sessions.reopen(session)
     writer.notice(f"resumed in {workspace}")
-    print(f"Resumed session {session.id}: {len(messages)} messages, {len(session.user_tasks())} turns.", file=err)
+    print(printable(f"Resumed session {session.id}: {len(messages)} messages, {len(session.user_tasks())} turns."),
+          file=err)
     return writer, messages or None
 
 
@@ -411,12 +418,16 @@ def chat_command(args, parser):
     try:
         writer, messages = open_session(args, workspace, args.model, sys.stderr)
     except SessionError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(printable(f"error: {e}"), file=sys.stderr)  # a folder or id from the file can be in it
         return 1
+    from .cli import irregular_config
+    if problem := irregular_config(workspace):
+        print(printable(f"error: {problem}"), file=sys.stderr)
+        return 2
     try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
         hands = extensions.from_flags(args, workspace, ask, lambda text: print(printable(text), file=sys.stderr))
     except extensions.SetupError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(printable(f"error: {e}"), file=sys.stderr)
         return 2
     from .cli import sandbox_from_args
     from .context import CONTEXT_WINDOW
@@ -433,7 +444,7 @@ def chat_command(args, parser):
     chat = Chat(conversation, client, printer, stream, interactive)
     reader = Input(interactive)
     if interactive:
-        print("tinyharness chat in " + workspace + ". /help for help, Ctrl-D or /quit to end.", flush=True)
+        print(printable("tinyharness chat in " + workspace + ". /help for help, Ctrl-D or /quit to end."), flush=True)
     status, reason = 1, "crash"
     try:
         status, reason = chat.run(reader, args.task, image)
@@ -443,7 +454,8 @@ def chat_command(args, parser):
         if writer:
             writer.end(reason)
             writer.close()
-            print(f"Session {writer.id} saved (tinyharness chat --resume {writer.id}).", file=sys.stderr)
+            saved = "not saved whole: see the warning above" if writer.failed else "saved"
+            print(printable(f"Session {writer.id} {saved} (tinyharness chat --resume {writer.id})."), file=sys.stderr)
     return status if not interactive else 0
 
 

@@ -10,17 +10,11 @@ from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
 from .ollama import API_CHOICES, OLLAMA_WINDOW_CAP, choose_dialect
 from . import extensions
+from .console import printable
 from .loop import Stats, Stopped, run_agent
 from .sandbox import Sandbox
-from .sessions import UsageTap, start_or_warn
+from .sessions import TranscriptWriter, UsageTap, keeper, start_or_warn
 from .vision import ImageError, image_part, load_attachment
-
-
-def printable(text):
-    """Model text can hold a NUL, a lone surrogate or other control bytes; never let printing crash."""
-    text = "" if text is None else str(text)
-    text = text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates become '?'
-    return "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
 
 
 EXIT_CODES = ("exit codes: 0 the model finished, 1 a runtime failure (e.g. no server), 2 a usage error, "
@@ -46,6 +40,22 @@ def usage_problem(args, extra):
             return f"--transcript {path!r} cannot be written ({e.strerror}); for example --transcript run.json"
         if not existed:
             os.remove(path)  # it was only a test: leave nothing behind
+    return None
+
+
+def irregular_config(workspace):
+    """A hooks or MCP file that is there but is not a regular file (a FIFO would block the read that
+    loads it forever): the usage error that says so, or None."""
+    import stat
+    from .cmdhooks import HOOKS_FILE
+    from .mcp import config_files
+    for path in [os.path.join(workspace, HOOKS_FILE), *map(str, config_files(workspace))]:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue  # missing (or unreadable: loading it says so)
+        if not stat.S_ISREG(mode):
+            return f"{path} is not a regular file (a FIFO, a device or a folder), so it was not read; remove it"
     return None
 
 
@@ -196,14 +206,20 @@ def build_parser():
     add_chat_flags(chat)
     add_agent_flags(chat)
     chat.set_defaults(usage=chat)
-    sub.add_parser("sessions", help="list the saved sessions: id, folder, started, turns, first task",
-                   description="List the sessions in $XDG_DATA_HOME/tinyharness/sessions/ "
-                               "(else ~/.local/share/tinyharness/sessions/), newest first.")
+    sessions = sub.add_parser("sessions", help="list the saved sessions: id, turns, folder, first task",
+                              description="List the sessions in $XDG_DATA_HOME/tinyharness/sessions/ "
+                                          "(else ~/.local/share/tinyharness/sessions/), newest first, the newest "
+                                          "50 unless --all; the id starts with the UTC time it was started. "
+                                          "`chat --resume ID` and `view ID` take the id as listed.")
+    sessions.add_argument("--all", action="store_true", help="list every session, not only the newest 50")
+    sessions.add_argument("--here", action="store_true", help="only the sessions started in the current folder")
+    sessions.set_defaults(usage=sessions)
     view = sub.add_parser("view", help="turn a session or a --transcript file into one HTML page",
                           description="Write a self-contained HTML page (no network, no external files) showing "
                                       "FILE's turns, tool calls, results, cuts, summaries and tokens per turn; "
                                       "print its path.")
-    view.add_argument("file", metavar="FILE", help="a session (.jsonl) or a --transcript (.json) file")
+    view.add_argument("file", metavar="FILE", help="a session (.jsonl) or a --transcript (.json) file, or a "
+                                                   "session id as `tinyharness sessions` lists it")
     view.add_argument("-o", "--output", metavar="PATH", help="where to write the page (default: FILE with .html)")
     view.add_argument("--open", action="store_true", help="open the page in the web browser")
     view.set_defaults(usage=view)
@@ -314,7 +330,7 @@ def dispatch(argv):
         return chat_command(args, usage)
     if args.command == "sessions":
         from .sessions import sessions_command
-        return sessions_command()
+        return sessions_command(show_all=args.all, here=args.here)
     if args.command == "view":
         from .view import view_command
         return view_command(args.file, args.output, args.open)
@@ -391,10 +407,13 @@ def run_command(args, parser):
         parser.error(f"--image: {e}")
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
+    if problem := irregular_config(os.getcwd()):
+        print(printable(f"error: {problem}"), file=sys.stderr)
+        return 2
     try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
         hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), report_line)
     except extensions.SetupError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(printable(f"error: {e}"), file=sys.stderr)
         return 2
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
@@ -412,10 +431,10 @@ def run_command(args, parser):
         printer.end_line()  # a streamed line still open would run into the question
         return ask_user(printable(prompt))
     try:
-        answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
+        answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, None,  # transcript: below
                            args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds,
                            args.context_policy, args.context_window, image=image,
-                           on_update=session.sync if session else None, max_tokens=args.max_tokens,
+                           on_update=keeper(session, TranscriptWriter(args.transcript)), max_tokens=args.max_tokens,
                            sandbox=sandbox, extensions=hands, on_subagent=session_keeper(session))
         printer.end_line()
         if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
@@ -423,7 +442,7 @@ def run_command(args, parser):
         return 0
     except LLMError as e:
         printer.end_line()
-        print(f"error: {e}", file=sys.stderr)
+        print(printable(f"error: {e}"), file=sys.stderr)  # the server's own words can be in it
         return 1
     except Stopped as e:
         printer.end_line()

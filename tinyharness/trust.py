@@ -9,7 +9,10 @@ person who wrote the file is not the model and not the user.
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
+
+from .console import printable  # the files are the workspace's: ESC, U+009B, U+202E are shown, not obeyed
 
 
 def store_path():
@@ -50,8 +53,12 @@ def ensure_trusted(path, what, ask):
         return True
     text = Path(path).read_text(encoding="utf-8", errors="replace")
     preview = text if len(text) < 1500 else text[:1500] + "\n[...]"
-    print(f"This workspace has {what} ({path}); it runs commands on your machine:\n{preview}")
+    print(printable(f"This workspace has {what} ({path}); it runs commands on your machine:\n{preview}"))
     if ask("Trust this file and run what it lists? [y/N] "):
-        remember(path)
+        try:
+            remember(path)
+        except OSError as e:  # a read-only or full data folder: the yes holds for this run, the store says why not
+            print(printable(f"warning: {store_path()} could not be written ({e.strerror or e}): your yes to {path} "
+                            "holds for this run only, and you will be asked again next time."), file=sys.stderr)
         return True
     return False

@@ -24,14 +24,16 @@ results) makes a page as large; the browser copes, an e-mail may not.
 """
 import html
 import json
+import os
 import re
 import sys
 import webbrowser
 from pathlib import Path
 
 from .compact import SUMMARY_MARK
-from .context import STUB_PREFIX, estimate_tokens
-from .sessions import FORMAT, SessionError, load, message_text
+from .console import printable
+from .context import STUB_PREFIX, estimate_tokens, json_chars
+from .sessions import FORMAT, SessionError, find, message_problem, message_text, parse, read_regular
 
 FOLD_CHARS, FOLD_LINES = 600, 12   # results longer than this are folded
 VERDICTS = ("BLOCKED", "DENIED", "ERROR")
@@ -70,23 +72,31 @@ def esc(text):
 
 
 def read_file(path):
-    """(title lines, events, warning). A transcript's messages become message events."""
+    """(title lines, events, warning). A transcript's messages become message events; a message of it
+    that fails the session's checks ends it there, with a warning, as a damaged session line does."""
     path = Path(path)
     try:
-        raw = path.read_text(encoding="utf-8", errors="replace")
+        data = read_regular(path)  # a FIFO or a folder is an error, never a hang
     except OSError as e:
         raise ViewError(f"cannot read {path}: {e.strerror or e}") from None
-    first = raw.lstrip()[:1]
-    if first == "[":
+    start = data.lstrip()[:1]
+    if start == b"[":
         try:
-            messages = json.loads(raw)
-        except ValueError as e:
-            raise ViewError(f"{path} is not valid JSON: {e}") from None
-        events = [{"type": m.get("role", "user"), "message": m} for m in messages if isinstance(m, dict)]
-        return {"title": f"Transcript {path.name}", "meta": f"{len(messages)} messages"}, events, None
-    if first == "{" and FORMAT in raw[:300]:
+            messages = json.loads(data.decode("utf-8", errors="surrogateescape"))
+        except (ValueError, RecursionError) as e:
+            raise ViewError(f"{path} is not valid JSON: {str(e)[:200]}") from None
+        if not isinstance(messages, list):
+            raise ViewError(f"{path} is not a --transcript file (a JSON list of messages)")
+        events, warning = [], None
+        for number, message in enumerate(messages, 1):
+            if problem := message_problem(message):
+                warning = f"warning: {path} has {problem} at message {number}; the page ends before it."
+                break
+            events.append({"type": message["role"], "message": message})
+        return {"title": f"Transcript {path.name}", "meta": f"{len(messages)} messages"}, events, warning
+    if start == b"{" and FORMAT.encode() in data[:300]:
         try:
-            session = load(path)
+            session = parse(data, path)
         except SessionError as e:
             raise ViewError(str(e)) from None
         h = session.header
@@ -100,27 +110,52 @@ def is_typed(message):
     return message.get("role") == "user" and not message_text(message).startswith("[harness]")
 
 
+class RunningEstimate:
+    """estimate_tokens(history) kept up to date as the history grows, message by message: measuring the
+    whole history again at every model call made a long session's page quadratic in its size."""
+
+    def __init__(self):
+        self.history, self.chars = [], 2  # "[]"
+
+    @staticmethod
+    def cost(message):  # json_chars of a one-message list, less its brackets
+        return json_chars([message]) - 2
+
+    def reset(self, history):
+        self.history = list(history)
+        self.chars = 2 + sum(self.cost(m) for m in self.history) + 2 * max(0, len(self.history) - 1)
+
+    def append(self, message):
+        self.chars += self.cost(message) + (2 if self.history else 0)  # ", " between two
+        self.history.append(message)
+
+    def tokens(self):
+        return (self.chars + 3) // 4
+
+
 def token_points(events):
     """(prompt tokens, completion tokens, estimated?) per model call."""
-    points, history = [], []
+    points, history = [], RunningEstimate()
     for event in events:
         message = event.get("message")
         kind = event.get("type")
         if kind == "compaction":
             replaced = len(event.get("replaced") or [])
-            history = history[:1] + [event.get("summary") or {}] + history[1 + replaced:]
+            h = history.history
+            history.reset(h[:1] + [event.get("summary") or {}] + h[1 + replaced:])
             continue
         if kind == "clear":
-            history = history[:1]
+            history.reset(history.history[:1])
         if not isinstance(message, dict):
             continue
         if kind == "assistant":
             usage = event.get("usage") or {}
             prompt = usage.get("prompt_tokens")
-            if isinstance(prompt, int):
-                points.append((prompt, usage.get("completion_tokens") or 0, False))
+            if isinstance(prompt, int) and not isinstance(prompt, bool):
+                completion = usage.get("completion_tokens")
+                points.append((prompt, completion if isinstance(completion, int) else 0, False))
             else:
-                points.append((estimate_tokens(history), estimate_tokens([message]), True))
+                points.append((history.tokens(), estimate_tokens([message]), True))
         history.append(message)
     return points
 
@@ -313,19 +348,30 @@ def render(path):
             f'{len(points)} model calls</div>{warn}{chart(points)}{"".join(sections)}</body></html>')
 
 
+def session_path(file):
+    """FILE itself when it exists, else the session whose id FILE is (as `tinyharness sessions` lists it)."""
+    if os.path.lexists(file) or os.sep in file:
+        return file
+    try:
+        return str(find(file))
+    except SessionError:
+        return file  # reading it says it is missing
+
+
 def view_command(file, output=None, open_it=False):
+    file = session_path(file)
     try:
         page = render(file)
     except ViewError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(printable(f"error: {e}"), file=sys.stderr)
         return 1
     target = Path(output) if output else Path(file).with_suffix(".html")
     try:
-        target.write_text(page, encoding="utf-8")
+        target.write_text(page, encoding="utf-8", errors="backslashreplace")  # a lone surrogate shows as \\udcff
     except OSError as e:
-        print(f"error: cannot write {target}: {e.strerror or e}", file=sys.stderr)
+        print(printable(f"error: cannot write {target}: {e.strerror or e}"), file=sys.stderr)
         return 1
-    print(target)
+    print(printable(target))
     if open_it:
         webbrowser.open(target.resolve().as_uri())
     return 0
