@@ -367,7 +367,7 @@ def view_command(file, output=None, open_it=False):
         return 1
     target = Path(output) if output else Path(file).with_suffix(".html")
     try:
-        target.write_text(page, encoding="utf-8", errors="backslashreplace")  # a lone surrogate shows as \\udcff
+        target.write_text(page, encoding="utf-8", errors="backslashreplace")  # a lone surrogate shows as \udcff
     except OSError as e:
         print(printable(f"error: cannot write {target}: {e.strerror or e}"), file=sys.stderr)
         return 1
