@@ -194,6 +194,8 @@ class SessionWriter:
         try:
             while data:
                 data = data[os.write(self.fd, data):]
+            if os.fstat(self.fd).st_nlink == 0:  # the file (or its folder) was removed: the write went nowhere
+                raise OSError(errno.ENOENT, "the file was removed")
         except OSError as e:
             self.failed = e.strerror or str(e)
             kind = event.get("type", "header")
