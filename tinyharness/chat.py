@@ -64,9 +64,10 @@ Ctrl-C stops the current turn (the model call or the running command) and return
 class Conversation:
     """The message list of one chat, and what happens to it: messages, compaction, /clear."""
 
-    def __init__(self, client, workspace, settings, writer=None, messages=None, err=sys.stderr):
+    def __init__(self, client, workspace, settings, writer=None, messages=None, err=None):
         self.tap = UsageTap(client, writer)
-        self.workspace, self.settings, self.writer, self.err = workspace, settings, writer, err
+        self.workspace, self.settings, self.writer = workspace, settings, writer
+        self.err = err or sys.stderr  # looked up now, not when the module was imported
         self.messages = messages or [{"role": "system", "content": system_prompt(workspace)}]
         self.transcript = TranscriptWriter(settings.get("transcript"), err)
 
@@ -246,9 +247,9 @@ def setup_readline():
 class Chat:
     """The prompt loop: commands, messages, Ctrl-C and the end of input."""
 
-    def __init__(self, conversation, client, printer, stream, interactive, out=sys.stdout):
+    def __init__(self, conversation, client, printer, stream, interactive, out=None):
         self.conversation, self.client, self.printer, self.stream = conversation, client, printer, stream
-        self.interactive, self.out = interactive, out
+        self.interactive, self.out = interactive, out or sys.stdout
         self.status = 0  # what the last message ended with, for a pipe's exit status
 
     def say(self, text):
