@@ -191,3 +191,14 @@ def test_a_hooks_file_that_is_not_json_is_named_escaped(place):
     status, screen = run_on_pty(["run", "--base-url", "http://127.0.0.1:9/v1", "say hi"], workspace, data)
     assert status == 2 and b"error:" in screen
     assert_clean(screen, expect_visible=False)
+
+
+def test_a_terminal_chat_prints_stats_on_a_line_of_their_own(place):
+    from tinyharness.testing import ScriptedServer
+    workspace, data = place
+    with ScriptedServer(["Hello there, streamed"]) as srv:
+        status, screen = run_on_pty(["chat", "--base-url", srv.base_url, "--api", "openai"], workspace, data,
+                                    answers=b"hi\n/quit\n", timeout=30)
+    assert status == 0 and srv.requests and srv.requests[0].get("stream") is True
+    text = screen.decode("utf-8", errors="replace")
+    assert "streamed\r\n[stats]" in text, text[-400:]

@@ -70,6 +70,7 @@ class Conversation:
         self.err = err or sys.stderr  # looked up now, not when the module was imported
         self.messages = messages or [{"role": "system", "content": system_prompt(workspace)}]
         self.transcript = TranscriptWriter(settings.get("transcript"), err)
+        self.end_line = lambda: None  # the printer's: a streamed answer's open line ends before [stats]
 
     def sync(self, messages=None):
         if self.writer:
@@ -108,6 +109,7 @@ class Conversation:
             raise
         finally:
             self.sync()
+            self.end_line()  # [stats] on a line of its own, not after the streamed answer's last word
             print(stats.line(), file=self.err, flush=True)
 
     def compact(self, reason, stats=None):
@@ -250,6 +252,7 @@ class Chat:
     def __init__(self, conversation, client, printer, stream, interactive, out=None):
         self.conversation, self.client, self.printer, self.stream = conversation, client, printer, stream
         self.interactive, self.out = interactive, out or sys.stdout
+        conversation.end_line = printer.end_line
         self.status = 0  # what the last message ended with, for a pipe's exit status
 
     def say(self, text):
