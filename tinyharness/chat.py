@@ -90,6 +90,9 @@ class Conversation:
         """Run the agent on one user message; return its answer. Raises what run_agent raises
         (Stopped, LLMError, KeyboardInterrupt) after making the history whole again."""
         stats = Stats()
+        if self.settings.get("extensions"):  # a subagent gets what is left of this message's time and tokens
+            self.settings["extensions"].run_limits = {"max_seconds": self.settings["max_seconds"],
+                                                      "max_tokens": self.settings.get("max_tokens")}
         if compaction.needs_compaction(self.tap.last_usage, self.messages, self.settings["context_window"],
                                        self.settings["compact_at"]):
             tokens, how = compaction.prompt_size(self.tap.last_usage, self.messages)

@@ -444,6 +444,7 @@ def run_command(args, parser):
     except extensions.SetupError as e:
         print(printable(f"error: {e}"), file=sys.stderr)
         return 2
+    hands.run_limits = {"max_seconds": args.max_seconds, "max_tokens": args.max_tokens}  # a subagent gets what is left
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
                     max_reply_tokens=args.max_reply_tokens)

@@ -52,6 +52,7 @@ h1{font-size:20px;margin:0 0 4px} .meta{color:#666;margin-bottom:12px}
 .notice{background:#fdecec;border:1px solid #d46a6a;color:#7a1f1f} .info{background:#eef1f5;border:1px solid #b8c2cf;color:#394b5e} .end{color:#888;font-size:12px}
 .call{margin:6px 0 6px 12px;border:1px solid #ddd;border-radius:4px;background:#fff;padding:4px 8px}
 .call .name{font-family:monospace;font-weight:bold}
+.subagent{margin:6px 0 6px 12px;border-left:3px solid #4a7bd0;padding-left:8px}
 .result{margin:4px 0 0 12px} .verdict{background:#fdecec;border-left:3px solid #c0392b;padding-left:6px}
 .cut{background:#f3eefc;border-left:3px solid #8e6bbf;padding-left:6px}
 .badge{display:inline-block;font-size:11px;font-weight:bold;padding:0 6px;border-radius:8px;margin-right:6px;color:#fff;background:#888}
@@ -230,18 +231,35 @@ def result_html(message):
     return f'<div class="{cls}">{"".join(badges)}{folded(text)}{images}</div>'
 
 
-def call_html(call, result):
+def subagent_html(messages):
+    """A subagent's own turn, folded: its task, its replies with their calls and results, its answer."""
+    messages = [m for m in messages if isinstance(m, dict)]
+    results = {m.get("tool_call_id"): m for m in messages if m.get("role") == "tool"}
+    calls = sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
+    parts = []
+    for message in messages:
+        role = message.get("role")
+        if role == "user":
+            parts.append(user_html(message))
+        elif role == "assistant":
+            parts.append(assistant_html(message, results, False))
+    return (f'<details class="subagent"><summary>the subagent\'s turn: {calls} tool calls, '
+            f'{len(messages)} messages</summary>{"".join(parts)}</details>')
+
+
+def call_html(call, result, child=None):
     function = call.get("function") or {}
     try:
         arguments = json.dumps(json.loads(function.get("arguments") or "{}"), indent=2, ensure_ascii=False)
     except ValueError:
         arguments = str(function.get("arguments"))
     got = result_html(result) if result else '<div class="result label">(no result recorded)</div>'
+    inner = subagent_html(child) if child is not None else ""
     return (f'<div class="call"><span class="name">{esc(function.get("name"))}</span> '
-            f'<span class="label">{esc(call.get("id"))}</span>{folded(arguments)}{got}</div>')
+            f'<span class="label">{esc(call.get("id"))}</span>{folded(arguments)}{inner}{got}</div>')
 
 
-def assistant_html(message, results, cut):
+def assistant_html(message, results, cut, children=None):
     parts = ['<div class="msg assistant">']
     if cut:
         parts.append('<span class="badge cut-b">cut at the length limit</span>')
@@ -250,8 +268,10 @@ def assistant_html(message, results, cut):
             parts.append(f"<details><summary>reasoning ({len(str(message[key])):,} characters)</summary>"
                          f"<pre>{esc(message[key])}</pre></details>")
     parts.append(content_html(message.get("content")))
+    children = list(children or [])  # the subagents of this reply, in the order its task calls ran
     for call in message.get("tool_calls") or []:
-        parts.append(call_html(call, results.pop(call.get("id"), None)))
+        child = children.pop(0) if children and (call.get("function") or {}).get("name") == "task" else None
+        parts.append(call_html(call, results.pop(call.get("id"), None), child))
     parts.append("</div>")
     return "".join(parts)
 
@@ -301,15 +321,18 @@ def timeline(events):
         elif kind == "user":
             current.append(user_html(message))
         elif kind == "assistant":
-            results, j = {}, i + 1
-            while j < len(events) and events[j].get("type") == "tool":
-                found = events[j].get("message") or {}
-                results[found.get("tool_call_id")] = found
+            results, children, j = {}, [], i + 1
+            while j < len(events) and events[j].get("type") in ("tool", "subagent"):  # a child ends before its result
+                if events[j]["type"] == "subagent":
+                    children.append(events[j].get("messages") or [])
+                else:
+                    found = events[j].get("message") or {}
+                    results[found.get("tool_call_id")] = found
                 events[j] = {**events[j], "shown": True}
                 j += 1
             following = events[j].get("message") if j < len(events) else None
             cut = isinstance(following, dict) and message_text(following).startswith(CUT_REPLY)
-            current.append(assistant_html(message, results, cut))
+            current.append(assistant_html(message, results, cut, children))
             for leftover in results.values():  # a result whose call is not in this reply
                 current.append(f'<div class="msg">{result_html(leftover)}</div>')
         elif kind == "tool" and not event.get("shown"):
