@@ -55,6 +55,8 @@ from .console import printable
 FORMAT = "tinyharness-session"
 VERSION = 1
 MESSAGE_TYPES = ("system", "user", "assistant", "tool")
+UNANSWERED = ("ERROR: the session file holds no result for this call (the run ended, or the file was cut, "
+              "before it was written); it may or may not have run.")
 LIST_LIMIT = 50          # `tinyharness sessions` shows this many, newest first (--all: every one)
 WIDTH = 100              # and fits its lines in this many columns
 
@@ -361,17 +363,36 @@ class Session:
         return self.path.stem  # the name `sessions` lists and `--resume` finds
 
     def messages(self):
-        """Replay the events into the history the model would see now."""
-        messages = []
+        """Replay the events into the history the model would see now. A server refuses a call without
+        its result and a result without its call, which a file from elsewhere (or a crash between a call
+        and its result) can hold: a result that answers no open call is left out, and an open call gets
+        UNANSWERED as its result before the next message."""
+        messages, open_calls = [], []
+
+        def close_calls():
+            messages.extend({"role": "tool", "tool_call_id": call_id, "content": UNANSWERED} for call_id in open_calls)
+            open_calls.clear()
         for event in self.events:
             kind = event.get("type")
-            if kind in MESSAGE_TYPES and isinstance(event.get("message"), dict):
-                messages.append(event["message"])
+            message = event.get("message")
+            if kind == "tool" and isinstance(message, dict):
+                if message.get("tool_call_id") in open_calls:
+                    open_calls.remove(message["tool_call_id"])
+                    messages.append(message)
+            elif kind in MESSAGE_TYPES and isinstance(message, dict):
+                close_calls()
+                if kind == "assistant" and message.get("content") is None:  # a file from elsewhere: servers want ""
+                    message = {**message, "content": ""}
+                messages.append(message)
+                open_calls[:] = [c["id"] for c in message.get("tool_calls") or [] if isinstance(c, dict)]
             elif kind == "compaction":
+                close_calls()
                 replaced = len(event.get("replaced") or [])
                 messages = messages[:1] + [event["summary"]] + messages[1 + replaced:]
             elif kind == "clear":
+                close_calls()
                 messages = messages[:1]
+        close_calls()
         return messages
 
     def user_tasks(self):
