@@ -517,6 +517,8 @@ for line in sys.stdin:
             result = {**result, "nextCursor": f"page{pages}"}
     elif method == "tools/call":
         result = case["call"]
+        if case.get("huge"):
+            result = {"content": [{"type": "text", "text": "y" * case["huge"]}]}
         if case.get("fork") and os.fork() == 0:
             time.sleep(30)
             os._exit(0)
@@ -572,7 +574,7 @@ def mcp_case(rng):
     elif kind == "sleep":
         case["sleep"] = 30
     else:
-        case["call"] = {"content": [{"type": "text", "text": "y" * 3_000_000}]}
+        case["huge"] = 3_000_000  # made by the server: the environment cannot carry it
     return kind, case
 
 
