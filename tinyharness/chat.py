@@ -151,7 +151,12 @@ class Conversation:
             self.writer.clear(self.messages)
 
     def save(self, path):
-        Path(path).write_text(json.dumps(self.messages, indent=2, ensure_ascii=False), encoding="utf-8")
+        text = json.dumps(self.messages, indent=2, ensure_ascii=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from the model: ASCII escapes, the same JSON
+            text = json.dumps(self.messages, indent=2)
+        Path(path).write_text(text, encoding="utf-8")
 
 
 def close_open_calls(messages):
