@@ -511,16 +511,10 @@ class JsonLines:
     result object. Same shapes as the session file (sessions.py), so one reader serves both."""
 
     def __init__(self, out, tap, session, model):
-        from .sessions import SessionWriter, json_line, now
-        self.out, self.tap, self.json_line = out, tap, json_line
-        self.events = SessionWriter.__new__(SessionWriter)  # its sync and event, writing here instead of a file
-        self.events.written, self.events.usage, self.events.write = 0, {}, self.write
-        self.write({"type": "start", "time": now(), "session": session.id if session else None,
-                    "folder": os.getcwd(), "model": model, "version": version()})
-
-    def write(self, event):
-        self.out.write(self.json_line(event) + "\n")
-        self.out.flush()
+        from .sessions import StreamWriter, now
+        self.tap, self.events = tap, StreamWriter(out)
+        self.events.write({"type": "start", "time": now(), "session": session.id if session else None,
+                           "folder": os.getcwd(), "model": model, "version": version()})
 
     def sync(self, messages):
         self.events.usage = self.tap.last_usage  # the latest call's usage, beside the answer it paid for
@@ -534,7 +528,7 @@ class JsonLines:
         counts = {"turns": stats.turns, "tool_calls": stats.tool_calls, "prompt_tokens": stats.prompt_tokens,
                   "completion_tokens": stats.completion_tokens, "cached_tokens": stats.cached_tokens,
                   "uncounted_turns": stats.uncounted, "seconds": round(time.monotonic() - stats.started, 2)}
-        self.write({"type": "result", **result, "stats": counts})
+        self.events.write({"type": "result", **result, "stats": counts})
 
 
 def report_line(text):

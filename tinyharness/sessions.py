@@ -240,6 +240,18 @@ class SessionWriter:
             self.fd = None
 
 
+class StreamWriter(SessionWriter):
+    """The same events, one JSON object per line, on an open text stream instead of a file (run --json)."""
+
+    def __init__(self, out):  # no file, no lock: the stream is the caller's
+        self.out, self.path, self.err, self.failed, self.fd = out, Path("-"), sys.stderr, None, None
+        self.written, self.usage = 0, {}
+
+    def write(self, event):
+        self.out.write(json_line(event) + "\n")
+        self.out.flush()
+
+
 # --- Reading: every field checked -------------------------------------------------------------------
 
 HEADER_TEXTS = ("id", "folder", "started", "model")
