@@ -275,14 +275,16 @@ def is_text(value, optional=False):
     return isinstance(value, str) or (optional and value is None)
 
 
-def content_problem(content, optional):
+def content_problem(content, optional, parts=False):
+    """What servers take (the strict scripted server's rules, testing.py): a text; null only where
+    OPTIONAL; a list of text and image parts only where PARTS (a user message)."""
     if is_text(content, optional):
         return None
-    if not isinstance(content, list):
-        return "a content that is neither a text nor a list of parts"
+    if not (parts and isinstance(content, list)):
+        return "a content that is not a text" + (" nor a list of parts" if parts else "")
     for part in content:
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            return "a content part that is not an object with a type"
+        if not isinstance(part, dict) or part.get("type") not in ("text", "image_url"):
+            return "a content part that is not a text or an image"
         if part["type"] == "text" and not isinstance(part.get("text"), str):
             return "a text part without a text"
         if part["type"] == "image_url" and not (isinstance(part.get("image_url"), dict)
@@ -308,7 +310,7 @@ def message_problem(message, role=None):
     if role and message["role"] != role:
         return f"a {role} event holding a {printable(message['role'])} message"
     kind = message["role"]
-    problem = content_problem(message.get("content"), optional=kind == "assistant")
+    problem = content_problem(message.get("content"), optional=kind == "assistant", parts=kind == "user")
     if problem:
         return problem
     if kind == "assistant":
