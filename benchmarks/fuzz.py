@@ -2,6 +2,8 @@
 
     python -m benchmarks.fuzz --stage m4_guards --runs 1000 [--seed 1] [--show 3]
     python -m benchmarks.fuzz --stage tinyharness --runs 1000     # streamed and not, half each
+    python -m benchmarks.fuzz --surface terminal|sessions|mcp|ollama|hooks|viewer|all --runs 200
+                                               # other inputs than replies: benchmarks/fuzz_surfaces.py
 
 Each run starts the stage's command line in a fresh workspace against the scripted server, whose
 "model" answers one turn with an odd reply picked (seeded) from more than 60 kinds: wrong types at
@@ -368,14 +370,26 @@ def fuzz(stage, runs, seed=1, limit=10.0, show=0, say=print):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.fuzz", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stage", required=True, help="m1_loop..m8_vision (or m1..m8) or tinyharness")
+    parser.add_argument("--stage", help="m1_loop..m8_vision (or m1..m8) or tinyharness: fuzz the model's replies")
+    parser.add_argument("--surface", choices=["terminal", "sessions", "mcp", "ollama", "hooks", "viewer", "all"],
+                        help="fuzz another input of the package instead (benchmarks/fuzz_surfaces.py says how)")
     parser.add_argument("--runs", type=int, default=200, help="how many runs (default %(default)s)")
     parser.add_argument("--seed", type=int, default=1, help="the same seed picks the same replies (default %(default)s)")
-    parser.add_argument("--limit", type=float, default=10.0, help="seconds before a run counts as a hang (default %(default)s)")
+    parser.add_argument("--limit", type=float, help="seconds before a run counts as a hang (default 10; with "
+                                                    "--surface, per surface: 10 to 30)")
     parser.add_argument("--show", type=int, default=3, help="print the details of this many problems (default %(default)s)")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be 1 or more")
+    if bool(args.stage) == bool(args.surface):
+        parser.error("give --stage S (the model's replies) or --surface S (another input), one of them")
+    if args.surface:
+        from benchmarks.fuzz_surfaces import SURFACES, fuzz_surface
+        found = [fuzz_surface(surface, args.runs, args.seed, args.limit, args.show)
+                 for surface in (SURFACES if args.surface == "all" else [args.surface])]
+        return 0 if not any(r["crashes"] or r["hangs"] or r["lost"] or r["injected"] for r in found) else 1
+    if args.limit is None:
+        args.limit = 10.0
     try:
         stage = stage_name(args.stage)
     except ValueError as e:

@@ -75,7 +75,7 @@ def pytest_collection_finish(session):
 
 def pytest_terminal_summary(terminalreporter):
     """Say what the xfailed count is, where a newcomer reads it: not broken tests, but known escapes."""
-    xfailed = len(terminalreporter.stats.get("xfailed", []))
+    xfailed = len([r for r in terminalreporter.stats.get("xfailed", []) if "known escape" in str(getattr(r, "wasxfail", ""))])
     if xfailed:
         terminalreporter.write_line(
             f"The {xfailed} xfailed are known escapes: attacks that m3's command policy cannot see, fired for real "

@@ -66,7 +66,7 @@ def test_pipe_mode_answers_each_line_keeps_the_history_and_writes_every_event(wo
     events = [json.loads(line) for line in path.read_text().splitlines()[1:]]
     assert events[-2]["usage"]["prompt_tokens"] > 0  # the server's count, beside the answer it paid for
     listed = run_cli(workspace, tmp_path / "data", "sessions")
-    assert path.stem in listed.stdout and "make a file" in listed.stdout and str(workspace.resolve()) in listed.stdout
+    assert path.stem in listed.stdout and "make a file" in listed.stdout and "/ws  " in listed.stdout  # the folder, its start cut to fit 100 columns
 
 
 @pytest.mark.parametrize("value", ["", "relative/data"])

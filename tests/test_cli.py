@@ -105,3 +105,100 @@ def test_a_pipe_closed_early_is_not_a_traceback():
                             capture_output=True, text=True, env=env, timeout=60)
     assert len(result.stdout.splitlines()) == 2
     assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+
+
+# --- For scripts: --version, run --json, run -, sessions, start-up ----------------------------------
+
+def own_home(tmp_path):
+    return {"XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+            "HOME": str(tmp_path)}
+
+
+def test_version_says_the_package_version():
+    from tinyharness import __version__
+    result = tinyharness("--version")
+    assert result.returncode == 0 and result.stdout == f"tinyharness {__version__}\n"
+
+
+def test_help_and_version_import_neither_requests_nor_the_loop():
+    """What keeps `tinyharness --help` near bare Python's start (benchmarks/startup.py measures it)."""
+    probe = ("import sys\nfrom tinyharness.cli import main\nfor argv in (['--help'], ['--version']):\n"
+             "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+             "print(sorted(m for m in ('requests', 'tinyharness.loop', 'tinyharness.sandbox', 'tinyharness.llm') "
+             "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.stdout.splitlines()[-1] == "[]", done.stdout + done.stderr
+
+
+def test_run_json_writes_only_json_lines_the_events_then_the_result(tmp_path):
+    import json
+    from tests.ladder import calls, tool_call
+    from tinyharness.testing import ScriptedServer
+    (tmp_path / "notes.txt").write_text("hi\n")
+    with ScriptedServer([calls(tool_call("read_file", path="notes.txt")), "It says hi."]) as srv:
+        done = tinyharness("run", "--json", "--base-url", srv.base_url, "read notes.txt", cwd=tmp_path,
+                           env=own_home(tmp_path))
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]  # every line is one JSON object
+    assert [line["type"] for line in lines] == ["start", "system", "user", "assistant", "tool", "assistant", "result"]
+    assert lines[0]["session"] and lines[2]["message"]["content"] == "read notes.txt"
+    assert lines[3]["usage"]["prompt_tokens"] > 0 and lines[4]["message"]["content"] == "hi\n"
+    result = lines[-1]
+    assert result["exit_code"] == 0 and result["answer"] == "It says hi."
+    assert result["stats"]["turns"] == 2 and result["stats"]["tool_calls"] == 1
+    assert "[tool] read_file" in done.stderr and "[stats]" in done.stderr
+
+
+def test_run_json_reports_a_stop_and_an_error_in_the_result(tmp_path):
+    import json
+    from tests.ladder import calls, tool_call
+    from tinyharness.testing import ScriptedServer
+    with ScriptedServer([calls(tool_call("list_dir", path="."))]) as srv:
+        stopped = tinyharness("run", "--json", "--max-turns", "1", "--base-url", srv.base_url, "go", cwd=tmp_path,
+                              env=own_home(tmp_path))
+    result = json.loads(stopped.stdout.splitlines()[-1])
+    assert stopped.returncode == 3 and result["exit_code"] == 3 and "max-turns" in result["stopped"]
+    failed = tinyharness("run", "--json", "--base-url", "http://127.0.0.1:9/v1", "go", cwd=tmp_path,
+                         env=own_home(tmp_path))
+    result = json.loads(failed.stdout.splitlines()[-1])
+    assert failed.returncode == 1 and result["exit_code"] == 1 and result["error"] and result["answer"] is None
+
+
+def test_run_dash_reads_the_task_from_standard_input(tmp_path):
+    from tinyharness.testing import ScriptedServer
+    with ScriptedServer(["Fine."]) as srv:
+        done = tinyharness("run", "--base-url", srv.base_url, "-", cwd=tmp_path, env=own_home(tmp_path),
+                           stdin="line one\nline two\n")
+    assert done.returncode == 0 and srv.requests[0]["messages"][-1]["content"] == "line one\nline two\n"
+    empty = tinyharness("run", "-", cwd=tmp_path, env=own_home(tmp_path), stdin="")
+    assert empty.returncode == 2 and "the task is empty" in empty.stderr
+
+
+def write_sessions(data, count, folder, task="a task " * 30):
+    import json
+    sessions = data / "tinyharness" / "sessions"
+    sessions.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        name = f"20260101-{i:06d}-abcdef"
+        header = {"format": "tinyharness-session", "version": 1, "id": name, "folder": str(folder),
+                  "started": "2026-01-01T00:00:00+00:00", "model": "m"}
+        user = {"type": "user", "message": {"role": "user", "content": task}}
+        (sessions / f"{name}.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(user) + "\n")
+
+
+def test_sessions_says_how_many_it_left_out_filters_by_folder_and_fits_100_columns(tmp_path):
+    here, elsewhere = tmp_path / "here", tmp_path / ("elsewhere-with-a-long-name/" * 4)
+    here.mkdir()
+    elsewhere.mkdir(parents=True)
+    write_sessions(tmp_path / "data", 53, elsewhere)
+    write_sessions(tmp_path / "data" / "x", 0, here)
+    listed = tinyharness("sessions", cwd=here, env=own_home(tmp_path))
+    lines = listed.stdout.splitlines()
+    assert listed.returncode == 0 and len(lines) == 1 + 50 + 1
+    assert lines[-1].startswith("(3 older sessions not listed") and "--all" in lines[-1]
+    assert all(len(line) <= 100 for line in lines), max(lines, key=len)
+    assert len(tinyharness("sessions", "--all", cwd=here, env=own_home(tmp_path)).stdout.splitlines()) == 1 + 53
+    mine = tinyharness("sessions", "--here", cwd=here, env=own_home(tmp_path))
+    assert mine.returncode == 0 and "No sessions started in" in mine.stdout
+    there = tinyharness("sessions", "--here", "--all", cwd=elsewhere, env=own_home(tmp_path))
+    assert len(there.stdout.splitlines()) == 1 + 53

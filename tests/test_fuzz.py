@@ -2,10 +2,12 @@
 
 `python -m benchmarks.fuzz --stage S --runs 1000` is the long version. A run counts as a crash (an
 exit code outside 0/1/2/3, or a traceback), a hang, or poisoned (a later request breaks a rule a
-real server enforces); the quick version must find none of them.
+real server enforces); the quick version must find none of them. The surface fuzzer
+(`--surface S`, benchmarks/fuzz_surfaces.py) gets a short run of each surface too.
 """
 import pytest
 
+from benchmarks import fuzz_surfaces
 from benchmarks.fuzz import BODY_KINDS, STREAM_KINDS, fuzz, run_once
 from tests.ladder import stages_from
 
@@ -35,3 +37,41 @@ def test_the_fuzzer_counts_a_crash(tmp_path, monkeypatch):
     assert run_once("m1_loop", [], tmp_path, limit=5)[0] == "crash"
     monkeypatch.setattr(module, "entry_and_flags", lambda stage: (lambda argv: __import__("time").sleep(5), []))
     assert run_once("m1_loop", [], tmp_path, limit=0.2)[0] == "hang"
+
+
+# --- The surface fuzzer (benchmarks/fuzz_surfaces.py): a short run of each -----------------------------
+
+SHORT = {"terminal": 6, "sessions": 12, "viewer": 12}
+
+
+@pytest.mark.parametrize("surface", sorted(SHORT))
+def test_a_short_surface_run_finds_no_crash_hang_loss_or_injection(surface):
+    lines = []
+    result = fuzz_surfaces.fuzz_surface(surface, runs=SHORT[surface], seed=3, say=lines.append)
+    assert (result["crashes"], result["hangs"], result["lost"], result["injected"]) == (0, 0, 0, 0), \
+        result["problems"][:2]
+    assert lines[-1] == f"surface {surface}: {SHORT[surface]} runs, 0 crashes, 0 hangs, 0 lost, 0 injected"
+
+
+@pytest.mark.xfail(reason="the MCP client, Ollama's native dialect and command hooks are hardened in their own "
+                          "changes (issue 20, items 4, 6, 7): drop this mark once they are in", strict=False)
+@pytest.mark.parametrize("surface", ["mcp", "ollama", "hooks"])
+def test_a_short_run_of_the_surfaces_hardened_elsewhere(surface):
+    result = fuzz_surfaces.fuzz_surface(surface, runs=2, seed=3, limit=15, say=lambda line: None)
+    assert (result["crashes"], result["hangs"], result["lost"], result["injected"]) == (0, 0, 0, 0), \
+        result["problems"][:2]
+
+
+def test_the_surface_fuzzer_counts_what_it_is_shown(monkeypatch):
+    """The detectors themselves: a raw ESC is an injection, a traceback a crash, a page with a script too."""
+    assert fuzz_surfaces.is_injected(b"fine\r\n\\x1b]0;shown\\x07\n") is False
+    assert fuzz_surfaces.is_injected(b"ok \x1b]0;title\x07") and fuzz_surfaces.is_injected("\u202e".encode())
+    assert fuzz_surfaces.is_injected("\u009b2J".encode())
+    outcomes = iter([("k", "crash", 1, b"Traceback", None, False), ("k", "ok", 0, b"", "no session file", True),
+                     ("k", "hang", None, b"", None, False)])
+    monkeypatch.setitem(fuzz_surfaces.RUNNERS, "viewer", lambda *args: next(outcomes))
+    result = fuzz_surfaces.fuzz_surface("viewer", runs=3, say=lambda line: None)
+    assert (result["crashes"], result["hangs"], result["lost"], result["injected"]) == (1, 1, 1, 1)
+    check = fuzz_surfaces.PageCheck()
+    check.feed('<div><script>x</script><img src="http://x/a.png"><span onclick="x">a</span></div>')
+    assert check.problems == ["<script>", "img src='http://x/a.png'", "span onclick='x'"]

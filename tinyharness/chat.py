@@ -38,12 +38,13 @@ import time
 from pathlib import Path
 
 from . import compact as compaction
-from .cli import StreamPrinter, printable
+from .cli import StreamPrinter
+from .console import printable
 from .guards import Stopped
 from .hooks import ask_user
 from .llm import LLMError
 from .loop import Stats, learn_window, run_agent, system_prompt, window_in_force
-from .sessions import UsageTap, sessions_dir
+from .sessions import TranscriptWriter, UsageTap, sessions_dir
 
 PROMPT, MORE = "you> ", "...> "
 BLOCK = '"""'
@@ -63,14 +64,18 @@ Ctrl-C stops the current turn (the model call or the running command) and return
 class Conversation:
     """The message list of one chat, and what happens to it: messages, compaction, /clear."""
 
-    def __init__(self, client, workspace, settings, writer=None, messages=None, err=sys.stderr):
+    def __init__(self, client, workspace, settings, writer=None, messages=None, err=None):
         self.tap = UsageTap(client, writer)
-        self.workspace, self.settings, self.writer, self.err = workspace, settings, writer, err
+        self.workspace, self.settings, self.writer = workspace, settings, writer
+        self.err = err or sys.stderr  # looked up now, not when the module was imported
         self.messages = messages or [{"role": "system", "content": system_prompt(workspace)}]
+        self.transcript = TranscriptWriter(settings.get("transcript"), err)
+        self.end_line = lambda: None  # the printer's: a streamed answer's open line ends before [stats]
 
     def sync(self, messages=None):
         if self.writer:
             self.writer.sync(self.messages)
+        self.transcript.sync(self.messages)  # --transcript: a failed write warns once, the chat goes on
 
     def keep_subagent(self, messages):
         if self.writer:
@@ -85,6 +90,9 @@ class Conversation:
         """Run the agent on one user message; return its answer. Raises what run_agent raises
         (Stopped, LLMError, KeyboardInterrupt) after making the history whole again."""
         stats = Stats()
+        if self.settings.get("extensions"):  # a subagent gets what is left of this message's time and tokens
+            self.settings["extensions"].run_limits = {"max_seconds": self.settings["max_seconds"],
+                                                      "max_tokens": self.settings.get("max_tokens")}
         window = self.window()
         if compaction.needs_compaction(self.tap.last_usage, self.messages, window, self.settings["compact_at"]):
             tokens, how = compaction.prompt_size(self.tap.last_usage, self.messages)
@@ -95,7 +103,7 @@ class Conversation:
                          stats, automatic=True)
         try:
             return run_agent(text, self.tap, self.workspace, stats, self.settings["max_turns"], echo,
-                             self.settings["transcript"], self.settings["shell_timeout"], self.settings["approve"],
+                             None, self.settings["shell_timeout"], self.settings["approve"],
                              self.settings["max_seconds"], self.settings["context_policy"],
                              self.settings["context_window"], image=image, messages=self.messages,
                              on_update=self.sync, extensions=self.settings.get("extensions"),
@@ -106,6 +114,7 @@ class Conversation:
             raise
         finally:
             self.sync()
+            self.end_line()  # [stats] on a line of its own, not after the streamed answer's last word
             print(stats.line(), file=self.err, flush=True)
 
     def window(self):
@@ -151,7 +160,12 @@ class Conversation:
             self.writer.clear(self.messages)
 
     def save(self, path):
-        Path(path).write_text(json.dumps(self.messages, indent=2, ensure_ascii=False), encoding="utf-8")
+        text = json.dumps(self.messages, indent=2, ensure_ascii=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from the model: ASCII escapes, the same JSON
+            text = json.dumps(self.messages, indent=2)
+        Path(path).write_text(text, encoding="utf-8")
 
 
 def close_open_calls(messages):
@@ -254,9 +268,10 @@ def setup_readline():
 class Chat:
     """The prompt loop: commands, messages, Ctrl-C and the end of input."""
 
-    def __init__(self, conversation, client, printer, stream, interactive, out=sys.stdout):
+    def __init__(self, conversation, client, printer, stream, interactive, out=None):
         self.conversation, self.client, self.printer, self.stream = conversation, client, printer, stream
-        self.interactive, self.out = interactive, out
+        self.interactive, self.out = interactive, out or sys.stdout
+        conversation.end_line = printer.end_line
         self.status = 0  # what the last message ended with, for a pipe's exit status
 
     def say(self, text):
@@ -381,18 +396,22 @@ def open_session(args, workspace, model, err):
         if path is None:
             raise sessions.SessionError(f"no session was started in {workspace} yet (`tinyharness sessions` "
                                         "lists them); start one with `tinyharness chat`")
-    session = sessions.load(path)
+    session, writer = sessions.resume(path, err)  # locked before it is read: one writer per session
     if session.warning:
-        print(session.warning, file=err)
+        print(printable(session.warning), file=err)
     folder = session.header.get("folder")
-    if folder != str(Path(workspace).resolve()) and not args.yes_approve(
-            f"Session {session.id} was started in {folder}; resume it here, in {workspace}? [y/N] "):
-        raise sessions.SessionError(f"not resumed: session {session.id} belongs to {folder}; run "
-                                    "`tinyharness chat --resume ID` from that folder")
+    try:
+        if folder != str(Path(workspace).resolve()) and not args.yes_approve(
+                f"Session {session.id} was started in {folder}; resume it here, in {workspace}? [y/N] "):
+            raise sessions.SessionError(f"not resumed: session {session.id} belongs to {folder}; run "
+                                        "`tinyharness chat --resume ID` from that folder")
+    except BaseException:
+        writer.close()
+        raise
     messages = session.messages()
-    writer = sessions.reopen(session)
     writer.notice(f"resumed in {workspace}")
-    print(f"Resumed session {session.id}: {len(messages)} messages, {len(session.user_tasks())} turns.", file=err)
+    print(printable(f"Resumed session {session.id}: {len(messages)} messages, {len(session.user_tasks())} turns."),
+          file=err)
     return writer, messages or None
 
 
@@ -422,12 +441,16 @@ def chat_command(args, parser):
     try:
         writer, messages = open_session(args, workspace, args.model, sys.stderr)
     except SessionError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(printable(f"error: {e}"), file=sys.stderr)  # a folder or id from the file can be in it
         return 1
+    from .cli import irregular_config
+    if problem := irregular_config(workspace):
+        print(printable(f"error: {problem}"), file=sys.stderr)
+        return 2
     try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
         hands = extensions.from_flags(args, workspace, ask, lambda text: print(printable(text), file=sys.stderr))
     except extensions.SetupError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(printable(f"error: {e}"), file=sys.stderr)
         return 2
     if writer and hands.hooks:  # a hook can tell one chat's events from another's, and read its story
         hands.hooks.session_id, hands.hooks.transcript_path = writer.id, str(writer.path)
@@ -446,7 +469,7 @@ def chat_command(args, parser):
     chat = Chat(conversation, client, printer, stream, interactive)
     reader = Input(interactive)
     if interactive:
-        print("tinyharness chat in " + workspace + ". /help for help, Ctrl-D or /quit to end.", flush=True)
+        print(printable("tinyharness chat in " + workspace + ". /help for help, Ctrl-D or /quit to end."), flush=True)
     status, reason = 1, "crash"
     try:
         status, reason = chat.run(reader, args.task, image)
@@ -456,7 +479,8 @@ def chat_command(args, parser):
         if writer:
             writer.end(reason)
             writer.close()
-            print(f"Session {writer.id} saved (tinyharness chat --resume {writer.id}).", file=sys.stderr)
+            saved = "not saved whole: see the warning above" if writer.failed else "saved"
+            print(printable(f"Session {writer.id} {saved} (tinyharness chat --resume {writer.id})."), file=sys.stderr)
     return status if not interactive else 0
 
 

@@ -4,23 +4,11 @@ import os
 import sys
 from urllib.parse import urlsplit
 
-from .hooks import approve_everything, ask_user
-from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, MAX_REPLY_TOKENS, Client, LLMError
-from .guards import MAX_SECONDS, MAX_TURNS
-from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
-from .ollama import API_CHOICES, OLLAMA_WINDOW_CAP, choose_dialect
-from . import extensions
-from .loop import Stats, Stopped, run_agent
-from .sandbox import NOT_ISOLATED, RestoreFailed, Sandbox, env_refusal, workspace_problem
-from .sessions import UsageTap, start_or_warn
-from .vision import ImageError, allow_urls, image_part, load_attachment
+from .console import printable
 
-
-def printable(text):
-    """Model text can hold a NUL, a lone surrogate or other control bytes; never let printing crash."""
-    text = "" if text is None else str(text)
-    text = text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates become '?'
-    return "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
+# Only the console is imported here: `tinyharness --help` and `--version` must not pay for requests, the
+# sandbox and the loop (a fifth of a second). Each command imports what it needs when it runs, and the
+# flags of run and chat (whose defaults live in those modules) are added only when that command is asked for.
 
 
 EXIT_CODES = ("exit codes: 0 the model finished, 1 a runtime failure (e.g. no server), 2 a usage error, "
@@ -49,8 +37,25 @@ def usage_problem(args, extra):
     return None
 
 
+def irregular_config(workspace):
+    """A hooks or MCP file that is there but is not a regular file (a FIFO would block the read that
+    loads it forever): the usage error that says so, or None."""
+    import stat
+    from .cmdhooks import HOOKS_FILE
+    from .mcp import config_files
+    for path in [os.path.join(workspace, HOOKS_FILE), *map(str, config_files(workspace))]:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue  # missing (or unreadable: loading it says so)
+        if not stat.S_ISREG(mode):
+            return f"{path} is not a regular file (a FIFO, a device or a folder), so it was not read; remove it"
+    return None
+
+
 def base_url_problem(base_url):
     """Why requests cannot use BASE_URL (a usage error, shared by run, chat and doctor), or None."""
+    from .llm import DEFAULT_BASE_URL
     try:  # urlsplit and .port raise ValueError for 'http://[::1' or a port that is not a number up to 65535
         url = urlsplit(base_url)
         if url.scheme not in ("http", "https") or not url.hostname or url.port == 0:
@@ -92,12 +97,16 @@ class StreamPrinter:
 
     def echo(self, line):
         self.end_line()
-        print(printable(line), flush=True)
+        print(printable(line), file=self.out, flush=True)
         self.since_tool = ""                         # the answer is what the model says after its last tool
 
 
 def add_run_flags(parser):
-    parser.add_argument("task", help="what the agent should do, in plain words")
+    parser.add_argument("task", help="what the agent should do, in plain words (-: read it from standard input)")
+    parser.add_argument("--json", action="store_true",
+                        help="for scripts: write one JSON object per line on standard output and nothing else - "
+                             "each event as the session file has it, then {\"type\": \"result\", \"exit_code\", "
+                             "\"answer\", \"stats\", ...}; the tool lines and warnings go to standard error")
     add_agent_flags(parser)
     add_dialect_flags(parser)
 
@@ -105,6 +114,7 @@ def add_run_flags(parser):
 def add_dialect_flags(parser):
     """--api and --think, and the window from the model (tinyharness/ollama.py explains the native
     dialect and the auto rule)."""
+    from .ollama import API_CHOICES
     parser.add_argument("--api", choices=API_CHOICES, default=os.environ.get("TINYHARNESS_API", "auto"),
                         help="the server's dialect: openai (/v1/chat/completions), ollama (Ollama's native /api/chat, "
                              "which can set the context length), or auto: Ollama's native API when the host answers "
@@ -117,6 +127,11 @@ def add_dialect_flags(parser):
 
 def add_agent_flags(parser):
     """The flags `run` and `chat` share: the model, the budgets, the tools' permissions, the context."""
+    from . import extensions
+    from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
+    from .guards import MAX_SECONDS, MAX_TURNS
+    from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, MAX_REPLY_TOKENS
+    from .ollama import OLLAMA_WINDOW_CAP
     parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
                         help="model name (env TINYHARNESS_MODEL, default %(default)s)")
     parser.add_argument("--base-url", default=os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL),
@@ -185,41 +200,57 @@ def port_number(text):
     return port
 
 
-def build_parser():
+def version():
+    from . import __version__
+    return f"tinyharness {__version__}"
+
+
+def build_parser(command=None):
+    """The whole command line; the flags of run and chat only when COMMAND is that one (None: all)."""
     parser = argparse.ArgumentParser(
         prog="tinyharness",
         description="A small agent harness for local models. The current folder is the agent's workspace.",
         epilog="Start with `tinyharness demo` (no model server needed), then `tinyharness run \"TASK\"` "
                "against Ollama (`ollama serve`, `ollama pull qwen3:8b`). " + EXIT_CODES + ".")
+    parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run = sub.add_parser("run", help="run the agent on a task in the current folder", epilog=EXIT_CODES,
                          description="Run the agent on TASK, using the current folder as its workspace.")
-    add_run_flags(run)
+    if command in (None, "run"):
+        add_run_flags(run)
     run.set_defaults(usage=run)  # its own checks print `usage: tinyharness run ...`, not the top-level line
-    from .chat import add_chat_flags
     chat = sub.add_parser("chat", help="a conversation with the agent in the current folder (sessions are kept)",
                           description="Talk with the agent in the current folder: each message runs the same loop, "
                                       "tools, hooks and guards as `run`, with its own --max-turns and --max-seconds. "
                                       "/help inside lists the commands. With standard input not a terminal, each "
                                       "line is one message.", epilog=EXIT_CODES)
-    add_chat_flags(chat)
-    add_agent_flags(chat)
+    if command in (None, "chat"):
+        from .chat import add_chat_flags
+        add_chat_flags(chat)
+        add_agent_flags(chat)
     chat.set_defaults(usage=chat)
     mcp_parser = sub.add_parser("mcp", help="the MCP servers this folder would start: `mcp list` shows their tools",
-                         description="List the configured MCP servers (.tinyharness/mcp.json, "
-                                     "~/.config/tinyharness/mcp.json, --mcp), whether each is trusted, and the "
-                                     "tools each offers (trusted servers are started to ask them).")
+                                description="List the configured MCP servers (.tinyharness/mcp.json, "
+                                            "~/.config/tinyharness/mcp.json, --mcp), whether each is trusted, and the "
+                                            "tools each offers (trusted servers are started to ask them).")
     mcp_parser.add_argument("mcp_command", choices=["list"], metavar="list", help="list servers and their tools")
-    mcp_parser.add_argument("--mcp", action="append", default=[], metavar="NAME=COMMAND", help="one more server, as for run")
+    mcp_parser.add_argument("--mcp", action="append", default=[], metavar="NAME=COMMAND",
+                            help="one more server, as for run")
     mcp_parser.set_defaults(usage=mcp_parser)
-    sub.add_parser("sessions", help="list the saved sessions: id, folder, started, turns, first task",
-                   description="List the sessions in $XDG_DATA_HOME/tinyharness/sessions/ "
-                               "(else ~/.local/share/tinyharness/sessions/), newest first.")
+    sessions = sub.add_parser("sessions", help="list the saved sessions: id, turns, folder, first task",
+                              description="List the sessions in $XDG_DATA_HOME/tinyharness/sessions/ "
+                                          "(else ~/.local/share/tinyharness/sessions/), newest first, the newest "
+                                          "50 unless --all; the id starts with the UTC time it was started. "
+                                          "`chat --resume ID` and `view ID` take the id as listed.")
+    sessions.add_argument("--all", action="store_true", help="list every session, not only the newest 50")
+    sessions.add_argument("--here", action="store_true", help="only the sessions started in the current folder")
+    sessions.set_defaults(usage=sessions)
     view = sub.add_parser("view", help="turn a session or a --transcript file into one HTML page",
                           description="Write a self-contained HTML page (no network, no external files) showing "
                                       "FILE's turns, tool calls, results, cuts, summaries and tokens per turn; "
                                       "print its path.")
-    view.add_argument("file", metavar="FILE", help="a session (.jsonl) or a --transcript (.json) file")
+    view.add_argument("file", metavar="FILE", help="a session (.jsonl) or a --transcript (.json) file, or a "
+                                                   "session id as `tinyharness sessions` lists it")
     view.add_argument("-o", "--output", metavar="PATH", help="where to write the page (default: FILE with .html)")
     view.add_argument("--open", action="store_true", help="open the page in the web browser")
     view.set_defaults(usage=view)
@@ -312,12 +343,15 @@ def main(argv=None):
     except KeyboardInterrupt:  # Ctrl-C anywhere (a run catches its own first, to print its stats)
         print("Interrupted.", file=sys.stderr)
         return 130
-    except RestoreFailed as e:  # a command's changes to .git may be left: the user is told, never the model
-        print(printable(f"error: {e}"), file=sys.stderr)
-        return 1
     except BrokenPipeError:  # `tinyharness course diff m0 m1 | head` closed the pipe: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush stays quiet
         return 0
+    except Exception as e:
+        from .sandbox import RestoreFailed  # here, not at the top: --help must not load the sandbox
+        if not isinstance(e, RestoreFailed):
+            raise
+        print(printable(f"error: {e}"), file=sys.stderr)  # .git may be left changed: the user is told, never the model
+        return 1
 
 
 def dispatch(argv):
@@ -327,12 +361,14 @@ def dispatch(argv):
     if argv[:1] == ["doctor"]:                # so does the doctor
         from .doctor import main as doctor_main
         return doctor_main(argv[1:])
-    parser = build_parser()
+    parser = build_parser(next((a for a in argv if not a.startswith("-")), ""))  # the command's flags only
     args, extra = parser.parse_known_args(argv)
     usage = getattr(args, "usage", parser)  # the subcommand's own parser, where it set one
     if args.command in ("run", "chat") and (problem := usage_problem(args, extra)):
         usage.error(problem)
-    allow_urls(getattr(args, "allow_image_urls", False))  # every run sets it: a test may run several in one process
+    if args.command in ("run", "chat"):
+        from .vision import allow_urls
+        allow_urls(getattr(args, "allow_image_urls", False))  # every run sets it: a test may run several in one process
     if args.command == "run":
         return run_command(args, usage)
     if extra:
@@ -346,7 +382,7 @@ def dispatch(argv):
         return list_servers(os.getcwd(), args.mcp, out=lambda text: print(printable(text), flush=True))
     if args.command == "sessions":
         from .sessions import sessions_command
-        return sessions_command()
+        return sessions_command(show_all=args.all, here=args.here)
     if args.command == "view":
         from .view import view_command
         return view_command(args.file, args.output, args.open)
@@ -364,6 +400,7 @@ def dispatch(argv):
 def sandbox_from_args(args, parser):
     """The Sandbox that --sandbox and --sandbox-read ask for (a usage error if a path is missing),
     with the warning that --sandbox off prints on every run."""
+    from .sandbox import NOT_ISOLATED, Sandbox, env_refusal, workspace_problem
     missing = [p for p in args.sandbox_read if not os.path.exists(p)]
     if missing:
         parser.error(f"--sandbox-read: {missing[0]} does not exist")
@@ -403,6 +440,8 @@ def fake_server(args):
 
 def check_agent_flags(args, parser):
     """Usage errors in the flags `run` and `chat` share, found before the first model call (exit 2)."""
+    from . import extensions
+    from .ollama import API_CHOICES
     if args.max_turns < 1:
         parser.error("--max-turns must be 1 or more")
     if not args.max_seconds > 0:
@@ -421,7 +460,17 @@ def check_agent_flags(args, parser):
 
 
 def run_command(args, parser):
+    from . import extensions
+    from .context import CONTEXT_WINDOW
+    from .hooks import approve_everything, ask_user
+    from .llm import Client, LLMError
+    from .loop import Stats, Stopped, run_agent
+    from .ollama import choose_dialect
+    from .sessions import TranscriptWriter, UsageTap, keeper, start_or_warn
+    from .vision import ImageError, image_part, load_attachment
     sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
+    if args.task == "-":  # `echo "fix the tests" | tinyharness run -`
+        args.task = sys.stdin.read()
     if not args.task.strip():
         parser.error("the task is empty")
     check_agent_flags(args, parser)
@@ -430,13 +479,19 @@ def run_command(args, parser):
         image = image_part(*load_attachment(args.image, os.getcwd())) if args.image is not None else None
     except ImageError as e:
         parser.error(f"--image: {e}")
-    stream = sys.stdout.isatty() if args.stream is None else args.stream
-    printer = StreamPrinter(sys.stdout)
+    if args.json:  # stdout is for the JSON lines alone: the tool lines and a streamed answer go to stderr
+        stream, printer = bool(args.stream), StreamPrinter(sys.stderr)
+    else:
+        stream, printer = sys.stdout.isatty() if args.stream is None else args.stream, StreamPrinter(sys.stdout)
+    if problem := irregular_config(os.getcwd()):
+        print(printable(f"error: {problem}"), file=sys.stderr)
+        return 2
     try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
         hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), report_line)
     except extensions.SetupError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(printable(f"error: {e}"), file=sys.stderr)
         return 2
+    hands.run_limits = {"max_seconds": args.max_seconds, "max_tokens": args.max_tokens}  # a subagent gets what is left
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
                     max_reply_tokens=args.max_reply_tokens)
@@ -447,54 +502,91 @@ def run_command(args, parser):
     if session and hands.hooks:
         hands.hooks.session_id = session.id  # a hook can tell one run's events from another's
         hands.hooks.transcript_path = str(session.path)
-    if session:
+    if session or args.json:
         client = UsageTap(client, session)  # the session notes each call's usage beside its answer
+    lines = JsonLines(sys.stdout, client, session, args.model) if args.json else None
+    result = {"exit_code": 1, "answer": None}
 
     def ask(prompt):
         printer.end_line()  # a streamed line still open would run into the question
         return ask_user(printable(prompt))
     try:
-        answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
+        answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, None,  # transcript: below
                            args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds,
                            args.context_policy, args.context_window, image=image,
-                           on_update=session.sync if session else None, max_tokens=args.max_tokens,
-                           sandbox=sandbox, extensions=hands, on_subagent=session_keeper(session))
+                           on_update=keeper(session, lines, TranscriptWriter(args.transcript)),
+                           max_tokens=args.max_tokens, sandbox=sandbox, extensions=hands,
+                           on_subagent=session_keeper(session, lines))
         printer.end_line()
-        if not stream or answer.strip() != printer.since_tool.strip():   # streamed already: not twice
+        result.update(exit_code=0, answer=answer)
+        if not args.json and (not stream or answer.strip() != printer.since_tool.strip()):  # streamed: not twice
             print(printable(answer))
         return 0
     except LLMError as e:
         printer.end_line()
-        print(f"error: {e}", file=sys.stderr)
+        result.update(error=str(e))
+        print(printable(f"error: {e}"), file=sys.stderr)  # the server's own words can be in it
         return 1
     except Stopped as e:
         printer.end_line()
-        print(printable(f"Stopped: {e}. The task is NOT confirmed complete."))  # the reason can quote the model
-        print(printable(e.done))  # what was done so far, so the user knows where to pick up
+        result.update(exit_code=3, stopped=str(e), done=e.done)
+        if not args.json:
+            print(printable(f"Stopped: {e}. The task is NOT confirmed complete."))  # the reason can quote the model
+            print(printable(e.done))  # what was done so far, so the user knows where to pick up
         return 3
     except KeyboardInterrupt:
         printer.end_line()
+        result.update(exit_code=130, error="interrupted")
         print("Interrupted.", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `... | head` closed the output: the run cannot show its work, so it stops
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # or the exit flush fails again
         print("error: the output was closed (e.g. by `| head`), so the run stopped.", file=sys.stderr)
+        lines = None
         return 1
     finally:
         hands.close()  # MCP servers end on every path, Ctrl-C included
         print(stats.line(), file=sys.stderr)
+        if lines:
+            lines.result(result, stats)
         if session:
             session.end("run")
             session.close()
+
+
+class JsonLines:
+    """run --json: the events a session file gets, one JSON object per line on standard output, then a
+    result object. Same shapes as the session file (sessions.py), so one reader serves both."""
+
+    def __init__(self, out, tap, session, model):
+        from .sessions import StreamWriter, now
+        self.tap, self.events = tap, StreamWriter(out)
+        self.events.write({"type": "start", "time": now(), "session": session.id if session else None,
+                           "folder": os.getcwd(), "model": model, "version": version()})
+
+    def sync(self, messages):
+        self.events.usage = self.tap.last_usage  # the latest call's usage, beside the answer it paid for
+        self.events.sync(messages)
+
+    def event(self, kind, **fields):
+        self.events.event(kind, **fields)
+
+    def result(self, result, stats):
+        import time
+        counts = {"turns": stats.turns, "tool_calls": stats.tool_calls, "prompt_tokens": stats.prompt_tokens,
+                  "completion_tokens": stats.completion_tokens, "cached_tokens": stats.cached_tokens,
+                  "uncounted_turns": stats.uncounted, "seconds": round(time.monotonic() - stats.started, 2)}
+        self.events.write({"type": "result", **result, "stats": counts})
 
 
 def report_line(text):
     print(printable(text), file=sys.stderr, flush=True)
 
 
-def session_keeper(session):
-    """Where a subagent's messages go when it ends: the session file, whole, as one event."""
-    return (lambda messages: session.event("subagent", messages=messages)) if session else None
+def session_keeper(*writers):
+    """Where a subagent's messages go when it ends: the session file (and --json), whole, as one event."""
+    writers = [w for w in writers if w]
+    return (lambda messages: [w.event("subagent", messages=messages) for w in writers]) if writers else None
 
 
 def course_command(args):

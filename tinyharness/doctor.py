@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from .console import printable  # a server's error text is printed in the FAIL lines
 from .context import CONTEXT_WINDOW
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .ollama import (API_CHOICES, OLLAMA_WINDOW_CAP, capabilities, choose_dialect, could_be_ollama, host_root,
@@ -72,7 +73,7 @@ class Report:
 
     def line(self, status, check, text, fix=None):
         self.failed = self.failed or status == "FAIL"
-        print(f"{status:<5} {check:<11} {text}" + (f" Fix: {fix}" if fix else ""), file=self.out, flush=True)
+        print(printable(f"{status:<5} {check:<11} {text}" + (f" Fix: {fix}" if fix else "")), file=self.out, flush=True)
 
 
 def get(url, timeout=None):

@@ -44,6 +44,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .console import printable
 from .evals import TASK_NAMES, select
 from .evals.claims import claims_success
 from .evals.common import judge, run_process, snapshot
@@ -437,7 +438,7 @@ def main(argv=None, runner=None, prog="python -m tinyharness.eval"):
         return e.code if isinstance(e.code, int) else 2
     tasks = select(args.task_names, args.tier)
     runner = runner or subprocess_runner(args.harness, args.max_turns, args.timeout)
-    say = lambda text: print(text, file=sys.stderr, flush=True)
+    say = lambda text: print(printable(text), file=sys.stderr, flush=True)  # a reason can quote a server
     workdir = Path(tempfile.mkdtemp(prefix="tinyharness-eval-"))
     try:
         with model_endpoints(args.models, args.base_url) as endpoints:
@@ -446,7 +447,7 @@ def main(argv=None, runner=None, prog="python -m tinyharness.eval"):
             runs = run_eval(args.models, args.settings, tasks, args.repeat, endpoints, runner, workdir,
                             args.check_timeout, say)
     except EvalError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(printable(f"error: {e}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)

@@ -10,6 +10,7 @@ import re
 import sys
 from pathlib import Path
 
+from .console import printable
 from .vision import is_url, urls_allowed
 
 FILE_TOOLS = ("list_dir", "read_file", "write_file", "view_image")
@@ -143,7 +144,7 @@ def ask_user(prompt):
         print()
     else:
         if not sys.stdin.isatty():
-            print(answer)  # a terminal shows what the user typed; a pipe does not, so show it here
+            print(printable(answer))  # a terminal shows what the user typed; a pipe does not, so show it here
     return answer.strip().lower() == "y"
 
 

@@ -26,22 +26,39 @@ and the damaged file is kept beside the repaired one (`ID.jsonl.damaged`) before
 Where: `$XDG_DATA_HOME/tinyharness/sessions/`, or `~/.local/share/tinyharness/sessions/` (the XDG
 base directory rule), one file per session named by its id (time first, so names sort by age).
 
+A session file is input like any other: it may be hand-edited, come from another tool or another
+version, or be something else under the same name. Only a regular file is opened (a FIFO would block
+the reader forever), every field of the header and of each event is checked when it is read (a
+`"id": 5`, a null folder, a list where a text belongs, a nesting too deep to parse), and an event that
+fails the check is a damaged line like a cut one. A writer holds an exclusive lock (flock) on the file
+for its whole life, so a second `chat --resume` of the same session is refused, with the process id
+of the one that has it, instead of interleaving its events. A write that fails (a full disk, a
+read-only or removed folder) is said once on stderr, with what was not saved; the run goes on.
+
 What it cannot do. The file holds everything the model saw, secrets included, in clear text in
 your home folder (0600, but unencrypted). A flush reaches the operating system, not the disk: a
 power cut (as opposed to a crash of the process) can still lose the last events; an fsync per line
-would cost a disk write per message. Two processes appending to one session at once interleave
-their events; nothing locks the file. The policy's cuts are not events: a resumed session starts
+would cost a disk write per message. The policy's cuts are not events: a resumed session starts
 from the whole results and cuts them again the same way.
 """
 import datetime
+import errno
 import json
 import os
 import secrets
+import stat
+import sys
 from pathlib import Path
+
+from .console import printable
 
 FORMAT = "tinyharness-session"
 VERSION = 1
 MESSAGE_TYPES = ("system", "user", "assistant", "tool")
+UNANSWERED = ("ERROR: the session file holds no result for this call (the run ended, or the file was cut, "
+              "before it was written); it may or may not have run.")
+LIST_LIMIT = 50          # `tinyharness sessions` shows this many, newest first (--all: every one)
+WIDTH = 100              # and fits its lines in this many columns
 
 
 def json_line(obj):
@@ -77,15 +94,83 @@ def new_id():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
 
 
+# --- Opening: regular files only, one writer at a time ---------------------------------------------
+
+def open_regular(path, flags, mode=0o600):
+    """os.open that never blocks on a FIFO or a device and refuses anything but a regular file."""
+    fd = os.open(path, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
+
+
+def read_regular(path):
+    """The bytes of a regular file (a FIFO, a folder or a device is an OSError, never a hang)."""
+    fd = open_regular(path, os.O_RDONLY)
+    with open(fd, "rb") as file:
+        return file.read()
+
+
+def lock_holder(fd):
+    """The process id holding a flock on fd's file, from /proc/locks (Linux), or None."""
+    info = os.fstat(fd)
+    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino} "
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as file:
+            for line in file:
+                fields = line.split()
+                if "FLOCK" in fields and where in line + " " and fields[4].isdigit() and int(fields[4]) != os.getpid():
+                    return int(fields[4])
+    except (OSError, IndexError):
+        pass
+    return None
+
+
+def lock(fd, path):
+    """Take the session's writer lock, or raise SessionError naming the process that has it."""
+    import fcntl  # here: the rest of the module works where fcntl does not exist
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = lock_holder(fd)
+        os.close(fd)
+        who = f"process {pid}" if pid else "another process"
+        raise SessionError(f"the session {Path(path).stem} is open in {who} (a tinyharness chat or run); two "
+                           "writers would interleave its events. End that one first, or start a new chat"
+                           ) from None
+
+
+def claim(path):
+    """An fd for appending to an existing session, locked; read-only when the file cannot be written
+    (then the writer says so once and keeps nothing). Raises SessionError."""
+    try:
+        fd = open_regular(path, os.O_RDWR | os.O_APPEND)
+    except OSError as e:
+        if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise SessionError(f"cannot open the session {path}: {e.strerror or e}") from None
+        try:
+            fd = open_regular(path, os.O_RDONLY)
+        except OSError as e:
+            raise SessionError(f"cannot open the session {path}: {e.strerror or e}") from None
+    lock(fd, path)
+    return fd
+
+
 class SessionWriter:
     """Appends events to one session file. `sync(messages)` writes every message added to the history
-    since the last sync, so it can be called as often as the loop likes (run_agent's on_update)."""
+    since the last sync, so it can be called as often as the loop likes (run_agent's on_update).
+    A failed write warns once on `err` and the writer keeps nothing more: the run goes on."""
 
-    def __init__(self, path, header=None, written=0):
+    def __init__(self, path, header=None, written=0, fd=None, err=None):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # it holds everything the model saw
-        self.file = open(fd, "a", encoding="utf-8")
+        self.err = err or sys.stderr
+        self.failed = None       # why the file stopped being written, once it did
+        if fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # 0600: everything the model saw
+            lock(fd, self.path)
+        self.fd = fd
         self.written = written   # how many messages of the history are already in the file
         self.usage = {}          # the usage of the latest model call, attached to the next assistant event
         if header:
@@ -104,8 +189,21 @@ class SessionWriter:
         return self.path.stem
 
     def write(self, event):
-        self.file.write(json_line(event) + "\n")
-        self.file.flush()  # to the operating system at once: a crash of this process loses nothing written
+        """One line, whole, with os.write (no buffer left to fail again at close)."""
+        if self.failed:
+            return
+        data = (json_line(event) + "\n").encode("utf-8")
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+            if os.fstat(self.fd).st_nlink == 0:  # the file (or its folder) was removed: the write went nowhere
+                raise OSError(errno.ENOENT, "the file was removed")
+        except OSError as e:
+            self.failed = e.strerror or str(e)
+            kind = event.get("type", "header")
+            print(printable(f"warning: the session {self.path} could not be written ({self.failed}): this "
+                            f"{kind} event and everything after it are not saved in it; the run goes on "
+                            "(--transcript PATH can keep a copy elsewhere)."), file=self.err, flush=True)
 
     def event(self, kind, **fields):
         self.write({"type": kind, "time": now(), **fields})
@@ -137,7 +235,133 @@ class SessionWriter:
         self.event("end", reason=reason)
 
     def close(self):
-        self.file.close()
+        if self.fd is not None:
+            os.close(self.fd)  # the lock goes with it
+            self.fd = None
+
+
+class StreamWriter(SessionWriter):
+    """The same events, one JSON object per line, on an open text stream instead of a file (run --json)."""
+
+    def __init__(self, out):  # no file, no lock: the stream is the caller's
+        self.out, self.path, self.err, self.failed, self.fd = out, Path("-"), sys.stderr, None, None
+        self.written, self.usage = 0, {}
+
+    def write(self, event):
+        self.out.write(json_line(event) + "\n")
+        self.out.flush()
+
+
+# --- Reading: every field checked -------------------------------------------------------------------
+
+HEADER_TEXTS = ("id", "folder", "started", "model")
+
+
+def header_problem(header):
+    """Why a header cannot be used, or None."""
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        return "its first line is not a session header"
+    if header.get("version") != VERSION:
+        return f"it is of format version {printable(str(header.get('version'))[:20])}; this tinyharness reads version {VERSION}"
+    for key in HEADER_TEXTS:
+        if not isinstance(header.get(key), str):
+            return f"its header's {key!r} is not a text"
+    if not header["id"] or "/" in header["id"] or "\0" in header["id"]:
+        return "its header's 'id' is not a session id"
+    return None
+
+
+def is_text(value, optional=False):
+    return isinstance(value, str) or (optional and value is None)
+
+
+def content_problem(content, optional, parts=False):
+    """What servers take (the strict scripted server's rules, testing.py): a text; null only where
+    OPTIONAL; a list of text and image parts only where PARTS (a user message)."""
+    if is_text(content, optional):
+        return None
+    if not (parts and isinstance(content, list)):
+        return "a content that is not a text" + (" nor a list of parts" if parts else "")
+    for part in content:
+        if not isinstance(part, dict) or part.get("type") not in ("text", "image_url"):
+            return "a content part that is not a text or an image"
+        if part["type"] == "text" and not isinstance(part.get("text"), str):
+            return "a text part without a text"
+        if part["type"] == "image_url" and not (isinstance(part.get("image_url"), dict)
+                                                and isinstance(part["image_url"].get("url"), str)):
+            return "an image part without a URL"
+    return None
+
+
+def call_problem(call):
+    if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+        return "a tool call without an id"
+    function = call.get("function")
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str) \
+            or not isinstance(function.get("arguments"), str):
+        return "a tool call without a function name and arguments text"
+    return None
+
+
+def message_problem(message, role=None):
+    """Why a message cannot be replayed or shown, or None."""
+    if not isinstance(message, dict) or message.get("role") not in MESSAGE_TYPES:
+        return "a message without a known role"
+    if role and message["role"] != role:
+        return f"a {role} event holding a {printable(message['role'])} message"
+    kind = message["role"]
+    problem = content_problem(message.get("content"), optional=kind == "assistant", parts=kind == "user")
+    if problem:
+        return problem
+    if kind == "assistant":
+        for key in ("reasoning", "reasoning_content", "thinking"):
+            if not is_text(message.get(key), optional=True):
+                return f"a {key} that is not a text"
+        calls = message.get("tool_calls")
+        if calls is not None:
+            if not isinstance(calls, list):
+                return "tool_calls that are not a list"
+            for call in calls:
+                if problem := call_problem(call):
+                    return problem
+    if kind == "tool" and not isinstance(message.get("tool_call_id"), str):
+        return "a tool result without a tool_call_id"
+    return None
+
+
+def messages_problem(messages):
+    if not isinstance(messages, list):
+        return "messages that are not a list"
+    for message in messages:
+        if problem := message_problem(message):
+            return problem
+    return None
+
+
+def event_problem(event):
+    """Why an event cannot be used, or None: its type, its time and each field its type has."""
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        return "not an event object with a type"
+    kind = event["type"]
+    if not is_text(event.get("time"), optional=True):
+        return "a time that is not a text"
+    if kind in MESSAGE_TYPES:
+        usage = event.get("usage")
+        if usage is not None and not (isinstance(usage, dict) and all(
+                isinstance(v, (int, float, dict, type(None))) and not isinstance(v, bool) for v in usage.values())):
+            return "a usage that is not an object of counts"
+        return message_problem(event.get("message"), kind)
+    if kind == "notice":
+        return None if isinstance(event.get("text"), str) else "a notice without a text"
+    if kind == "compaction":
+        return message_problem(event.get("summary")) or messages_problem(event.get("replaced"))
+    if kind == "subagent":
+        return messages_problem(event.get("messages"))
+    if kind == "end":
+        return None if is_text(event.get("reason"), optional=True) else "an end reason that is not a text"
+    if kind == "clear":
+        return None
+    return f"an event of unknown type {printable(kind[:40])!r}"
 
 
 class Session:
@@ -150,20 +374,39 @@ class Session:
 
     @property
     def id(self):
-        return self.header.get("id") or self.path.stem
+        return self.path.stem  # the name `sessions` lists and `--resume` finds
 
     def messages(self):
-        """Replay the events into the history the model would see now."""
-        messages = []
+        """Replay the events into the history the model would see now. A server refuses a call without
+        its result and a result without its call, which a file from elsewhere (or a crash between a call
+        and its result) can hold: a result that answers no open call is left out, and an open call gets
+        UNANSWERED as its result before the next message."""
+        messages, open_calls = [], []
+
+        def close_calls():
+            messages.extend({"role": "tool", "tool_call_id": call_id, "content": UNANSWERED} for call_id in open_calls)
+            open_calls.clear()
         for event in self.events:
             kind = event.get("type")
-            if kind in MESSAGE_TYPES and isinstance(event.get("message"), dict):
-                messages.append(event["message"])
+            message = event.get("message")
+            if kind == "tool" and isinstance(message, dict):
+                if message.get("tool_call_id") in open_calls:
+                    open_calls.remove(message["tool_call_id"])
+                    messages.append(message)
+            elif kind in MESSAGE_TYPES and isinstance(message, dict):
+                close_calls()
+                if kind == "assistant" and message.get("content") is None:  # a file from elsewhere: servers want ""
+                    message = {**message, "content": ""}
+                messages.append(message)
+                open_calls[:] = [c["id"] for c in message.get("tool_calls") or [] if isinstance(c, dict)]
             elif kind == "compaction":
+                close_calls()
                 replaced = len(event.get("replaced") or [])
                 messages = messages[:1] + [event["summary"]] + messages[1 + replaced:]
             elif kind == "clear":
+                close_calls()
                 messages = messages[:1]
+        close_calls()
         return messages
 
     def user_tasks(self):
@@ -180,82 +423,119 @@ class Session:
 
 def message_text(message):
     """A message's text, whether its content is a string or a list of parts (an image beside text)."""
-    content = message.get("content")
+    content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, list):
-        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+        return " ".join(part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
     return content if isinstance(content, str) else ""
 
 
-def load(path):
-    """Read a session file. A line that is not a whole JSON object ends the reading there: everything
-    before it is kept and `warning` says what was lost. A file without a readable header is an error."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise SessionError(f"cannot read the session {path}: {e.strerror or e}") from None
+def parse(data, path):
+    """A Session from the bytes of a session file. A line that is not a whole JSON object, or an event
+    that fails its check, ends the reading there: everything before it is kept and `warning` says what
+    was lost. A file without a usable header is a SessionError."""
     lines = data.split(b"\n")
-    header, events, warning = None, [], None
+    header, events = None, []
     for number, line in enumerate(lines, 1):
         if not line.strip():
-            if number == len(lines):
-                break  # the newline after the last event
             continue
         try:
             item = json.loads(line.decode("utf-8"))
-            if not isinstance(item, dict):
-                raise ValueError("not an object")
-        except ValueError:
-            warning = (f"warning: {path} is damaged at line {number} (a cut or corrupt line, e.g. from a "
-                       f"crash); the session goes on from the {len(events)} events before it.")
-            return check_header(path, header, Session(path, header or {}, events, warning, number - 1))
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+            problem = "a cut or corrupt line, e.g. from a crash"
+        else:
+            problem = header_problem(item) if header is None else event_problem(item)
+        if problem and header is None:
+            raise SessionError(f"{path} is not a usable tinyharness session: {problem}")
+        if problem:
+            warning = (f"warning: {path} is damaged at line {number} ({problem}); the session goes on from the "
+                       f"{len(events)} events before it.")
+            return Session(path, header, events, warning, number - 1)
         if header is None:
             header = item
         else:
             events.append(item)
-    return check_header(path, header, Session(path, header or {}, events, warning, len(events) + 1))
+    if header is None:
+        raise SessionError(f"{path} is not a usable tinyharness session: it is empty")
+    return Session(path, header, events, None, len(events) + 1)
 
 
-def check_header(path, header, session):
-    if not header or header.get("format") != FORMAT:
-        raise SessionError(f"{path} is not a tinyharness session (its first line is not a session header)")
-    if header.get("version") != VERSION:
-        raise SessionError(f"{path} is a session of format version {header.get('version')}; this tinyharness "
-                           f"reads version {VERSION}")
-    return session
+def load(path):
+    """Read a session file (a regular file only: a FIFO under a session's name is an error, not a hang)."""
+    path = Path(path)
+    try:
+        data = read_regular(path)
+    except OSError as e:
+        raise SessionError(f"cannot read the session {path}: {e.strerror or e}") from None
+    return parse(data, path)
 
 
-def repair(session):
-    """Keep the damaged file as ID.jsonl.damaged and rewrite the readable events, so what is appended
-    next is not stuck behind a broken line."""
+def repair(session, fd):
+    """Keep the damaged file as ID.jsonl.damaged and rewrite the readable events in place (the same
+    file, so the lock held on it stays good), so what is appended next is not stuck behind a broken line."""
     damaged = session.path.with_name(session.path.name + ".damaged")
-    os.replace(session.path, damaged)
+    data = os.pread(fd, os.fstat(fd).st_size, 0)
+    copy = open_regular(damaged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with open(copy, "wb") as file:
+        file.write(data)
     lines = [json_line(session.header)] + [json_line(e) for e in session.events]
-    fd = os.open(session.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with open(fd, "w", encoding="utf-8") as file:
-        file.write("\n".join(lines) + "\n")
+    os.ftruncate(fd, 0)
+    text = ("\n".join(lines) + "\n").encode("utf-8")
+    while text:
+        text = text[os.write(fd, text):]  # O_APPEND: at the (new) end, which is the start
     return damaged
+
+
+def resume(path, err=None):
+    """(Session, its writer) for a session to go on with: locked first (SessionError when another
+    process has it), then read, then repaired when it was damaged. The caller closes the writer when
+    it does not go on."""
+    fd = claim(path)
+    try:
+        session = parse(os.pread(fd, os.fstat(fd).st_size, 0), Path(path))
+        if session.warning:
+            try:
+                repair(session, fd)
+            except OSError as e:
+                print(printable(f"warning: the damaged session {path} could not be repaired ({e.strerror or e})"),
+                      file=err or sys.stderr)
+    except BaseException:
+        os.close(fd)
+        raise
+    writer = SessionWriter(session.path, written=len(session.messages()), fd=fd, err=err)
+    if not writable(fd):
+        writer.failed = "the file is read-only"
+        print(printable(f"warning: the session {path} is read-only: what is said from here on is not saved in it "
+                        "(--transcript PATH can keep a copy elsewhere)."), file=writer.err, flush=True)
+    return session, writer
+
+
+def writable(fd):
+    import fcntl
+    return (fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
 
 
 def reopen(session):
     """A writer that appends to a loaded session (repaired first when it was damaged)."""
-    if session.warning:
-        repair(session)
-    return SessionWriter(session.path, written=len(session.messages()))
+    return resume(session.path)[1]
 
 
 def all_sessions(directory=None):
     """Every session file, newest first (the id starts with the time)."""
     folder = Path(directory or sessions_dir())
-    return sorted(folder.glob("*.jsonl"), key=lambda p: p.name, reverse=True) if folder.is_dir() else []
+    try:
+        return sorted(folder.glob("*.jsonl"), key=lambda p: p.name, reverse=True) if folder.is_dir() else []
+    except OSError:
+        return []
 
 
 def read_header(path):
+    """The header of a session file when it is usable, else None (only the first line is read)."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as file:
-            header = json.loads(file.readline())
-        return header if isinstance(header, dict) and header.get("format") == FORMAT else None
-    except (OSError, ValueError):
+        fd = open_regular(path, os.O_RDONLY)
+        with open(fd, "rb") as file:
+            header = json.loads(file.readline().decode("utf-8", errors="replace"))
+        return None if header_problem(header) else header
+    except (OSError, ValueError, RecursionError):
         return None
 
 
@@ -271,8 +551,11 @@ def latest_for(folder, directory=None):
 
 def find(session_id, directory=None):
     """The session with this id (or a unique start of one)."""
+    session_id = session_id.strip()
+    if session_id.endswith(".jsonl"):
+        session_id = session_id[:-len(".jsonl")]
     matches = [p for p in all_sessions(directory) if p.stem == session_id]
-    matches = matches or [p for p in all_sessions(directory) if p.stem.startswith(session_id)]
+    matches = matches or [p for p in all_sessions(directory) if session_id and p.stem.startswith(session_id)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -281,32 +564,92 @@ def find(session_id, directory=None):
     raise SessionError(f"{session_id!r} starts {len(matches)} session ids; give more of it")
 
 
-def listing(directory=None, limit=50):
-    """The lines `tinyharness sessions` prints: id, folder, started, turns, first task."""
-    rows = []
-    for path in all_sessions(directory)[:limit]:
+def home_short(folder):
+    """~/x for a folder in the home folder: shorter, and the same for every user."""
+    home = os.path.expanduser("~")
+    if folder == home or folder.startswith(home.rstrip("/") + "/"):
+        return "~" + folder[len(home.rstrip("/")):]
+    return folder
+
+
+def cut_left(text, width):
+    return text if len(text) <= width else "..." + text[-(width - 3):]
+
+
+def cut_right(text, width):
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def listing(directory=None, limit=LIST_LIMIT, folder=None):
+    """(rows, skipped, left out): the rows `tinyharness sessions` prints (id, turns, folder, first
+    task), the files it could not read as (name, reason), and how many sessions it did not list."""
+    rows, skipped, left_out = [], [], 0
+    for path in all_sessions(directory):
+        if folder is not None:
+            header = read_header(path)
+            if not header or header["folder"] != folder:
+                continue
+        if limit is not None and len(rows) >= limit:
+            left_out += 1
+            continue
         try:
             session = load(path)
-        except SessionError:
+        except SessionError as e:
+            skipped.append((path.name, str(e)))
             continue
         tasks = session.user_tasks()
         first = " ".join((tasks[0] if tasks else "").split())
-        first = first if len(first) <= 60 else first[:57] + "..."
-        rows.append((session.id, session.header.get("folder", "?"), session.header.get("started", "?"),
-                     str(len(tasks)), first))
-    return rows
+        rows.append((path.stem, str(len(tasks)), home_short(session.header["folder"]), first))
+    return rows, skipped, left_out
 
 
-def sessions_command(directory=None, out=print):
-    rows = listing(directory)
+def sessions_command(directory=None, out=print, show_all=False, here=False, err=None):
+    folder = str(Path.cwd().resolve()) if here else None
+    rows, skipped, left_out = listing(directory, None if show_all else LIST_LIMIT, folder)
+    err = err or (lambda text: print(text, file=sys.stderr))
+    for name, reason in skipped:
+        err(printable(f"note: skipped {name}: {reason}"))
     if not rows:
-        out(f"No sessions yet in {Path(directory or sessions_dir())}.")
+        where = f" started in {folder}" if here else ""
+        out(printable(f"No sessions{where} yet in {Path(directory or sessions_dir())}."))
         return 0
-    head = ("ID", "FOLDER", "STARTED", "TURNS", "FIRST TASK")
-    widths = [max(len(row[i]) for row in rows + [head]) for i in range(4)]
+    head = ("ID", "TURNS", "FOLDER", "FIRST TASK")
+    id_width = max(len(printable(r[0])) for r in rows + [head])
+    folder_width = min(28, max(len(printable(r[2])) for r in rows + [head]))
+    task_width = max(10, WIDTH - id_width - 5 - folder_width - 6)
     for row in [head] + rows:
-        out("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4])
+        cells = [printable(row[0]).ljust(id_width), row[1].rjust(5), cut_left(printable(row[2]), folder_width).ljust(
+            folder_width), cut_right(printable(row[3]), task_width)]
+        out("  ".join(cells).rstrip())
+    if left_out:
+        out(f"({left_out} older session{'s' if left_out != 1 else ''} not listed; `tinyharness sessions --all` "
+            "lists every one)")
     return 0
+
+
+class TranscriptWriter:
+    """--transcript PATH: the whole history as JSON, rewritten whenever messages were added. A write that
+    fails warns once on `err` and the run goes on without it."""
+
+    def __init__(self, path, err=None):
+        self.path, self.err, self.failed = path, err or sys.stderr, None
+
+    def sync(self, messages):
+        if not self.path or self.failed:
+            return
+        try:
+            Path(self.path).write_text(json.dumps(messages, indent=2), encoding="utf-8")
+        except OSError as e:
+            self.failed = e.strerror or str(e)
+            print(printable(f"warning: the transcript {self.path} could not be written ({self.failed}): it is not "
+                            f"kept from here on ({len(messages)} messages so far); the run goes on."),
+                  file=self.err, flush=True)
+
+
+def keeper(*writers):
+    """One on_update for the loop that feeds every writer given (None: none)."""
+    writers = [w for w in writers if w]
+    return (lambda messages: [w.sync(messages) for w in writers]) if writers else None
 
 
 class UsageTap:
@@ -331,7 +674,7 @@ def start_or_warn(folder, model, err):
     """A new session, or None with a warning when the data folder cannot be written (the work goes on)."""
     try:
         return SessionWriter.start(Path(folder).resolve(), model)
-    except OSError as e:
+    except (OSError, SessionError) as e:
         print(f"warning: cannot write a session in {sessions_dir()} ({e.strerror or e}); going on without one",
               file=err)
         return None

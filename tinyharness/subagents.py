@@ -7,9 +7,12 @@ model's window fills with pages it no longer needs.
 
 The mechanism. The `task{description}` tool starts a new loop - the same `run_agent`, with the same
 tools, hooks, permission prompt, guards and verification - whose context is only the system prompt
-and the description. It runs to its own end under its own turn and time budget and returns **only
+and the description. It runs to its own end under its own turn and time budget - never more than what is left of the
+parent run's --max-seconds and --max-tokens, because the user set those for the whole run - and returns **only
 its final answer plus a one-line account** (turns, tool calls, files written) as the result of the
-parent's call. The parent's context never sees the child's tool results. The child cannot start a
+parent's call. "Files written" is what changed in the workspace while the child ran (its files are
+listed before and after, by size and modification time), so a file written by `shell` or an MCP tool
+counts as well as one written by write_file. The parent's context never sees the child's tool results. The child cannot start a
 child of its own (the `task` tool is withheld from it: depth 1), so one careless description cannot
 fan out into a tree of runs. A child stopped by a limit says so: its result starts with
 "NOT confirmed complete", and the parent's model reads that.
@@ -17,13 +20,19 @@ fan out into a tree of runs. A child stopped by a limit says so: its result star
 What it cannot do. The child knows only what the description says: a parent that writes "fix it"
 gets a child that does not know what "it" is. The child's answer is a claim, not evidence - the
 same rule as m6: check the files, not the words. Children run one at a time, never in parallel
-(two children writing the same file would race).
+(two children writing the same file would race). In a workspace of more than WATCH_LIMIT files the
+listing is skipped and only write_file's writes are counted.
 """
 import json
+import os
+import time
 
 TASK_TOOL = "task"
 SUBAGENT_MAX_TURNS = 12      # --subagent-max-turns
 SUBAGENT_MAX_SECONDS = 300   # --subagent-max-seconds
+
+WATCH_LIMIT = 20000          # files listed before and after a child; past this, write_file's OK results only
+SKIPPED_FOLDERS = {".git"}   # the harness's own repository bookkeeping is not the child's work
 
 TASK_SCHEMA = {"type": "function", "function": {
     "name": TASK_TOOL,
@@ -51,6 +60,20 @@ def result_for_parent(answer, turns, tool_calls, files_written, stopped=None):
     return f"{answer.strip() or '(the helper agent gave an empty answer)'}\n{line}"
 
 
+def child_limits(parent, extensions):
+    """(max_seconds, max_tokens) for a child: its own --subagent-max-seconds, but never more than what is
+    left of the parent run's time and tokens (`extensions.run_limits`, set by the command that runs it)."""
+    limits = getattr(extensions, "run_limits", None) or {}
+    seconds, tokens = extensions.subagent_max_seconds, None
+    if limits.get("max_seconds"):
+        left = limits["max_seconds"] - (time.monotonic() - parent["stats"].started)
+        seconds = max(0.001, min(seconds, left))  # nothing left: the child stops before its first call
+    if limits.get("max_tokens"):
+        spent = parent["stats"].prompt_tokens + parent["stats"].completion_tokens
+        tokens = max(1, limits["max_tokens"] - spent)
+    return seconds, tokens
+
+
 def run_child(description, parent, extensions, on_transcript=None):
     """Run the sub-task in a fresh loop and return what the parent's model reads. `parent` holds the
     parent run's client, workspace, stats, echo and settings; the child's model calls count in the
@@ -61,9 +84,11 @@ def run_child(description, parent, extensions, on_transcript=None):
     messages = [{"role": "system", "content": system_prompt(parent["workspace"])}]
     parent["echo"](f"  | subagent started: {description.splitlines()[0][:120]}")
     answer, stopped = "", None
+    max_seconds, max_tokens = child_limits(parent, extensions)
+    before = snapshot(parent["workspace"])
     try:
         answer = run_agent(description, parent["client"], parent["workspace"], stats,
-                           max_turns=extensions.subagent_max_turns, max_seconds=extensions.subagent_max_seconds,
+                           max_turns=extensions.subagent_max_turns, max_seconds=max_seconds, max_tokens=max_tokens,
                            echo=lambda line: parent["echo"]("  |" + line), messages=messages,
                            extensions=extensions.for_child(), **parent["settings"])
     except Stopped as e:
@@ -72,9 +97,40 @@ def run_child(description, parent, extensions, on_transcript=None):
         add_stats(parent["stats"], stats)
         if on_transcript:
             on_transcript(messages)
-    written = files_written(messages)
+    after = snapshot(parent["workspace"]) if before is not None else None
+    written = changed_files(before, after) if after is not None else files_written(messages)
     parent["echo"](f"  | subagent {'stopped' if stopped else 'done'}: {account(stats.turns, stats.tool_calls, written)}")
     return result_for_parent(answer, stats.turns, stats.tool_calls, written, stopped)
+
+
+def snapshot(workspace):
+    """{relative path: (size, modification time)} of the workspace's files, or None past WATCH_LIMIT."""
+    found = {}
+    folders = [workspace]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in SKIPPED_FOLDERS:
+                        folders.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    info = entry.stat(follow_symlinks=False)
+                    found[os.path.relpath(entry.path, workspace)] = (info.st_size, info.st_mtime_ns)
+            except OSError:
+                continue
+            if len(found) > WATCH_LIMIT:
+                return None
+    return found
+
+
+def changed_files(before, after):
+    """The files that are new or changed between two snapshots, sorted."""
+    return sorted(path for path, seen in after.items() if before.get(path) != seen)
 
 
 def add_stats(total, part):

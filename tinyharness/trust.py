@@ -11,7 +11,10 @@ MCP servers, and a hook that runs the tests runs whatever test files the model w
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
+
+from .console import printable  # the files are the workspace's: ESC, U+009B, U+202E are shown, not obeyed
 
 
 UNCONFINED = ("These commands run unconfined: outside the sandbox that confines the model's shell commands, with "
@@ -58,9 +61,13 @@ def ensure_trusted(path, what, ask):
         return True
     text = Path(path).read_text(encoding="utf-8", errors="replace")
     preview = text if len(text) < 1500 else text[:1500] + "\n[...]"
-    print(f"This workspace has {what} ({path}); it runs commands on your machine:\n{preview}")
+    print(printable(f"This workspace has {what} ({path}); it runs commands on your machine:\n{preview}"))
     print(UNCONFINED)
     if ask("Trust this file and run what it lists? [y/N] "):
-        remember(path)
+        try:
+            remember(path)
+        except OSError as e:  # a read-only or full data folder: the yes holds for this run, the store says why not
+            print(printable(f"warning: {store_path()} could not be written ({e.strerror or e}): your yes to {path} "
+                            "holds for this run only, and you will be asked again next time."), file=sys.stderr)
         return True
     return False

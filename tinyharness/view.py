@@ -24,14 +24,16 @@ results) makes a page as large; the browser copes, an e-mail may not.
 """
 import html
 import json
+import os
 import re
 import sys
 import webbrowser
 from pathlib import Path
 
 from .compact import SUMMARY_MARK
-from .context import STUB_PREFIX, estimate_tokens
-from .sessions import FORMAT, SessionError, load, message_text
+from .console import printable
+from .context import STUB_PREFIX, estimate_tokens, json_chars
+from .sessions import FORMAT, SessionError, find, message_problem, message_text, parse, read_regular
 
 FOLD_CHARS, FOLD_LINES = 600, 12   # results longer than this are folded
 VERDICTS = ("BLOCKED", "DENIED", "ERROR")
@@ -50,6 +52,7 @@ h1{font-size:20px;margin:0 0 4px} .meta{color:#666;margin-bottom:12px}
 .notice{background:#fdecec;border:1px solid #d46a6a;color:#7a1f1f} .info{background:#eef1f5;border:1px solid #b8c2cf;color:#394b5e} .end{color:#888;font-size:12px}
 .call{margin:6px 0 6px 12px;border:1px solid #ddd;border-radius:4px;background:#fff;padding:4px 8px}
 .call .name{font-family:monospace;font-weight:bold}
+.subagent{margin:6px 0 6px 12px;border-left:3px solid #4a7bd0;padding-left:8px}
 .result{margin:4px 0 0 12px} .verdict{background:#fdecec;border-left:3px solid #c0392b;padding-left:6px}
 .cut{background:#f3eefc;border-left:3px solid #8e6bbf;padding-left:6px}
 .badge{display:inline-block;font-size:11px;font-weight:bold;padding:0 6px;border-radius:8px;margin-right:6px;color:#fff;background:#888}
@@ -70,23 +73,31 @@ def esc(text):
 
 
 def read_file(path):
-    """(title lines, events, warning). A transcript's messages become message events."""
+    """(title lines, events, warning). A transcript's messages become message events; a message of it
+    that fails the session's checks ends it there, with a warning, as a damaged session line does."""
     path = Path(path)
     try:
-        raw = path.read_text(encoding="utf-8", errors="replace")
+        data = read_regular(path)  # a FIFO or a folder is an error, never a hang
     except OSError as e:
         raise ViewError(f"cannot read {path}: {e.strerror or e}") from None
-    first = raw.lstrip()[:1]
-    if first == "[":
+    start = data.lstrip()[:1]
+    if start == b"[":
         try:
-            messages = json.loads(raw)
-        except ValueError as e:
-            raise ViewError(f"{path} is not valid JSON: {e}") from None
-        events = [{"type": m.get("role", "user"), "message": m} for m in messages if isinstance(m, dict)]
-        return {"title": f"Transcript {path.name}", "meta": f"{len(messages)} messages"}, events, None
-    if first == "{" and FORMAT in raw[:300]:
+            messages = json.loads(data.decode("utf-8", errors="surrogateescape"))
+        except (ValueError, RecursionError) as e:
+            raise ViewError(f"{path} is not valid JSON: {str(e)[:200]}") from None
+        if not isinstance(messages, list):
+            raise ViewError(f"{path} is not a --transcript file (a JSON list of messages)")
+        events, warning = [], None
+        for number, message in enumerate(messages, 1):
+            if problem := message_problem(message):
+                warning = f"warning: {path} has {problem} at message {number}; the page ends before it."
+                break
+            events.append({"type": message["role"], "message": message})
+        return {"title": f"Transcript {path.name}", "meta": f"{len(messages)} messages"}, events, warning
+    if start == b"{" and FORMAT.encode() in data[:300]:
         try:
-            session = load(path)
+            session = parse(data, path)
         except SessionError as e:
             raise ViewError(str(e)) from None
         h = session.header
@@ -100,27 +111,52 @@ def is_typed(message):
     return message.get("role") == "user" and not message_text(message).startswith("[harness]")
 
 
+class RunningEstimate:
+    """estimate_tokens(history) kept up to date as the history grows, message by message: measuring the
+    whole history again at every model call made a long session's page quadratic in its size."""
+
+    def __init__(self):
+        self.history, self.chars = [], 2  # "[]"
+
+    @staticmethod
+    def cost(message):  # json_chars of a one-message list, less its brackets
+        return json_chars([message]) - 2
+
+    def reset(self, history):
+        self.history = list(history)
+        self.chars = 2 + sum(self.cost(m) for m in self.history) + 2 * max(0, len(self.history) - 1)
+
+    def append(self, message):
+        self.chars += self.cost(message) + (2 if self.history else 0)  # ", " between two
+        self.history.append(message)
+
+    def tokens(self):
+        return (self.chars + 3) // 4
+
+
 def token_points(events):
     """(prompt tokens, completion tokens, estimated?) per model call."""
-    points, history = [], []
+    points, history = [], RunningEstimate()
     for event in events:
         message = event.get("message")
         kind = event.get("type")
         if kind == "compaction":
             replaced = len(event.get("replaced") or [])
-            history = history[:1] + [event.get("summary") or {}] + history[1 + replaced:]
+            h = history.history
+            history.reset(h[:1] + [event.get("summary") or {}] + h[1 + replaced:])
             continue
         if kind == "clear":
-            history = history[:1]
+            history.reset(history.history[:1])
         if not isinstance(message, dict):
             continue
         if kind == "assistant":
             usage = event.get("usage") or {}
             prompt = usage.get("prompt_tokens")
-            if isinstance(prompt, int):
-                points.append((prompt, usage.get("completion_tokens") or 0, False))
+            if isinstance(prompt, int) and not isinstance(prompt, bool):
+                completion = usage.get("completion_tokens")
+                points.append((prompt, completion if isinstance(completion, int) else 0, False))
             else:
-                points.append((estimate_tokens(history), estimate_tokens([message]), True))
+                points.append((history.tokens(), estimate_tokens([message]), True))
         history.append(message)
     return points
 
@@ -195,18 +231,35 @@ def result_html(message):
     return f'<div class="{cls}">{"".join(badges)}{folded(text)}{images}</div>'
 
 
-def call_html(call, result):
+def subagent_html(messages):
+    """A subagent's own turn, folded: its task, its replies with their calls and results, its answer."""
+    messages = [m for m in messages if isinstance(m, dict)]
+    results = {m.get("tool_call_id"): m for m in messages if m.get("role") == "tool"}
+    calls = sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
+    parts = []
+    for message in messages:
+        role = message.get("role")
+        if role == "user":
+            parts.append(user_html(message))
+        elif role == "assistant":
+            parts.append(assistant_html(message, results, False))
+    return (f'<details class="subagent"><summary>the subagent\'s turn: {calls} tool calls, '
+            f'{len(messages)} messages</summary>{"".join(parts)}</details>')
+
+
+def call_html(call, result, child=None):
     function = call.get("function") or {}
     try:
         arguments = json.dumps(json.loads(function.get("arguments") or "{}"), indent=2, ensure_ascii=False)
     except ValueError:
         arguments = str(function.get("arguments"))
     got = result_html(result) if result else '<div class="result label">(no result recorded)</div>'
+    inner = subagent_html(child) if child is not None else ""
     return (f'<div class="call"><span class="name">{esc(function.get("name"))}</span> '
-            f'<span class="label">{esc(call.get("id"))}</span>{folded(arguments)}{got}</div>')
+            f'<span class="label">{esc(call.get("id"))}</span>{folded(arguments)}{inner}{got}</div>')
 
 
-def assistant_html(message, results, cut):
+def assistant_html(message, results, cut, children=None):
     parts = ['<div class="msg assistant">']
     if cut:
         parts.append('<span class="badge cut-b">cut at the length limit</span>')
@@ -215,8 +268,10 @@ def assistant_html(message, results, cut):
             parts.append(f"<details><summary>reasoning ({len(str(message[key])):,} characters)</summary>"
                          f"<pre>{esc(message[key])}</pre></details>")
     parts.append(content_html(message.get("content")))
+    children = list(children or [])  # the subagents of this reply, in the order its task calls ran
     for call in message.get("tool_calls") or []:
-        parts.append(call_html(call, results.pop(call.get("id"), None)))
+        child = children.pop(0) if children and (call.get("function") or {}).get("name") == "task" else None
+        parts.append(call_html(call, results.pop(call.get("id"), None), child))
     parts.append("</div>")
     return "".join(parts)
 
@@ -266,15 +321,18 @@ def timeline(events):
         elif kind == "user":
             current.append(user_html(message))
         elif kind == "assistant":
-            results, j = {}, i + 1
-            while j < len(events) and events[j].get("type") == "tool":
-                found = events[j].get("message") or {}
-                results[found.get("tool_call_id")] = found
+            results, children, j = {}, [], i + 1
+            while j < len(events) and events[j].get("type") in ("tool", "subagent"):  # a child ends before its result
+                if events[j]["type"] == "subagent":
+                    children.append(events[j].get("messages") or [])
+                else:
+                    found = events[j].get("message") or {}
+                    results[found.get("tool_call_id")] = found
                 events[j] = {**events[j], "shown": True}
                 j += 1
             following = events[j].get("message") if j < len(events) else None
             cut = isinstance(following, dict) and message_text(following).startswith(CUT_REPLY)
-            current.append(assistant_html(message, results, cut))
+            current.append(assistant_html(message, results, cut, children))
             for leftover in results.values():  # a result whose call is not in this reply
                 current.append(f'<div class="msg">{result_html(leftover)}</div>')
         elif kind == "tool" and not event.get("shown"):
@@ -313,19 +371,30 @@ def render(path):
             f'{len(points)} model calls</div>{warn}{chart(points)}{"".join(sections)}</body></html>')
 
 
+def session_path(file):
+    """FILE itself when it exists, else the session whose id FILE is (as `tinyharness sessions` lists it)."""
+    if os.path.lexists(file) or os.sep in file:
+        return file
+    try:
+        return str(find(file))
+    except SessionError:
+        return file  # reading it says it is missing
+
+
 def view_command(file, output=None, open_it=False):
+    file = session_path(file)
     try:
         page = render(file)
     except ViewError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(printable(f"error: {e}"), file=sys.stderr)
         return 1
     target = Path(output) if output else Path(file).with_suffix(".html")
     try:
-        target.write_text(page, encoding="utf-8")
+        target.write_text(page, encoding="utf-8", errors="backslashreplace")  # a lone surrogate shows as \udcff
     except OSError as e:
-        print(f"error: cannot write {target}: {e.strerror or e}", file=sys.stderr)
+        print(printable(f"error: cannot write {target}: {e.strerror or e}"), file=sys.stderr)
         return 1
-    print(target)
+    print(printable(target))
     if open_it:
         webbrowser.open(target.resolve().as_uri())
     return 0

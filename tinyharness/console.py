@@ -1,0 +1,45 @@
+"""Console: the one place where text from outside meets the terminal.
+
+The problem. A terminal obeys what it is sent. A model server's error body, a session file, a folder
+name or a workspace's hooks.json can carry `ESC ] 0 ; title BEL` (retitle the window),
+`ESC ] 52 ; c ; BASE64` (put text on the clipboard, e.g. `rm -rf ~`), `ESC [ 2 J` (clear the screen
+and show a reassuring line instead), the one-byte C1 form of the same (U+009B is ESC [), or a
+right-to-left override (U+202E) that makes `txt.exe` read as `exe.txt`. Printed raw, any of these
+acts on the user's terminal; a lone surrogate (\\udcff, what undecodable bytes become) makes print
+raise UnicodeEncodeError instead.
+
+The mechanism. `printable(text)` writes every such character as a visible escape, the way Python
+writes it in a repr: ESC becomes the four characters `\\x1b`, U+009B `\\x9b`, U+202E `\\u202e`, a
+lone surrogate `\\udcff`. Newlines and tabs stay as they are; so does every other character
+(accents, CJK, emoji and their zero-width joiners). Every print of text the harness did not write
+itself goes through it: answers, streamed pieces, error lines, session listings, prompts, previews.
+
+What it cannot do. It does not judge what a visible text says: a server can still print "All good"
+in plain letters. The harness's own styling (the dim of streamed reasoning) is written beside the
+cleaned text, never inside it.
+"""
+import re
+import sys
+
+# C0 controls but newline and tab, DEL and C1, the bidi controls, lone surrogates
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def escape(match):
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xff else f"\\u{code:04x}"
+
+
+def printable(text):
+    """TEXT with every character that could act on a terminal written as a visible escape."""
+    return UNSAFE.sub(escape, "" if text is None else str(text))
+
+
+def say(*parts, file=None, flush=True):
+    """print() for text that came from outside: each part made printable first."""
+    print(*(printable(p) for p in parts), file=file or sys.stdout, flush=flush)
+
+
+def warn(text):
+    """One line on stderr, made printable (a path or a server's words can be in it)."""
+    say(text, file=sys.stderr)
