@@ -53,8 +53,6 @@ def test_a_short_surface_run_finds_no_crash_hang_loss_or_injection(surface):
     assert lines[-1] == f"surface {surface}: {SHORT[surface]} runs, 0 crashes, 0 hangs, 0 lost, 0 injected"
 
 
-@pytest.mark.xfail(reason="the MCP client, Ollama's native dialect and command hooks are hardened in their own "
-                          "changes (issue 20, items 4, 6, 7): drop this mark once they are in", strict=False)
 @pytest.mark.parametrize("surface", ["mcp", "ollama", "hooks"])
 def test_a_short_run_of_the_surfaces_hardened_elsewhere(surface):
     result = fuzz_surfaces.fuzz_surface(surface, runs=2, seed=3, limit=15, say=lambda line: None)
