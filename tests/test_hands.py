@@ -2,7 +2,6 @@
 each passing the same choke point (hooks, permission, results paired by id) as the built-in tools."""
 import json
 import sys
-import time
 
 from tests.ladder import FINAL, ROOT, calls, run_stage, tool_call, tool_results
 from tinyharness.testing import ScriptedServer

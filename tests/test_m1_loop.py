@@ -1,5 +1,4 @@
 """m1: the loop. Run on m1, every later stage and `tinyharness run`."""
-import json
 
 import pytest
 

@@ -8,10 +8,8 @@ is fired through `tinyharness run --yes` and its canary checked.
 """
 import http.server
 import json
-import os
 import sys
 import threading
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
