@@ -161,6 +161,28 @@ def test_list_shows_the_exercise_progress(progress, tmp_path):
     assert "quiz 2/3" in m3 and m3.endswith("exercise done") and m4.endswith("exercise to do")
 
 
+def test_the_report_shows_a_real_failure_before_an_xpass_and_is_not_done_with_either(tmp_path):
+    # in the order they ran: a known escape that the copy stopped (XPASS), then a real failure
+    case = lambda name, outcome, message="": {"nodeid": f"tests/test_x.py::{name}", "name": name,
+                                              "outcome": outcome, "message": message}
+    results = {"origin": str(tmp_path), "results": [
+        case("test_shell_attack[m3_hooks-fork-bomb]", "xpassed", "[XPASS(strict)] known escape: a fork bomb"),
+        case("test_path_attack[m3_hooks-dotdot]", "failed", "assert 'BLOCKED' in 'OK: wrote'"),
+        case("test_path_attack[m3_hooks-absolute]", "passed"),
+        case("test_a_known_escape_escapes[m3_hooks]", "xfailed"),
+        case("test_sandbox_holds[m3_hooks]", "skipped")]}
+    printed = []
+    assert not exercises.report(stage_dir("m3_hooks"), tmp_path, "mine", [], results, output=printed.append)
+    text = "\n".join(printed)
+    assert text.index("  FAIL  path attack (test_x.py, 1/2 cases pass)") < text.index("  XPASS shell attack (test_x.py)")
+    assert "First failure: path attack\n  tests/test_x.py::test_path_attack[m3_hooks-dotdot]" in text
+    assert "1 of 4 behaviours pass (1 skipped on this machine)." in text       # the xfail counts as a pass
+    only_xpass = {**results, "results": results["results"][:1]}
+    printed.clear()
+    assert not exercises.report(stage_dir("m3_hooks"), tmp_path, "mine", [], only_xpass, output=printed.append)
+    assert "First failure: shell attack" in "\n".join(printed) and "a known escape" in "\n".join(printed)
+
+
 # --- The real check: the sweeps -------------------------------------------------------------------
 #
 # Each check is a pytest subprocess over the stage's tests, the slowest thing in this file. A stage's

@@ -312,7 +312,7 @@ def report(stage_dir: Path, copy: Path, shown_as: str, holes: list[Hole], result
     cases = results["results"]
     files = sorted({c["nodeid"].split("::")[0].rsplit("/", 1)[-1] for c in cases})
     output(f"Checking your {stage} ({shown_as}) with every test case of {stage}: {len(cases)} cases "
-           f"from {len(files)} test files.")
+           f"from {len(files)} test file{'' if len(files) == 1 else 's'}.")
     output(f"Your code is what ran: {stage} was imported from {results['origin']}.\n")
     groups = behaviours(cases)
     failed = failing(groups)
