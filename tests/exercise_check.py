@@ -17,8 +17,8 @@ import importlib
 import importlib.util
 import inspect
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import tempfile
