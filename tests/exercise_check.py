@@ -30,7 +30,8 @@ from tests.ladder import STAGE_DIR_ENV, import_roots
 
 REPORT_ENV = "TINYHARNESS_EXERCISE_REPORT"
 STATE = {"results": {}, "origin": None, "origin_error": None}
-REPOSITORY_TEXT = {"test_structure.py", "test_lessons.py", "test_quizzes.py", "test_exercises.py", "test_tryit.py"}
+REPOSITORY_TEXT = {"test_structure.py", "test_lessons.py", "test_quizzes.py", "test_quiz_confirms.py",
+                   "test_exercises.py", "test_tryit.py"}
 LESSON_FILE = re.compile(r"test_m(\d+)_")
 
 
