@@ -1,6 +1,8 @@
 """What each context policy costs: prompt tokens, context size, and work for the server's prompt cache.
 
     python -m benchmarks.context [--window 8192] [--seed 7] [--no-overhead]
+    python -m benchmarks.context --svg FILE     # the picture: prompt tokens per model call
+
 
 Two scripted tasks are run once per policy of `tinyharness.context.POLICIES`, through the real
 HTTP client (`tinyharness.llm.Client`) against `tinyharness.testing.ScriptedServer`:
@@ -25,6 +27,10 @@ stopwatch around each `client.chat` call takes out the time spent waiting for th
 exchange and the server's work, the request's JSON encoding included); what is left, per turn, is
 the harness: the context policy and the watch, running the tools, the guards. Timings vary with the
 machine and from run to run; they are printed, never asserted.
+
+`--svg FILE` draws the 40-turn task's prompt tokens per model call for no scissors, the sliding
+scissors (the stages) and batch+cap (tinyharness's default) as one picture, and prints nothing else:
+docs/m5-context.svg is that picture, and a test regenerates it byte for byte.
 """
 import argparse
 import contextlib
@@ -43,6 +49,8 @@ from tinyharness.hooks import approve_everything
 from tinyharness.llm import Client
 from tinyharness.loop import Stats, run_agent
 from tinyharness.testing import ScriptedServer, estimate_tokens
+
+from .svgchart import Line, Series, line_chart
 
 WINDOW = 8192
 SEED = 7
@@ -501,15 +509,48 @@ def overhead_report(window=WINDOW, seed=SEED, turns=OVERHEAD_TURNS, policies=OVE
     return "\n".join(lines)
 
 
+PICTURED = (("none", "no scissors", "#d62728"),              # a staircase, through the window
+            ("sliding", "sliding, the stages", "#ff7f0e"),       # a little cut every turn
+            ("batch+cap", "batch+cap, tinyharness", "#1f77b4"))  # a sawtooth: grow, then one cut
+
+
+def prompt_sizes(task, policy_name, window=WINDOW):
+    """The prompt tokens of each model call of one run."""
+    _, usages, _ = drive(task, policy_name, window)
+    return [u["prompt_tokens"] for u in usages]
+
+
+def context_svg(window=WINDOW, seed=SEED):
+    """The SVG text of the picture: prompt tokens per model call of the 40-turn task, one line per policy."""
+    task = forty_turn_task(seed)
+    runs = [(label, prompt_sizes(task, policy, window), color) for policy, label, color in PICTURED]
+    series = [Series(f"{label}: {sum(sizes):,} in all", sizes, color) for label, sizes, color in runs]
+    return line_chart(series, title="Prompt tokens per model call, the same 40-turn task",
+                      subtitle=f"scripted server, tokens = characters/4; python -m benchmarks.context --svg FILE "
+                               f"(seed {seed})",
+                      x_label="model call", y_label="prompt tokens sent",
+                      lines=(Line(window, f"window {window:,}"),))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.context",
                                      description="Measure the context policies on two scripted tasks.")
     parser.add_argument("--window", type=int, default=WINDOW, help="context window in tokens (default %(default)s)")
     parser.add_argument("--seed", type=int, default=SEED, help="seed of the synthetic tasks (default %(default)s)")
     parser.add_argument("--no-overhead", action="store_true", help="skip the timing of the real loop")
+    parser.add_argument("--svg", metavar="FILE", help="instead of the tables, draw the 40-turn task's prompt tokens "
+                                                      "per model call for none, sliding and batch+cap into FILE")
     args = parser.parse_args(argv)
     if args.window < 1024:
         parser.error("--window must be at least 1024 tokens")
+    if args.svg:
+        try:
+            Path(args.svg).write_text(context_svg(args.window, args.seed), encoding="utf-8")
+        except OSError as e:
+            print(f"error: cannot write {args.svg}: {e.strerror or e}", file=sys.stderr)
+            return 1
+        print(f"wrote {args.svg}: prompt tokens per model call of the 40-turn task (none, sliding, batch+cap)")
+        return 0
     print(report(args.window, args.seed))
     if not args.no_overhead:
         print()

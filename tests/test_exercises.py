@@ -1,9 +1,10 @@
 """`tinyharness course start` and `course check --mine`: the exercises are generated from the stages,
 and the stages' own tests grade them.
 
-The sweeps run the real check (a pytest subprocess over tests/test_mK_*.py) on copies: per stage, the
-copy with its holes filled back in passes; per hole, a copy with only that hole open fails; and three
-subtly wrong solutions fail with the behaviour they break named in the report.
+The sweeps run the real check (a pytest subprocess over every test case of the stage, in every test
+file) on copies: per stage, the copy with its holes filled back in passes; per hole, a copy with only
+that hole open fails; and wrong solutions, the subtle ones and the ones learners really write, fail
+with the behaviour they break named in the report.
 """
 import json
 import os
@@ -160,6 +161,28 @@ def test_list_shows_the_exercise_progress(progress, tmp_path):
     assert "quiz 2/3" in m3 and m3.endswith("exercise done") and m4.endswith("exercise to do")
 
 
+def test_the_report_shows_a_real_failure_before_an_xpass_and_is_not_done_with_either(tmp_path):
+    # in the order they ran: a known escape that the copy stopped (XPASS), then a real failure
+    case = lambda name, outcome, message="": {"nodeid": f"tests/test_x.py::{name}", "name": name,
+                                              "outcome": outcome, "message": message}
+    results = {"origin": str(tmp_path), "results": [
+        case("test_shell_attack[m3_hooks-fork-bomb]", "xpassed", "[XPASS(strict)] known escape: a fork bomb"),
+        case("test_path_attack[m3_hooks-dotdot]", "failed", "assert 'BLOCKED' in 'OK: wrote'"),
+        case("test_path_attack[m3_hooks-absolute]", "passed"),
+        case("test_a_known_escape_escapes[m3_hooks]", "xfailed"),
+        case("test_sandbox_holds[m3_hooks]", "skipped")]}
+    printed = []
+    assert not exercises.report(stage_dir("m3_hooks"), tmp_path, "mine", [], results, output=printed.append)
+    text = "\n".join(printed)
+    assert text.index("  FAIL  path attack (test_x.py, 1/2 cases pass)") < text.index("  XPASS shell attack (test_x.py)")
+    assert "First failure: path attack\n  tests/test_x.py::test_path_attack[m3_hooks-dotdot]" in text
+    assert "1 of 4 behaviours pass (1 skipped on this machine)." in text       # the xfail counts as a pass
+    only_xpass = {**results, "results": results["results"][:1]}
+    printed.clear()
+    assert not exercises.report(stage_dir("m3_hooks"), tmp_path, "mine", [], only_xpass, output=printed.append)
+    assert "First failure: shell attack" in "\n".join(printed) and "a known escape" in "\n".join(printed)
+
+
 # --- The real check: the sweeps -------------------------------------------------------------------
 #
 # Each check is a pytest subprocess over the stage's tests, the slowest thing in this file. A stage's
@@ -174,11 +197,53 @@ def counted_ids(body):
     return body.replace('"tool_call_id": call["id"]', '"tool_call_id": f"call_{stats.tool_calls}"')
 
 
-# Subtly wrong solutions: each differs from the stage's in one idea, and the report names the behaviour.
+NAIVE_LOOP = '''\
+messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
+for _ in range(max_turns):
+    save_transcript(transcript, messages)
+    message, usage, finish_reason = client.chat(messages, tools=SCHEMAS)
+    stats.count_turn(usage)
+    messages.append(message)
+    if not message.get("tool_calls"):
+        save_transcript(transcript, messages)
+        return message["content"]
+    for call in message["tool_calls"]:
+        name, arguments = call["function"]["name"], call["function"]["arguments"]
+        echo(f"  [tool] {name}({arguments})")
+        result = run_tool(workspace, name, arguments)
+        echo(f"    -> {result.splitlines()[0][:160]}")
+        stats.tool_calls += 1
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+save_transcript(transcript, messages)
+raise Stopped(f"reached --max-turns {max_turns}")
+'''
+
+
+def without_the_skip(body):
+    """m3's own path_guard, except that it judges every tool's "path", shell's too (which has none)."""
+    skip = "if name not in FILE_TOOLS:\n    return None\n"
+    assert body.startswith(skip)
+    return body[len(skip):]
+
+
+def in_place(body):
+    """m5's own sliding_scissors, except that it cuts the list it was given and returns that list."""
+    assert body.startswith("old = set(older_results(messages, keep))\n")
+    return """\
+described = describe_calls(messages)
+for i in older_results(messages, keep):
+    if cuttable(messages[i], limit):
+        messages[i] = stub(messages[i], described)
+return messages
+"""
+
+
+# Wrong solutions: each differs from the stage's in one idea, and the report names the behaviour it breaks
+# (as its first failure, when `first` is True; among the failures listed, else).
 WRONG = {
     "m1 pairs a result to an id it counted itself": ("m1_loop", "loop.py", "run_agent",
                                                      counted_ids(stage_bodies("m1_loop")[("loop.py", "run_agent")]),
-                                                     "tool results are paired by the server given id"),
+                                                     "tool results are paired by the server given id", True),
     "m3 compares path strings instead of resolved paths": ("m3_hooks", "hooks.py", "path_guard", '''\
 import os  # hooks.py itself needs no os: the learner brings it
 if name not in FILE_TOOLS:
@@ -194,15 +259,36 @@ if not target.startswith(str(workspace)):
 if name == "read_file" and hard_links(Path(target)) > 1:
     return f"{path!r} has hard links"
 return None
-''', "path attack is stopped by the file tools"),
+''', "path attack is stopped by the file tools", True),
     "m5 cuts the newest results too": ("m5_context", "context.py", "older_results", '''\
 last_reply = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
 return [i for i, m in enumerate(messages) if m.get("role") == "tool" and i < last_reply]
-''', "old long results are stubbed and the newest two kept"),
+''', "old long results are stubbed and the newest two kept", True),
+    # What learners really write: the article's loop, 19 lines with its def, and no rule for a reply the
+    # server cut at max_tokens (nor for a garbled call or an empty answer: the wire tests name them all).
+    "m1 naive loop without the cut-reply rule": ("m1_loop", "loop.py", "run_agent", NAIVE_LOOP,
+                                                 "a cut reply is never run and the model is told once", False),
+    "m3 path_guard does not skip non-file tools": ("m3_hooks", "hooks.py", "path_guard",
+                                                   without_the_skip(stage_bodies("m3_hooks")[("hooks.py", "path_guard")]),
+                                                   "shell output and exit status reach the model", True),
+    "m5 scissors mutate their input list": ("m5_context", "context.py", "sliding_scissors",
+                                            in_place(stage_bodies("m5_context")[("context.py", "sliding_scissors")]),
+                                            "the scissors return a new list and leave their input alone", True),
 }
 
 SWEEP_WORKERS = 2  # the test process only waits on its checks: two keep both cores of a small machine busy
+SWEEP_TIME_LIMIT = 900  # seconds, for the test that runs a stage's sweep: up to five runs of its whole suite
 _SWEEPS = {}
+
+
+@pytest.fixture
+def time_for_a_sweep():
+    """The first test of a stage runs its sweep: several runs of the stage's whole suite, which on a busy
+    machine take longer than the per-test limit of tests/conftest.py. A longer limit, still a limit."""
+    import signal
+    if hasattr(signal, "SIGALRM") and signal.alarm(0):  # conftest's limit was armed: arm a longer one
+        signal.alarm(SWEEP_TIME_LIMIT)                  # (conftest disarms it after the test)
+    yield
 
 
 def sweep(stage, tmp_path_factory):
@@ -219,11 +305,11 @@ def sweep(stage, tmp_path_factory):
         exercises.write_exercise(stage_dir(stage), copy)
         fill(copy, {key: body for key, body in bodies.items() if key != open_hole})
         jobs[open_hole] = (copy, True)
-    for case, (case_stage, file, function, body, _) in WRONG.items():
-        if case_stage == stage:
+    for case, (case_stage, file, function, body, _, first) in WRONG.items():
+        if case_stage == stage:                                        # all the failures, unless the first will do
             copy = start(stage, tmp_path_factory.mktemp("wrong"))
             fill(copy, {**bodies, (file, function): body})
-            jobs[case] = (copy, True)
+            jobs[case] = (copy, first)
     with ThreadPoolExecutor(SWEEP_WORKERS) as pool:
         futures = {key: pool.submit(check, copy, first_failure) for key, (copy, first_failure) in jobs.items()}
         results = {key: (*future.result(), jobs[key][0]) for key, future in futures.items()}
@@ -234,7 +320,7 @@ def sweep(stage, tmp_path_factory):
 
 @pytest.mark.reruns_the_stage
 @pytest.mark.parametrize("stage", STAGES)
-def test_the_copy_with_its_holes_filled_back_passes_the_check(stage, tmp_path_factory):
+def test_the_copy_with_its_holes_filled_back_passes_the_check(stage, tmp_path_factory, time_for_a_sweep):
     code, text, copy, passed = sweep(stage, tmp_path_factory)["filled"]
     assert code == 0, text
     assert f"{stage} was imported from {copy.resolve()}" in text       # the copy ran, not the repository's stage
@@ -244,7 +330,7 @@ def test_the_copy_with_its_holes_filled_back_passes_the_check(stage, tmp_path_fa
 
 @pytest.mark.reruns_the_stage
 @pytest.mark.parametrize("stage", STAGES)
-def test_every_hole_alone_fails_the_check(stage, tmp_path_factory):
+def test_every_hole_alone_fails_the_check(stage, tmp_path_factory, time_for_a_sweep):
     results = sweep(stage, tmp_path_factory)
     for open_hole in stage_bodies(stage):
         code, text, _ = results[open_hole]
@@ -255,11 +341,13 @@ def test_every_hole_alone_fails_the_check(stage, tmp_path_factory):
 
 @pytest.mark.reruns_the_stage
 @pytest.mark.parametrize("case", list(WRONG))
-def test_a_subtly_wrong_solution_fails_and_the_report_names_the_behaviour(case, tmp_path_factory):
-    stage, file, function, body, behaviour = WRONG[case]
+def test_a_wrong_solution_fails_and_the_report_names_the_behaviour(case, tmp_path_factory, time_for_a_sweep):
+    stage, file, function, body, behaviour, first = WRONG[case]
     code, text, copy = sweep(stage, tmp_path_factory)[case]
-    assert code == 1, text
-    assert f"First failure: {behaviour}\n" in text, text
+    assert code == 1 and f"Exercise {stage[:2]} done" not in text, text
+    assert f"  FAIL  {behaviour} (" in text, text
+    if first:
+        assert f"First failure: {behaviour}\n" in text, text
     assert "Still to write" not in text                                # everything is written, just wrong
     assert "Hint (" in text and f"Run again: tinyharness course check {stage[:2]} --mine {copy}" in text
 

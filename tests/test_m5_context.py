@@ -5,6 +5,8 @@ results on insert by default (kinder to the server's prompt cache, see tinyharne
 keeps the sliding scissors as `--context-policy sliding`. So the sliding tests give tinyharness that
 flag, and the final package's default has its own tests at the end.
 """
+import copy
+import importlib
 import json
 import os
 
@@ -104,6 +106,26 @@ def test_no_scissors_sends_everything(stage, workspace):
     assert list(tool_results(server.requests[-1]).values()) == ["a" * 5000, "b" * 4000, "c" * 3000, "d" * 2000]
     for before, after in zip(server.requests, server.requests[1:]):   # every request extends the one before
         assert after["messages"][:len(before["messages"])] == before["messages"]
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_the_scissors_return_a_new_list_and_leave_their_input_alone(stage):
+    # The loop keeps what the scissors return, so a pair that cut in place would send the same bytes:
+    # only the caller's list tells. A caller that keeps the whole story (a transcript, an A/B run with
+    # --no-scissors, tinyharness's session file) would lose it to the stubs.
+    scissors = importlib.import_module(f"{stage}.context").sliding_scissors
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "go"}]
+    for n, size in enumerate((5000, 4000, 3000, 2000), 1):
+        call = {"id": f"call_{n}", "type": "function",
+                "function": {"name": "read_file", "arguments": json.dumps({"path": f"{n}.txt"})}}
+        messages += [{"role": "assistant", "content": "", "tool_calls": [call]},
+                     {"role": "tool", "tool_call_id": f"call_{n}", "content": str(n) * size}]
+    messages.append({"role": "assistant", "content": "", "tool_calls": []})
+    before = copy.deepcopy(messages)
+    cut = scissors(messages)
+    assert messages == before, "the scissors changed the list they were given: return a new list instead"
+    assert cut is not messages
+    assert [m["content"].startswith(STUB) for m in cut if m["role"] == "tool"] == [True, True, False, False]
 
 
 # --- The notebook ----------------------------------------------------------------------------

@@ -42,10 +42,10 @@ def test_stage_has_a_quiz_with_a_key(stage):
         assert set(q.misconceptions) == set(q.options) - {q.answer}, \
             f"question {q.number}: the key must say which misconception each wrong option stands for"
         assert all(len(m) > 20 for m in q.misconceptions.values())
-    predicts = [q for q in questions if q.text.startswith("Predict")]
-    assert len(predicts) == 1, "one 'Predict: ...' question per stage"
-    assert predicts[0].confirm, "the predict question's key gives a command that confirms the answer"
-    assert [q.number for q in questions if q.confirm] == [predicts[0].number]
+    predicts = [q.number for q in questions if q.text.startswith("Predict")]
+    assert predicts, "at least one 'Predict: ...' question per stage"
+    assert [q.number for q in questions if q.confirm] == predicts, \
+        "each 'Predict' question's key, and only theirs, gives a command that confirms the answer"
 
 
 @pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
@@ -81,6 +81,28 @@ def test_picking_the_longest_option_scores_at_most_a_third():
         tied = [letter for letter, text in q.options.items() if len(text) == top]
         expected += (q.answer in tied) / len(tied)
     assert expected / len(ALL) <= 1 / 3, f"{expected:.2f} of {len(ALL)}"
+
+
+SHUFFLES = 20
+
+
+def picks(q, order, choose):
+    """The option a test-wise guesser picks: the first one shown among those of the chosen length."""
+    length = choose(len(q.options[letter]) for letter in order)
+    return next(letter for letter in order if len(q.options[letter]) == length)
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
+@pytest.mark.parametrize("choose", [max, min], ids=["longest", "shortest"])
+def test_always_picking_the_longest_or_the_shortest_option_scores_at_most_one(stage, choose):
+    # Each stage is taken on its own, so a stage whose right options are all the longest is not hidden
+    # by the others; each attempt shuffles the options as run_quiz does, which decides between equal lengths.
+    questions = QUIZZES[stage.name]
+    for seed in range(SHUFFLES):
+        rng = random.Random(seed)
+        right = sum(picks(q, quiz.shuffled(q, rng), choose) == q.answer for q in questions)
+        assert right <= 1, (f"always picking the {'longest' if choose is max else 'shortest'} option scores "
+                            f"{right}/3 on shuffle {seed}: make a right option neither, or another wrong one so")
 
 
 # --- every code reference resolves ------------------------------------------------------------

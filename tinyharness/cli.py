@@ -320,9 +320,9 @@ def build_parser(command=None):
     start.add_argument("dir", metavar="DIR", nargs="?", default=".", help="the parent folder of your copy (default: here)")
     start.add_argument("--force", action="store_true", help="replace an existing copy (your changes are lost)")
     check = course_sub.add_parser("check", help="run the tests of one stage, or grade your copy with --mine",
-                                  description="Run the tests of one stage. With --mine, run the tests of what the "
-                                              "stage introduced against your copy of it, and say what passes, "
-                                              "what fails first, and a hint.")
+                                  description="Run the tests of one stage. With --mine, run every test case of "
+                                              "the stage against your copy of it, and name each behaviour that "
+                                              "fails, the most basic first, with a hint; 'done' only when all pass.")
     check.add_argument("stage", help="a stage, e.g. m3")
     check.add_argument("--mine", metavar="DIR", help="your copy: the folder `course start` wrote (or its parent)")
     check.add_argument("-k", dest="keyword", metavar="EXPRESSION",

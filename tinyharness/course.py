@@ -214,8 +214,8 @@ def course_start(stage: str, parent=None, force=False, root=None) -> int:
 
 
 def course_check(stage: str, root=None, mine=None, keyword: str | None = None) -> int:
-    """Run the ladder tests of one stage (their ids carry the stage folder name); with `mine`, the
-    tests of what the stage introduced, against the learner's copy of it (see exercises.py)."""
+    """Run the ladder tests of one stage (their ids carry the stage folder name); with `mine`, every
+    test case of the stage, against the learner's copy of it (see exercises.py)."""
     root = _checkout(root)
     folder = root and _stage(stage, root)
     if folder is None:
