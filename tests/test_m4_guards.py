@@ -128,14 +128,14 @@ def test_max_seconds_stops_between_turns_with_an_account(stage, workspace, tmp_p
 
     def slow_writer(body, i):
         return {"tool_calls": [tool_call("write_file", path=f"f{i}.txt", content="x")], "delay": 0.4}
-    result, server = run(stage, workspace, "--max-seconds", "1", "--transcript", str(transcript),
+    result, server = run(stage, workspace, "--max-seconds", "2", "--transcript", str(transcript),
                          policy=slow_writer, approve=True)
     assert result.returncode == 3, result.stderr
     turns = int(stats_line(result.stderr)["turns"])  # the replies that came back in time
-    assert 2 <= turns <= 3  # 0.4 s a reply: past 1 s after the third (the second, on a slow machine)
+    assert 1 <= turns <= 5  # 0.4 s a reply: past 2 s after the fifth (fewer on a busy machine, never none)
     assert turns <= len(server.requests) <= turns + 1  # a reply still under way when the time ran out is dropped
     lines = stopped_lines(result.stdout)
-    assert lines[0].startswith("Stopped: reached --max-seconds 1 ") and lines[0].endswith("NOT confirmed complete.")
+    assert lines[0].startswith("Stopped: reached --max-seconds 2 ") and lines[0].endswith("NOT confirmed complete.")
     account = "\n".join(lines[1:])
     assert f"write_file x{turns}" in account
     written = sorted(p.name for p in workspace.iterdir())
