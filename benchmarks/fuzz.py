@@ -381,11 +381,20 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be 1 or more")
-    if bool(args.stage) == bool(args.surface):
-        parser.error("give --stage S (the model's replies) or --surface S (another input), one of them")
+    if not (args.stage or args.surface) or (args.stage and args.surface and args.surface != "terminal"):
+        parser.error("give --stage S (the model's replies) or --surface S (another input); both only as "
+                     "--surface terminal --stage S (a stage's console)")
     if args.surface:
         from benchmarks.fuzz_surfaces import SURFACES, fuzz_surface
-        found = [fuzz_surface(surface, args.runs, args.seed, args.limit, args.show)
+        stage = None
+        if args.stage:
+            try:  # m0 too: its console prints a server's error and reply like every stage's
+                stage = "m0_llm" if args.stage in ("m0", "m0_llm") else stage_name(args.stage)
+            except ValueError as e:
+                parser.error(str(e))
+            if stage == "tinyharness":
+                stage = None
+        found = [fuzz_surface(surface, args.runs, args.seed, args.limit, args.show, stage=stage)
                  for surface in (SURFACES if args.surface == "all" else [args.surface])]
         return 0 if not any(r["crashes"] or r["hangs"] or r["lost"] or r["injected"] for r in found) else 1
     if args.limit is None:

@@ -80,10 +80,11 @@ def base_env(home):
     return env
 
 
-def run_cli(args, cwd, env, limit, stdin=b"", on_pty=False):
-    """(outcome, exit code, output bytes) of `tinyharness ARGS`; outcome "ok", "crash" or "hang". On a pty
-    all three streams are the terminal; else stdin is a pipe and stdout+stderr are read together."""
-    command = [sys.executable, "-m", "tinyharness", *args]
+def run_cli(args, cwd, env, limit, stdin=b"", on_pty=False, module="tinyharness"):
+    """(outcome, exit code, output bytes) of `tinyharness ARGS` (or `python -m MODULE ARGS`, a stage);
+    outcome "ok", "crash" or "hang". On a pty all three streams are the terminal; else stdin is a pipe
+    and stdout+stderr are read together."""
+    command = [sys.executable, "-m", module, *args]
     if on_pty:
         master, slave = os.openpty()
         process = subprocess.Popen(command, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
@@ -233,6 +234,34 @@ def ollama_routes(path, chat):
 # --- Surface: terminal ---------------------------------------------------------------------------------
 
 TERMINAL_PATHS = ("error-body", "stream-error", "ollama-error", "doctor", "answer", "sessions", "resume", "trust")
+STAGE_TERMINAL_PATHS = ("error-body", "answer")  # what a stage prints of a server's words: its error line, the reply
+
+
+def stage_terminal_run(stage):
+    """The terminal surface of one stage (`--surface terminal --stage mK`): a server's error body or a
+    reply full of escape sequences, printed by `python -m mK` on a pseudo-terminal."""
+    def run(rng, server, home, workspace, limit):
+        text = hostile_text(rng)
+        path = rng.choice(STAGE_TERMINAL_PATHS)
+        error = rng.choice([{"error": {"message": text}}, {"error": text}, {"message": text},
+                            {"detail": [{"msg": text}]}])
+
+        def plan(url_path, body, count):
+            if path == "answer":
+                reply = completion(calls=[("list_dir", json.dumps({"path": text}))]) if count == 1 and \
+                    stage != "m0_llm" else completion(text)
+                return 200, "application/json", [js(reply)], None
+            raw = rng.choice([js(error), text.encode("utf-8", "surrogateescape")])
+            return 500, rng.choice(["application/json", "text/plain"]), [raw], None
+        server.plan, server.count = plan, 0
+        args = ["--base-url", server.url + "/v1"]
+        if stage not in ("m0_llm", "m1_loop", "m2_tools"):
+            args.append("--yes")
+        if stage != "m0_llm":
+            args += ["--max-turns", "3"]
+        outcome, code, screen = run_cli(args + ["task"], workspace, base_env(home), limit, on_pty=True, module=stage)
+        return path, outcome, code, screen, None, is_injected(screen)
+    return run
 
 
 def terminal_run(rng, server, home, workspace, limit):
@@ -724,8 +753,10 @@ RUNNERS = {"terminal": terminal_run, "sessions": sessions_run, "viewer": viewer_
 LIMITS = {"terminal": 20.0, "sessions": 10.0, "viewer": 20.0, "mcp": 30.0, "ollama": 20.0, "hooks": 30.0}
 
 
-def fuzz_surface(surface, runs, seed=1, limit=None, show=0, say=print):
-    """Run one surface's fuzzer; return {"runs", "crashes", "hangs", "lost", "injected", "problems"}."""
+def fuzz_surface(surface, runs, seed=1, limit=None, show=0, say=print, stage=None):
+    """Run one surface's fuzzer; return {"runs", "crashes", "hangs", "lost", "injected", "problems"}.
+    With a stage (only the terminal surface has one): that stage's console instead of the package's."""
+    runner = stage_terminal_run(stage) if stage else RUNNERS[surface]
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     rng = random.Random(f"{surface}-{seed}")
@@ -742,8 +773,8 @@ def fuzz_surface(surface, runs, seed=1, limit=None, show=0, say=print):
             (workspace / "notes.txt").write_text("The testing budget is 300 KM.\n")
             os.environ.update(XDG_DATA_HOME=str(home / "data"), XDG_CONFIG_HOME=str(home / "config"),
                               HOME=str(home))  # the in-process surfaces: this run's own store, never the user's
-            kind, outcome, code, output, lost, injected = RUNNERS[surface](rng, server, home, workspace,
-                                                                           limit or LIMITS[surface])
+            kind, outcome, code, output, lost, injected = runner(rng, server, home, workspace,
+                                                                 limit or LIMITS[surface])
             tail = output[-1200:].decode("utf-8", "backslashreplace")
             if outcome != "ok":
                 counts[outcome] += 1
@@ -766,7 +797,7 @@ def fuzz_surface(surface, runs, seed=1, limit=None, show=0, say=print):
         shutil.rmtree(base, ignore_errors=True)
     for outcome, kind, code, detail in problems[:show]:
         say(f"--- {outcome}: {kind}, exit {code}\n{detail}")
-    say(f"surface {surface}: {runs} runs, {counts['crash']} crashes, {counts['hang']} hangs, {counts['lost']} lost, "
+    say(f"surface {surface}{' on ' + stage if stage else ''}: {runs} runs, {counts['crash']} crashes, {counts['hang']} hangs, {counts['lost']} lost, "
         f"{counts['injected']} injected")
     return {"runs": runs, "crashes": counts["crash"], "hangs": counts["hang"], "lost": counts["lost"],
             "injected": counts["injected"], "problems": problems}

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import fuzz_surfaces
 from benchmarks.fuzz import BODY_KINDS, STREAM_KINDS, fuzz, run_once
-from tests.ladder import stages_from
+from tests.ladder import STAGES, stages_from
 
 
 @pytest.mark.parametrize("stage", stages_from("m1"))
@@ -73,3 +73,11 @@ def test_the_surface_fuzzer_counts_what_it_is_shown(monkeypatch):
     check = fuzz_surfaces.PageCheck()
     check.feed('<div><script>x</script><img src="http://x/a.png"><span onclick="x">a</span></div>')
     assert check.problems == ["<script>", "img src='http://x/a.png'", "span onclick='x'"]
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_a_short_terminal_run_on_each_stage_injects_nothing(stage):
+    """Every stage prints a server's error text and the model's words through its armour's printable()."""
+    result = fuzz_surfaces.fuzz_surface("terminal", runs=2, seed=5, stage=stage, say=lambda line: None)
+    assert (result["crashes"], result["hangs"], result["lost"], result["injected"]) == (0, 0, 0, 0), \
+        result["problems"][:2]
