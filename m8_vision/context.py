@@ -12,7 +12,7 @@ cutting; it only makes the cut visible.
 """
 import json
 
-from .vision import count_images, without_images
+from .arrival import count_images, without_images
 
 STUB_PREFIX = "[cut by the harness: "
 REREADABLE = ("list_dir", "read_file")  # tools that change nothing: calling again is safe

@@ -4,7 +4,7 @@ import os
 import sys
 from urllib.parse import urlsplit
 
-from .hooks import approve_everything, ask_user
+from .hooks import allow_urls, approve_everything, ask_user
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, MAX_REPLY_TOKENS, Client, LLMError
 from .guards import MAX_SECONDS, MAX_TURNS
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY, POLICIES
@@ -13,7 +13,8 @@ from . import extensions
 from .loop import Stats, Stopped, run_agent
 from .sandbox import NOT_ISOLATED, RestoreFailed, Sandbox, env_refusal, workspace_problem
 from .sessions import UsageTap, start_or_warn
-from .vision import ImageError, allow_urls, image_part, load_attachment
+from .imageload import ImageError, load_attachment
+from .vision import image_part
 
 
 def printable(text):
