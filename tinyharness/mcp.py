@@ -60,6 +60,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 PROTOCOL_VERSION = "2025-11-25"
