@@ -5,14 +5,13 @@ who cannot see your screen: a failure says what went wrong, with the operating s
 success gives evidence (how many characters, how many entries).
 """
 import json
-import locale
 import os
 import signal
 import subprocess
 import threading
 from pathlib import Path
 
-from .safeio import Output, parse_arguments
+from .safeio import Output, check_arguments, decode, parse_arguments, usage
 SHELL_TIMEOUT = 60  # seconds; --shell-timeout changes it
 KEEP_CHARS = 2900  # shown from each end of long output: about 6000 characters in all, for a small window
 
@@ -67,19 +66,6 @@ def kill_group(pid):
         pass  # the whole group had already ended
 
 
-def decode(data):
-    """Bytes to text the model can read: UTF-8, else the locale's encoding (Big5 under a zh_TW.Big5
-    locale), else UTF-8 with a replacement mark for each byte that fits neither. Never a crash. Nothing is
-    guessed: on a UTF-8 system, output in a legacy encoding such as cp950 arrives as replacement marks
-    and stray characters, which at least tell the model that the output was not UTF-8."""
-    for encoding in ("utf-8", locale.getpreferredencoding(False)):
-        try:
-            return data.decode(encoding)
-        except (UnicodeDecodeError, LookupError):
-            pass
-    return data.decode("utf-8", errors="replace")
-
-
 def cut(text, dropped=0, keep=KEEP_CHARS):
     """Keep the head and the tail of long output (errors and summaries come last) and say what is missing.
     `dropped` counts bytes never held in memory; they are counted as characters."""
@@ -123,9 +109,9 @@ def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT):
     if name not in TOOLS:
         return f"ERROR: there is no tool named {name!r}. The tools are: {', '.join(TOOLS)}."
     arguments, problem = parse_arguments(arguments)
-    problem = problem or check_arguments(name, arguments)
+    problem = problem or check_arguments(name, arguments, PARAMETERS[name])
     if problem:
-        return f"ERROR: {problem}. {name} takes {usage(name)}."
+        return f"ERROR: {problem}. {name} takes {usage(PARAMETERS[name])}."
     try:
         if name == "shell":
             return shell(workspace, arguments["command"], timeout=shell_timeout)
@@ -142,21 +128,6 @@ def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT):
 def canonical(arguments):
     """One spelling for the same arguments: what the [tool] line shows and what the history keeps."""
     return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
-
-
-def check_arguments(name, arguments):
-    """What is wrong with the arguments of a known tool, in words, or None."""
-    expected = PARAMETERS[name]
-    problems = {"missing": [p for p in expected if p not in arguments],
-                "not expected": [p for p in arguments if p not in expected],
-                "not a string": [p for p in expected if p in arguments and not isinstance(arguments[p], str)]}
-    found = [f"{what}: {', '.join(names)}" for what, names in problems.items() if names]
-    return f"wrong arguments for {name} ({'; '.join(found)})" if found else None
-
-
-def usage(name):
-    """How to call a tool, as JSON: {"path": "<string>", "content": "<string>"}."""
-    return json.dumps({p: "<string>" for p in PARAMETERS[name]})
 
 
 # exercise(m2): Write explain: turn an OSError into words about this path (which folder is missing, which step is a file), followed by the system's own [Errno N] words.

@@ -12,13 +12,15 @@ Real models and servers add cases the lesson must not drown in:
 - An empty answer: one [harness] nudge before it counts as the answer.
 - A reply that runs out of the run's time: a limit (exit 3), not a failure.
 - The same call again and again (guards.py's RepeatGuard sees them): a [harness] warning, then a stop.
+- What a stopped run did (`Record`): calls per tool and files written, for the account it prints.
 """
 import json
 import time
+from collections import Counter
 from pathlib import Path
 
 from .guards import REPEAT_LIMIT, Stopped, brief, repeat_warning
-from .tools import TOOLS
+from .tools import TOOLS, parse_arguments
 from .wire import LLMError
 
 CUT = ("[harness] Your last reply was cut off at the length limit (max_tokens={}), so none of its tool calls ran. "
@@ -128,3 +130,24 @@ def save_transcript(path, messages):
     """Rewritten every turn, so a crash still leaves the story so far."""
     if path:
         Path(path).write_text(json.dumps(messages, indent=2), encoding="utf-8")
+
+
+class Record:
+    """What the run has done, for the account a stopped run prints: calls per tool, files written."""
+
+    def __init__(self):
+        self.calls, self.written = Counter(), []
+
+    def note(self, call, result):
+        """Note one call after it ran. A file counts as written only when write_file said OK."""
+        function = call.get("function") or {}
+        name = str(function.get("name"))
+        self.calls[name] += 1
+        if name == "write_file" and result.startswith("OK: wrote"):
+            path = parse_arguments(function.get("arguments"))[0].get("path")
+            if path not in self.written:
+                self.written.append(path)
+
+    def account(self):
+        tools = ", ".join(f"{name} x{count}" for name, count in self.calls.items()) or "none"
+        return f"Tool calls: {tools}.\nFiles written: {', '.join(self.written) or 'none'}."

@@ -6,8 +6,8 @@ the transcript) sits behind a name in edges.py, the loop's armour: read it after
 import itertools
 from pathlib import Path
 
-from .edges import NO_ANSWER, Edges, garbled, save_transcript
-from .guards import MAX_SECONDS, MAX_TURNS, Budget, Record, RepeatGuard, Stopped
+from .edges import NO_ANSWER, Edges, Record, garbled, save_transcript
+from .guards import MAX_SECONDS, MAX_TURNS, Budget, RepeatGuard, Stopped
 from .hooks import NEEDS_PERMISSION, ask_user, pre_tool_use
 from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, check_call, run_tool
 

@@ -2,8 +2,8 @@
 
 Every tool result stays in the history and is sent again on every later turn, so a ten-turn run
 pays for its first file read ten times, and a local model with an 8k window soon runs out of room.
-Past its context length Ollama silently drops the *start* of the prompt (the system prompt and the
-tool schemas first), answers HTTP 200, and the model just seems to forget.
+Past its context length Ollama keeps the system prompt and the tool schemas, silently drops the
+oldest other messages (the task first), answers HTTP 200, and the model just seems to forget.
 
 The scissors run before each model call: a tool result older than the newest two and longer than
 200 characters becomes a short stub that says what was cut and how to get it back. The cut is by
@@ -92,7 +92,7 @@ class ContextWatch:
     """Reads the server's `usage.prompt_tokens` after each call and warns when the context is (nearly) full.
 
     - Past `near` (90%) of the window: the next few results may not fit.
-    - A *drop* while the conversation grew: the server cut the front of the prompt to fit its context
+    - A *drop* while the conversation grew: the server dropped the oldest messages to fit its context
       length (Ollama does that silently, with HTTP 200, and /v1 cannot tell it the length). The
       scissors shrink the prompt too, so the loop passes `sent_tokens`, its own estimate of the
       request: a drop it made itself is not the server's.
@@ -109,15 +109,15 @@ class ContextWatch:
         if last and prompt_tokens < last[0] and message_count > last[1] \
                 and (sent_tokens is None or last[2] is None or sent_tokens >= last[2]):
             return (f"[context] prompt_tokens fell from {last[0]} to {prompt_tokens} while the conversation "
-                    f"grew ({last[1]} -> {message_count} messages): the server probably dropped the start "
-                    "of the prompt to fit its context length (Ollama does this silently). From now on the "
-                    "model may not see the system prompt or the first messages.")
+                    f"grew ({last[1]} -> {message_count} messages): the server probably dropped the oldest "
+                    "messages to fit its context length (Ollama does this silently). From now on the model "
+                    "may not see the task or the first results.")
         if prompt_tokens >= self.near * self.window:
             if not self.warned_near:
                 self.warned_near = True
                 return (f"[context] prompt_tokens={prompt_tokens} is {100 * prompt_tokens // self.window}% of "
                         f"the {self.window}-token context window; past it the server may silently drop the "
-                        "start of the conversation.")
+                        "oldest messages.")
         else:
             self.warned_near = False
         return None

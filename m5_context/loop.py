@@ -7,8 +7,8 @@ import itertools
 from pathlib import Path
 
 from .context import CONTEXT_WINDOW, ContextWatch, sliding_scissors
-from .edges import NO_ANSWER, Edges, garbled, save_transcript
-from .guards import MAX_SECONDS, MAX_TURNS, Budget, Record, RepeatGuard, Stopped
+from .edges import NO_ANSWER, Edges, Record, garbled, save_transcript
+from .guards import MAX_SECONDS, MAX_TURNS, Budget, RepeatGuard, Stopped
 from .hooks import NEEDS_PERMISSION, ask_user, pre_tool_use
 from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, check_call, run_tool
 

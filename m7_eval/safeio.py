@@ -4,6 +4,10 @@ Read it after the lesson (tools.py), when a real command or workspace surprises 
 - A command that prints forever (`yes`, a runaway loop): only the first and last KEEP_BYTES of its output
   are held while it runs (`Output`), so memory stays bounded and the head and tail still reach the model.
 - Arguments as servers send them (`parse_arguments`): a JSON string, an object, or nothing at all.
+- Output in an encoding that is not UTF-8 (`decode`): the locale's encoding next, then a replacement
+  mark for each byte that fits neither; never a crash.
+- Arguments the model gets wrong (`check_arguments`): missing, unexpected or not strings, said in words
+  with how to call the tool (`usage`).
 - A FIFO, socket or device where a file should be (`read_regular`): opening it to read would wait
   forever, so it is opened without blocking and refused.
 - A write that dies halfway, or that would go through a hard link, FIFO or symlink planted at the name
@@ -12,6 +16,7 @@ Read it after the lesson (tools.py), when a real command or workspace surprises 
 """
 import errno
 import json
+import locale
 import os
 import secrets
 import stat
@@ -36,6 +41,19 @@ class Output:
         pipe.close()
 
 
+def decode(data):
+    """Bytes to text the model can read: UTF-8, else the locale's encoding (Big5 under a zh_TW.Big5
+    locale), else UTF-8 with a replacement mark for each byte that fits neither. Never a crash. Nothing is
+    guessed: on a UTF-8 system, output in a legacy encoding such as cp950 arrives as replacement marks
+    and stray characters, which at least tell the model that the output was not UTF-8."""
+    for encoding in ("utf-8", locale.getpreferredencoding(False)):
+        try:
+            return data.decode(encoding)
+        except (UnicodeDecodeError, LookupError):
+            pass
+    return data.decode("utf-8", errors="replace")
+
+
 def parse_arguments(arguments):
     """(the arguments as a dict, what was wrong with them or None). Servers in the OpenAI style send a
     JSON string; some send an object, which is just as good."""
@@ -50,6 +68,20 @@ def parse_arguments(arguments):
     if not isinstance(value, dict):
         return {}, f"the arguments must be a JSON object, not {str(arguments)[:200]!r}"
     return value, None
+
+
+def check_arguments(name, arguments, expected):
+    """What is wrong with the arguments of a known tool (`expected`: its parameters), in words, or None."""
+    problems = {"missing": [p for p in expected if p not in arguments],
+                "not expected": [p for p in arguments if p not in expected],
+                "not a string": [p for p in expected if p in arguments and not isinstance(arguments[p], str)]}
+    found = [f"{what}: {', '.join(names)}" for what, names in problems.items() if names]
+    return f"wrong arguments for {name} ({'; '.join(found)})" if found else None
+
+
+def usage(expected):
+    """How to call a tool with these parameters, as JSON: {"path": "<string>", "content": "<string>"}."""
+    return json.dumps({p: "<string>" for p in expected})
 
 
 def read_regular(path):

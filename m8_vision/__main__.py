@@ -11,7 +11,8 @@ from .guards import MAX_SECONDS, MAX_TURNS, Stopped
 from .context import CONTEXT_WINDOW
 from .edges import Stats
 from .loop import run_agent
-from .vision import ImageError, image_part, load_attachment
+from .imageload import ImageError, load_attachment
+from .vision import image_part
 
 
 def usage_problem(args, extra):

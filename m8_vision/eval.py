@@ -21,7 +21,8 @@ from pathlib import Path
 
 from .evals import TASK_NAMES, TASKS
 from .evals.claims import claims_success
-from .evals.common import judge, run_process, snapshot
+from .evals.common import judge
+from .evals.runs import run_process, snapshot
 
 STAGE = Path(__file__).resolve().parent
 MAX_TURNS = 20

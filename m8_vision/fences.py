@@ -7,6 +7,8 @@
   where no path check can see them.
 - A regex that backtracks (`then`): a rule like `rm[^;]*-r` rescans the rest of the command for every
   `rm`, and nothing times the judging out (`(\\w+|:)\\s*\\(\\)...` took four minutes on 200,000 characters).
+- The command policy's catalogue beyond the recursive deletes (`MORE_RULES`): sudo, mkfs, devices,
+  shell start-up files, force pushes, downloads run unread, fork bombs, credentials, data sent away.
 """
 import os
 
@@ -40,3 +42,25 @@ def length_guard(workspace, name, args):
         return (f"the command is {len(args['command']):,} characters long, over the {MAX_COMMAND_CHARS:,} the "
                 "command policy reads. Write the script to a file with write_file, then run that file.")
     return None
+
+
+# The rest of the command policy (hooks.py:COMMAND_RULES opens with the recursive deletes, its lesson):
+# each rule is (a regex over what a command would do, what the model is told when it fires).
+MORE_RULES = [
+    (r"\b(sudo|doas|pkexec)\b|(^|[;&|(]\s*)su\b", "running as another user (sudo, su): more rights than you were given"),
+    (r"\bmkfs\b", "formatting a file system (mkfs): it erases a whole disk"),
+    (r"(\bof=|>)\s*/dev/(?!null\b|stdout\b|stderr\b|tty\b|fd/)", "writing straight to a device (dd of=/dev/sda): it can wreck a disk"),
+    (r"\.(bashrc|bash_profile|bash_login|profile|zshrc|zprofile|zshenv|zlogin|cshrc|kshrc)\b|config\.fish",
+     "touching a shell start-up file (~/.bashrc, ~/.profile): what is written there runs in every future shell"),
+    (then(r"\bgit\b", then(r"\bpush\b", r"\s(-[a-zA-Z]*f|--force|\+)")), "a force push: it overwrites history others share"),
+    (r"\|\s*(sudo\s+)?([^\s|]*/)?(ba|da|z|k|fi)?sh\b", "piping text into a shell (curl ... | sh): it runs commands nobody has read"),
+    (then(r"\b(?:(?:ba|da|z|k)?sh|source|eval)\b", r"(<\(|\$\()\s*(curl|wget)\b", within=r"[^;&\n]"),
+     "running what a download returns (sh -c \"$(curl ...)\"): commands nobody has read"),
+    (r"(\b\w+|:)\s*\(\)\s*\{[^{}]*(?<!\w)\1\s*\|\s*\1", "a fork bomb: it starts copies of itself until the machine stops"),
+    (r"\b(pkill|killall)\b|" + then(r"\bkill\b", r"\s-1\b"), "killing processes by name or all at once: they may not be yours"),
+    (r"\b(setsid|nohup|disown)\b", "a process that outlives the command (setsid, nohup): the timeout could not stop it"),
+    (r"\.ssh\b|\.gnupg\b|\.aws/credentials|\.netrc\b", "reading keys or credentials (~/.ssh): secrets must not reach the model"),
+    (r"\b(nc|ncat|netcat|socat)\b|/dev/(tcp|udp)/|"
+     + then(r"\b(?:curl|wget)\b", r"(\s-[dFT]\s*@|--data(-\w+)?\s+@|--upload-file|--post-file)", within="."),
+     "sending data over the network (nc, /dev/tcp, curl -d @file): files could leave the machine"),
+]

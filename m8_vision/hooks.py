@@ -9,8 +9,8 @@ import re
 import sys
 from pathlib import Path
 
-from .fences import hard_links, length_guard, then
-from .vision import is_url
+from .fences import MORE_RULES, hard_links, length_guard, then
+from .imageload import is_url
 
 FILE_TOOLS = ("list_dir", "read_file", "write_file", "view_image")
 NEEDS_PERMISSION = ("write_file", "shell")
@@ -29,7 +29,7 @@ def path_guard(workspace, name, args):
         return None
     path = args["path"]
     if name == "view_image" and is_url(path):
-        return None  # not a path: vision.py downloads it and checks what comes back
+        return None  # not a path: imageload.py downloads it and checks what comes back
     if "\x00" in path:
         return "the path contains a NUL byte, which no file name can hold"
     if Path(path).parts[:1] and Path(path).parts[0].startswith("~"):
@@ -56,22 +56,7 @@ COMMAND_RULES = [
      "a recursive delete (rm -r): one wrong path and a whole tree is gone, with no undo"),
     ("(?i)" + then(r"\bremove-item\b", r"\s-r", within="."),
      "a recursive delete (Remove-Item -Recurse): one wrong path and a whole tree is gone"),
-    (r"\b(sudo|doas|pkexec)\b|(^|[;&|(]\s*)su\b", "running as another user (sudo, su): more rights than you were given"),
-    (r"\bmkfs\b", "formatting a file system (mkfs): it erases a whole disk"),
-    (r"(\bof=|>)\s*/dev/(?!null\b|stdout\b|stderr\b|tty\b|fd/)", "writing straight to a device (dd of=/dev/sda): it can wreck a disk"),
-    (r"\.(bashrc|bash_profile|bash_login|profile|zshrc|zprofile|zshenv|zlogin|cshrc|kshrc)\b|config\.fish",
-     "touching a shell start-up file (~/.bashrc, ~/.profile): what is written there runs in every future shell"),
-    (then(r"\bgit\b", then(r"\bpush\b", r"\s(-[a-zA-Z]*f|--force|\+)")), "a force push: it overwrites history others share"),
-    (r"\|\s*(sudo\s+)?([^\s|]*/)?(ba|da|z|k|fi)?sh\b", "piping text into a shell (curl ... | sh): it runs commands nobody has read"),
-    (then(r"\b(?:(?:ba|da|z|k)?sh|source|eval)\b", r"(<\(|\$\()\s*(curl|wget)\b", within=r"[^;&\n]"),
-     "running what a download returns (sh -c \"$(curl ...)\"): commands nobody has read"),
-    (r"(\b\w+|:)\s*\(\)\s*\{[^{}]*(?<!\w)\1\s*\|\s*\1", "a fork bomb: it starts copies of itself until the machine stops"),
-    (r"\b(pkill|killall)\b|" + then(r"\bkill\b", r"\s-1\b"), "killing processes by name or all at once: they may not be yours"),
-    (r"\b(setsid|nohup|disown)\b", "a process that outlives the command (setsid, nohup): the timeout could not stop it"),
-    (r"\.ssh\b|\.gnupg\b|\.aws/credentials|\.netrc\b", "reading keys or credentials (~/.ssh): secrets must not reach the model"),
-    (r"\b(nc|ncat|netcat|socat)\b|/dev/(tcp|udp)/|"
-     + then(r"\b(?:curl|wget)\b", r"(\s-[dFT]\s*@|--data(-\w+)?\s+@|--upload-file|--post-file)", within="."),
-     "sending data over the network (nc, /dev/tcp, curl -d @file): files could leave the machine"),
+    *MORE_RULES,  # fences.py: sudo, mkfs, devices, start-up files, force pushes, pipes into a shell, ...
 ]
 
 

@@ -329,7 +329,8 @@ def five_turn_session(workspace, tmp_path):
     """A session with every kind of thing the page marks: calls, a BLOCKED verdict, a long result,
     a cut stub, a compaction, an interruption notice, hostile text, an image."""
     from tinyharness.testing import tiny_png
-    from tinyharness.vision import image_part, load_attachment
+    from tinyharness.imageload import load_attachment
+    from tinyharness.vision import image_part
     (workspace / "big.txt").write_text("".join(f"line {n} of a long file\n" for n in range(400)))
     (workspace / "red.png").write_bytes(tiny_png(8, 8, lambda x, y: (255, 0, 0)))
     script = [calls(tool_call("write_file", path="a.txt", content="hello")), "Wrote a.txt.",

@@ -1,4 +1,4 @@
-"""What the model reads when a command prints bytes that are not UTF-8 (m2's `tools.py:decode`).
+"""What the model reads when a command prints bytes that are not UTF-8 (m2's `safeio.py:decode`).
 
 The lesson's claim, checked: never a crash; the locale's encoding is tried after UTF-8; nothing is
 guessed, so on a UTF-8 system cp950 output arrives as replacement marks, not as the words it encodes.
@@ -6,6 +6,7 @@ guessed, so on a UTF-8 system cp950 output arrives as replacement marks, not as 
 import ast
 import importlib
 import inspect
+import locale
 import os
 
 import pytest
@@ -39,10 +40,10 @@ def test_cp950_output_reaches_the_model_as_replacement_marks_on_a_utf8_system(st
 @pytest.mark.parametrize("stage", LADDER)
 def test_decode_uses_the_locale_encoding_after_utf8(stage, monkeypatch):
     tools = tools_module(stage)
-    monkeypatch.setattr(tools.locale, "getpreferredencoding", lambda do_setlocale=True: "cp950")
+    monkeypatch.setattr(locale, "getpreferredencoding", lambda do_setlocale=True: "cp950")
     assert tools.decode(CP950) == WORDS                       # a Big5 locale: the words come back
     assert tools.decode("é ok".encode()) == "é ok"            # UTF-8 is always tried first
-    monkeypatch.setattr(tools.locale, "getpreferredencoding", lambda do_setlocale=True: "no-such-codec")
+    monkeypatch.setattr(locale, "getpreferredencoding", lambda do_setlocale=True: "no-such-codec")
     assert tools.decode(b"ok \xff") == "ok \ufffd"            # an unknown locale encoding is no crash
 
 

@@ -20,9 +20,10 @@ from tests.ladder import FINAL, FINAL_LEVEL, ROOT
 from tinyharness import eval as ev
 from tinyharness.evals import TASK_NAMES, TASKS, select
 from tinyharness.evals import fact, folder, hook
-from tinyharness.evals.common import CANARY_NAME, mentions_amount, numbers, snapshot
+from tinyharness.evals.common import CANARY_NAME, mentions_amount, numbers
 from tinyharness.evals.policies import (COUNT_WORDS, NAIVE_DURATION, PARSE_DURATION, POLICIES, SLUGIFY, TOTAL_CSV,
                                         by_model, clumsy_plans, competent_plans, make_policy, recognise)
+from tinyharness.evals.runs import snapshot
 from tinyharness.testing import ScriptedServer
 
 TASK_IDS = [t.id for t in TASKS]

@@ -7,6 +7,7 @@ and bad calls that never crash the loop nor poison the history.
 import importlib
 import io
 import json
+import locale
 import os
 import signal
 import time
@@ -291,11 +292,11 @@ def tools(request):
 
 
 def test_decode_tries_utf8_then_the_locale_then_replaces(tools, monkeypatch):
-    monkeypatch.setattr(tools.locale, "getpreferredencoding", lambda do_setlocale=True: "cp950")
+    monkeypatch.setattr(locale, "getpreferredencoding", lambda do_setlocale=True: "cp950")
     assert tools.decode("預算 300 KM".encode("utf-8")) == "預算 300 KM"
     assert tools.decode("找不到檔案".encode("cp950")) == "找不到檔案"  # the mojibake story: cp950 read as cp950
     assert tools.decode(b"ok \xff end") == "ok \ufffd end"  # fits neither: one mark, the rest intact
-    monkeypatch.setattr(tools.locale, "getpreferredencoding", lambda do_setlocale=True: "no-such-codec")
+    monkeypatch.setattr(locale, "getpreferredencoding", lambda do_setlocale=True: "no-such-codec")
     assert tools.decode(b"\xff") == "\ufffd"
 
 

@@ -319,7 +319,8 @@ def test_arrival_watch_measures_from_the_previous_request_not_from_a_guess():
     # A real server counts text differently from characters/4: here 10% more. Estimating the whole
     # request would hide a dropped image behind that error; the offset from the last measurement
     # does not, and it follows a result that a context policy cut in between.
-    from tinyharness.vision import ArrivalWatch, arrival_check, image_part, text_tokens
+    from tinyharness.arrival import ArrivalWatch, arrival_check, text_tokens
+    from tinyharness.vision import image_part
     before = [{"role": "user", "content": "look"}, {"role": "tool", "tool_call_id": "c1", "content": "x" * 4000}]
     measured = text_tokens(before) * 11 // 10
     picture = {"role": "user", "content": [{"type": "text", "text": "a.png:"},
@@ -338,8 +339,9 @@ def test_arrival_watch_measures_from_the_previous_request_not_from_a_guess():
 
 @pytest.mark.parametrize("stage", stages_from("m8", final=False))
 def test_the_stage_and_the_package_share_one_vision_module(stage):
-    # One copy of the loader and its checks: a fix in one must go into the other.
-    assert (ROOT / stage / "vision.py").read_bytes() == (ROOT / "tinyharness" / "vision.py").read_bytes()
+    # One copy of the message shapes, the loader and its checks, the arrival check: a fix in one must go into the other.
+    for name in ("vision.py", "imageload.py", "arrival.py"):
+        assert (ROOT / stage / name).read_bytes() == (ROOT / "tinyharness" / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("stage", LADDER)

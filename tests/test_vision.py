@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from tests.ladder import ROOT
-from tinyharness import vision
+from tinyharness import arrival, imageload, vision
 from tinyharness.testing import (COLOURS, ScriptedServer, estimate_tokens, example_images, image_tokens,
                                  make_png, prompt_text, read_png_pixels, split_png, tiny_png,
                                  vision_policy)
@@ -120,29 +120,29 @@ def closed_port():
                                               ("c.webp", WEBP, "image/webp"), ("no-extension", JPEG, "image/jpeg")])
 def test_workspace_images_are_recognised_by_their_bytes(workspace, name, data, mime):
     (workspace / name).write_bytes(data)
-    assert vision.load_image(name, workspace) == (mime, data)
+    assert imageload.load_image(name, workspace) == (mime, data)
 
 
 def test_subfolder_and_absolute_paths_inside_the_workspace_work(workspace):
     (workspace / "pics").mkdir()
     (workspace / "pics" / "x.png").write_bytes(RED_BLUE)
-    assert vision.load_image("pics/../pics/x.png", workspace)[0] == "image/png"
-    assert vision.load_image(str(workspace / "pics" / "x.png"), workspace)[1] == RED_BLUE
+    assert imageload.load_image("pics/../pics/x.png", workspace)[0] == "image/png"
+    assert imageload.load_image(str(workspace / "pics" / "x.png"), workspace)[1] == RED_BLUE
 
 
 def test_gif_is_refused_with_what_to_do(workspace):
     (workspace / "anim.gif").write_bytes(GIF)
-    with pytest.raises(vision.ImageError, match=r"anim.gif is a GIF.*PNG, JPEG and WebP.*Convert"):
-        vision.load_image("anim.gif", workspace)
+    with pytest.raises(imageload.ImageError, match=r"anim.gif is a GIF.*PNG, JPEG and WebP.*Convert"):
+        imageload.load_image("anim.gif", workspace)
 
 
 def test_a_text_file_named_png_is_not_an_image(workspace):
     (workspace / "fake.png").write_text("hello, world\n")
     (workspace / "empty.png").write_bytes(b"")
-    with pytest.raises(vision.ImageError, match=r"fake.png is not a PNG, JPEG or WebP image .*b'hello, w'"):
-        vision.load_image("fake.png", workspace)
-    with pytest.raises(vision.ImageError, match="it is empty"):
-        vision.load_image("empty.png", workspace)
+    with pytest.raises(imageload.ImageError, match=r"fake.png is not a PNG, JPEG or WebP image .*b'hello, w'"):
+        imageload.load_image("fake.png", workspace)
+    with pytest.raises(imageload.ImageError, match="it is empty"):
+        imageload.load_image("empty.png", workspace)
 
 
 def test_paths_outside_the_workspace_are_refused(workspace):
@@ -153,44 +153,44 @@ def test_paths_outside_the_workspace_are_refused(workspace):
     (workspace / "link.png").symlink_to(outside)
     (workspace / "linked-dir").symlink_to(workspace.parent / "ws-evil")
     for path in ("../outside.png", str(outside), "../ws-evil/x.png", "link.png", "linked-dir/x.png"):
-        with pytest.raises(vision.ImageError, match="refused: .* is outside the workspace"):
-            vision.load_image(path, workspace)
+        with pytest.raises(imageload.ImageError, match="refused: .* is outside the workspace"):
+            imageload.load_image(path, workspace)
 
 
 def test_missing_odd_and_oversized_files_are_clear_errors(workspace):
     (workspace / "folder").mkdir()
     (workspace / "big.png").write_bytes(RED_BLUE)
-    with pytest.raises(vision.ImageError, match="no such file: nope.png"):
-        vision.load_image("nope.png", workspace)
-    with pytest.raises(vision.ImageError, match="folder is not a regular file"):
-        vision.load_image("folder", workspace)
-    with pytest.raises(vision.ImageError, match="cannot use the path"):
-        vision.load_image("bad\x00name.png", workspace)
-    with pytest.raises(vision.ImageError, match="cannot read .*name too long"):
-        vision.load_image("x" * 5000 + ".png", workspace)
+    with pytest.raises(imageload.ImageError, match="no such file: nope.png"):
+        imageload.load_image("nope.png", workspace)
+    with pytest.raises(imageload.ImageError, match="folder is not a regular file"):
+        imageload.load_image("folder", workspace)
+    with pytest.raises(imageload.ImageError, match="cannot use the path"):
+        imageload.load_image("bad\x00name.png", workspace)
+    with pytest.raises(imageload.ImageError, match="cannot read .*name too long"):
+        imageload.load_image("x" * 5000 + ".png", workspace)
     if hasattr(os, "mkfifo"):                            # reading a FIFO would block forever
         os.mkfifo(workspace / "pipe.png")
-        with pytest.raises(vision.ImageError, match="pipe.png is not a regular file"):
-            vision.load_image("pipe.png", workspace)
-    with pytest.raises(vision.ImageError, match=f"big.png is too big: {len(RED_BLUE)} bytes, the limit is 100"):
-        vision.load_image("big.png", workspace, max_bytes=100)
-    with pytest.raises(vision.ImageError, match="no image given"):
-        vision.load_image("", workspace)
+        with pytest.raises(imageload.ImageError, match="pipe.png is not a regular file"):
+            imageload.load_image("pipe.png", workspace)
+    with pytest.raises(imageload.ImageError, match=f"big.png is too big: {len(RED_BLUE)} bytes, the limit is 100"):
+        imageload.load_image("big.png", workspace, max_bytes=100)
+    with pytest.raises(imageload.ImageError, match="no image given"):
+        imageload.load_image("", workspace)
 
 
 @pytest.mark.parametrize("source", ["file:///etc/hostname", "ftp://example.com/a.png"])
 def test_only_http_urls_are_fetched(workspace, source):
-    with pytest.raises(vision.ImageError, match="only workspace paths and http\\(s\\) URLs"):
-        vision.load_image(source, workspace)
+    with pytest.raises(imageload.ImageError, match="only workspace paths and http\\(s\\) URLs"):
+        imageload.load_image(source, workspace)
 
 
 # --- URLs ----------------------------------------------------------------------------------------
 
 def test_url_images_are_downloaded_and_checked(site, workspace):
-    assert vision.load_image(site + "/red-blue.png", workspace) == ("image/png", RED_BLUE)
-    assert vision.load_image(site + "/photo.jpg", workspace) == ("image/jpeg", JPEG)
-    assert vision.load_image(site + "/mislabelled.png", workspace) == ("image/jpeg", JPEG)
-    assert vision.load_image(site + "/redirect", workspace) == ("image/png", RED_BLUE)
+    assert imageload.load_image(site + "/red-blue.png", workspace) == ("image/png", RED_BLUE)
+    assert imageload.load_image(site + "/photo.jpg", workspace) == ("image/jpeg", JPEG)
+    assert imageload.load_image(site + "/mislabelled.png", workspace) == ("image/jpeg", JPEG)
+    assert imageload.load_image(site + "/redirect", workspace) == ("image/png", RED_BLUE)
     assert list(workspace.iterdir()) == []             # nothing is written to disk
 
 
@@ -203,30 +203,30 @@ def test_url_images_are_downloaded_and_checked(site, workspace):
     ("/missing.png", r"could not download .*/missing.png: HTTP 404 Not Found"),
 ])
 def test_url_answers_that_are_not_images_are_refused(site, workspace, path, message):
-    with pytest.raises(vision.ImageError, match=message):
-        vision.load_image(site + path, workspace)
+    with pytest.raises(imageload.ImageError, match=message):
+        imageload.load_image(site + path, workspace)
 
 
 def test_url_size_cap_from_the_header_and_while_streaming(site, workspace):
-    with pytest.raises(vision.ImageError, match=r"big.png is too big: 5008 bytes, the limit is 1000"):
-        vision.load_image(site + "/big.png", workspace, max_bytes=1000)
+    with pytest.raises(imageload.ImageError, match=r"big.png is too big: 5008 bytes, the limit is 1000"):
+        imageload.load_image(site + "/big.png", workspace, max_bytes=1000)
     started = time.monotonic()
-    with pytest.raises(vision.ImageError, match=r"endless.png is too big: more than 100000 bytes"):
-        vision.load_image(site + "/endless.png", workspace, max_bytes=100_000)
+    with pytest.raises(imageload.ImageError, match=r"endless.png is too big: more than 100000 bytes"):
+        imageload.load_image(site + "/endless.png", workspace, max_bytes=100_000)
     assert time.monotonic() - started < 2               # stopped at the cap, not after 40 MB
 
 
 def test_url_timeouts_cover_a_silent_server_and_a_trickle(site, workspace):
     for path in ("/slow.png", "/trickle.png"):
         started = time.monotonic()
-        with pytest.raises(vision.ImageError, match=r"no complete answer within 0.3 s"):
-            vision.load_image(site + path, workspace, timeout=0.3)
+        with pytest.raises(imageload.ImageError, match=r"no complete answer within 0.3 s"):
+            imageload.load_image(site + path, workspace, timeout=0.3)
         assert time.monotonic() - started < 1.5, path
 
 
 def test_unreachable_url(workspace):
-    with pytest.raises(vision.ImageError, match="could not download .*: the connection failed"):
-        vision.load_image(f"http://127.0.0.1:{closed_port()}/a.png", workspace, timeout=2)
+    with pytest.raises(imageload.ImageError, match="could not download .*: the connection failed"):
+        imageload.load_image(f"http://127.0.0.1:{closed_port()}/a.png", workspace, timeout=2)
 
 
 # --- The chat format -------------------------------------------------------------------------
@@ -271,7 +271,7 @@ def test_view_image_result_is_short_text():
 def test_without_images_keeps_the_text_and_leaves_the_input_alone():
     message = vision.user_message_with_image("task", vision.image_part("image/png", RED_BLUE))
     messages = [{"role": "system", "content": "be brief"}, message]
-    stripped = vision.without_images(messages)
+    stripped = arrival.without_images(messages)
     assert stripped == [messages[0], {"role": "user", "content": [message["content"][0]]}]
     assert len(message["content"]) == 2
 
@@ -425,7 +425,7 @@ def test_vision_policy_numbers_several_images_and_plays_replies_first():
 @pytest.mark.parametrize("data, size", [(RED_BLUE, (256, 256)), (make_png(pattern(64, 48)), (64, 48))])
 def test_an_image_costs_image_tokens_not_its_base64_length(data, size):
     messages = with_image(data)
-    text_only = estimate_tokens(prompt_text({"messages": vision.without_images(messages)}))
+    text_only = estimate_tokens(prompt_text({"messages": arrival.without_images(messages)}))
     with ScriptedServer(policy=vision_policy()) as srv:
         usage = chat(srv, messages)["usage"]
     expected = image_tokens(*size)
@@ -464,31 +464,31 @@ def test_drop_images_records_the_request_but_the_model_never_sees_the_image():
         answer = chat(srv, messages)
     assert srv.requests[0]["messages"] == messages      # the harness did send it
     assert answer["choices"][0]["message"]["content"] == "I cannot see any image."
-    text_only = estimate_tokens(prompt_text({"messages": vision.without_images(messages)}))
+    text_only = estimate_tokens(prompt_text({"messages": arrival.without_images(messages)}))
     assert answer["usage"]["prompt_tokens"] == text_only
 
 
 # --- Did it arrive? --------------------------------------------------------------------------
 
 def test_arrival_check_rule():
-    assert vision.MIN_IMAGE_TOKENS == 32
-    assert vision.arrival_check(1058, 800) is None
-    assert vision.arrival_check(80 + 32, 80) is None
-    warning = vision.arrival_check(89, 80)
+    assert arrival.MIN_IMAGE_TOKENS == 32
+    assert arrival.arrival_check(1058, 800) is None
+    assert arrival.arrival_check(80 + 32, 80) is None
+    warning = arrival.arrival_check(89, 80)
     assert warning.startswith("warning:") and "89 prompt tokens" in warning and "~80" in warning
     assert "guess" in warning and "gemma4" in warning
-    assert vision.arrival_check(80 + 31, 80) is not None
-    assert vision.arrival_check(100, 100, min_image_tokens=0) is None
-    assert "cannot tell" in vision.arrival_check(0, 80) and "cannot tell" in vision.arrival_check(None, 80)
+    assert arrival.arrival_check(80 + 31, 80) is not None
+    assert arrival.arrival_check(100, 100, min_image_tokens=0) is None
+    assert "cannot tell" in arrival.arrival_check(0, 80) and "cannot tell" in arrival.arrival_check(None, 80)
 
 
 @pytest.mark.parametrize("drop", [False, True])
 def test_arrival_check_catches_a_right_answer_by_guessing(drop):
     # The source articles' trap: the model says "left: red, right: blue" with or without the image.
     messages = with_image(RED_BLUE)
-    text_only = estimate_tokens(prompt_text({"messages": vision.without_images(messages)}))
+    text_only = estimate_tokens(prompt_text({"messages": arrival.without_images(messages)}))
     with ScriptedServer(policy=vision_policy("left: red, right: blue"), drop_images=drop) as srv:
         answer = chat(srv, messages)
     assert answer["choices"][0]["message"]["content"] == "left: red, right: blue"   # right either way
-    warning = vision.arrival_check(answer["usage"]["prompt_tokens"], text_only)
+    warning = arrival.arrival_check(answer["usage"]["prompt_tokens"], text_only)
     assert (warning is not None) == drop

@@ -419,7 +419,8 @@ def chat_command(args, parser):
     from .hooks import approve_everything
     from .llm import Client
     from .sessions import SessionError
-    from .vision import ImageError, image_part, load_attachment
+    from .imageload import ImageError, load_attachment
+    from .vision import image_part
     from . import extensions
     check_flags(args, parser)
     workspace = os.getcwd()

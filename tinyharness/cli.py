@@ -367,7 +367,7 @@ def dispatch(argv):
     if args.command in ("run", "chat") and (problem := usage_problem(args, extra)):
         usage.error(problem)
     if args.command in ("run", "chat"):
-        from .vision import allow_urls
+        from .hooks import allow_urls
         allow_urls(getattr(args, "allow_image_urls", False))  # every run sets it: a test may run several in one process
     if args.command == "run":
         return run_command(args, usage)
@@ -467,7 +467,8 @@ def run_command(args, parser):
     from .loop import Stats, Stopped, run_agent
     from .ollama import choose_dialect
     from .sessions import TranscriptWriter, UsageTap, keeper, start_or_warn
-    from .vision import ImageError, image_part, load_attachment
+    from .imageload import ImageError, load_attachment
+    from .vision import image_part
     sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
     if args.task == "-":  # `echo "fix the tests" | tinyharness run -`
         args.task = sys.stdin.read()

@@ -44,7 +44,7 @@ would cut again every turn), and it is what keeps a cut message byte-identical f
 import json
 import re
 
-from .vision import count_images, without_images
+from .arrival import count_images, without_images
 
 STUB_PREFIX = "[cut by the harness: "
 REREADABLE = ("list_dir", "read_file")  # tools that change nothing: calling again is safe

@@ -47,8 +47,9 @@ from pathlib import Path
 from .console import printable
 from .evals import TASK_NAMES, select
 from .evals.claims import claims_success
-from .evals.common import judge, run_process, snapshot
+from .evals.common import judge
 from .evals.policies import POLICIES, SCRIPTED, by_model
+from .evals.runs import run_process, snapshot
 
 ROOT = Path(__file__).resolve().parents[1]          # the repository: stages are importable from here
 DEFAULT_HARNESS = __package__ or "tinyharness"       # this package's own harness (m7_eval in the stage)

@@ -20,7 +20,7 @@ from .cmdhooks import Verdict
 from .hooks import approve_everything, needs_permission as ours_needs_permission
 from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL
 from .tools import canonical, parse_arguments
-from .vision import is_url
+from .imageload import is_url
 
 READ_ONLY_TOOLS = ("list_dir", "read_file")
 

@@ -11,12 +11,22 @@ import sys
 from pathlib import Path
 
 from .console import printable
-from .vision import is_url, urls_allowed
+from .imageload import is_url
 
 FILE_TOOLS = ("list_dir", "read_file", "write_file", "view_image")
 NEEDS_PERMISSION = ("write_file", "shell")
 MAX_PATH_CHARS = 4096
 MAX_COMMAND_CHARS = 10_000  # longer text is refused unread (length_guard), never waved through
+
+_URLS = {"allowed": False}  # --allow-image-urls: view_image may fetch URLs under --yes without asking
+
+
+def allow_urls(allowed):
+    _URLS["allowed"] = bool(allowed)
+
+
+def urls_allowed():
+    return _URLS["allowed"]
 
 
 def needs_permission(name, args):
@@ -31,7 +41,7 @@ def path_guard(workspace, name, args):
         return None
     path = args["path"]
     if name == "view_image" and is_url(path):
-        return None  # not a path: vision.py downloads it and checks what comes back
+        return None  # not a path: imageload.py downloads it and checks what comes back
     if "\x00" in path:
         return "the path contains a NUL byte, which no file name can hold"
     if Path(path).parts[:1] and Path(path).parts[0].startswith("~"):

@@ -15,7 +15,8 @@ from .parallel import batches, run_together
 from .subagents import run_child
 from .tools import SCHEMAS, SHELL_TIMEOUT, TOOLS, canonical, check_call, run_tool
 from .verify import post_tool_use
-from .vision import ArrivalWatch, image_followup_message, user_message_with_image
+from .arrival import ArrivalWatch
+from .vision import image_followup_message, user_message_with_image
 
 SYSTEM_PROMPT = """You are an agent working in a folder on the user's computer (the workspace).
 Use the tools to look at and change files; do the work yourself instead of telling the user how.

@@ -20,9 +20,13 @@ _M3 = {**_M2, "hooks.py": LESSON, "fences.py": ARMOUR}
 _M4 = {**_M3, "guards.py": LESSON}
 _M5 = {**_M4, "context.py": LESSON}
 _M6 = {**_M5, "verify.py": LESSON}
-_EVALS = ["__init__.py", "claims.py", "common.py", "fact.py", "folder.py", "function.py", "hook.py", "script.py"]
-_M7 = {**_M6, "eval.py": LESSON, **{f"evals/{name}": LESSON for name in _EVALS}}
-_M8 = {**_M7, "vision.py": LESSON}
+# The eval's lesson is its machine (the runner, the task record, the judge, the claim check); its
+# armour is what keeps a run contained (runs.py) and the five tasks' material: notes, CSVs, hidden
+# tests and traps, read when you write a task of your own.
+_EVALS = {"__init__.py": LESSON, "claims.py": LESSON, "common.py": LESSON, "runs.py": ARMOUR, "fact.py": ARMOUR,
+          "folder.py": ARMOUR, "function.py": ARMOUR, "hook.py": ARMOUR, "script.py": ARMOUR}
+_M7 = {**_M6, "eval.py": LESSON, **{f"evals/{name}": role for name, role in _EVALS.items()}}
+_M8 = {**_M7, "vision.py": LESSON, "imageload.py": ARMOUR, "arrival.py": ARMOUR}
 
 # stage folder -> {file, relative to the stage folder: role}
 FILES = {"m0_llm": _M0, "m1_loop": _M1, "m2_tools": _M2, "m3_hooks": _M3, "m4_guards": _M4,
@@ -42,7 +46,7 @@ BUDGETS = {
 
 # A stage the manifest does not list (a learner's own, a test's fake one): roles by file name.
 DEFAULT_ROLES = {"__main__.py": CLI, "__init__.py": CLI, "wire.py": ARMOUR, "edges.py": ARMOUR, "safeio.py": ARMOUR,
-                 "fences.py": ARMOUR}
+                 "fences.py": ARMOUR, "imageload.py": ARMOUR, "arrival.py": ARMOUR}
 
 
 def role_of(stage, path):

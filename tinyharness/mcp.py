@@ -484,7 +484,8 @@ def result_text(result, content, tool="tool", images=None):
 
 def picture(part, name, images):
     """The text for one image part; the picture itself goes into `images` when it can be sent."""
-    from .vision import MAX_IMAGE_BYTES, SENDABLE, image_part, sniff
+    from .imageload import MAX_IMAGE_BYTES, SENDABLE, sniff
+    from .vision import image_part
     if images is None:
         return "[a picture was left out: this caller takes text only]"
     try:

@@ -17,7 +17,8 @@ import threading
 from pathlib import Path
 
 from .sandbox import BENEATH, Sandbox, hint_for, open_beneath, protected_path
-from .vision import ImageError, image_part, load_image, view_image_result
+from .imageload import ImageError, load_image
+from .vision import image_part, view_image_result
 
 SHELL_TIMEOUT = 60  # seconds; --shell-timeout changes it
 KEEP_CHARS = 2900  # shown from each end of long output: about 6000 characters in all, for a small window

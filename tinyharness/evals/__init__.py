@@ -9,8 +9,9 @@
 | `function` | slugify, checked by hidden tests        | parse_duration, hidden tests full of bad inputs    |
 
 Each task module says how its task is judged; `common.py` holds what they share and `judge`,
-`claims.py` the claim check. The hard tier is there because a test everyone passes measures
-nothing: the tasks must be hard enough that some models fail some of them.
+`claims.py` the claim check, `runs.py` (armour) the processes, copies and snapshots. The hard
+tier is there because a test everyone passes measures nothing: the tasks must be hard enough that
+some models fail some of them.
 """
 from . import fact, folder, function, hook, script
 from .common import Task
