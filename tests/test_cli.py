@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import requests
@@ -109,8 +110,9 @@ def test_a_pipe_closed_early_is_not_a_traceback():
 # --- For scripts: --version, run --json, run -, sessions, start-up ----------------------------------
 
 def own_home(tmp_path):
-    return {"XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
-            "HOME": str(tmp_path)}
+    """A home beside the workspace, never holding it: `run` refuses a workspace that contains home."""
+    home = tmp_path.parent / f"{tmp_path.name}-home"
+    return {"XDG_DATA_HOME": str(home / "data"), "XDG_CONFIG_HOME": str(home / "config"), "HOME": str(home)}
 
 
 def test_version_says_the_package_version():
@@ -189,8 +191,9 @@ def test_sessions_says_how_many_it_left_out_filters_by_folder_and_fits_100_colum
     here, elsewhere = tmp_path / "here", tmp_path / ("elsewhere-with-a-long-name/" * 4)
     here.mkdir()
     elsewhere.mkdir(parents=True)
-    write_sessions(tmp_path / "data", 53, elsewhere)
-    write_sessions(tmp_path / "data" / "x", 0, here)
+    data = Path(own_home(tmp_path)["XDG_DATA_HOME"])
+    write_sessions(data, 53, elsewhere)
+    write_sessions(data / "x", 0, here)
     listed = tinyharness("sessions", cwd=here, env=own_home(tmp_path))
     lines = listed.stdout.splitlines()
     assert listed.returncode == 0 and len(lines) == 1 + 50 + 1
