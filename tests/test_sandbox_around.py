@@ -116,12 +116,13 @@ def test_no_start_in_a_folder_holding_the_xdg_folders_or_the_harness(place):
     assert workspace_problem(place.ws, home=place.home, environ=place.env) is None
 
 
-# --- PYTHONSAFEPATH: `python -m` does not import a planted module from the workspace ------------------------------
+# --- a command's Python finds the workspace's modules, as a developer's does ----------------------------------
 
 @pytest.mark.skipif(NO_SANDBOX is not None, reason=f"needs the sandbox: {NO_SANDBOX}")
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH came in Python 3.11")
-def test_python_dash_m_does_not_import_a_planted_module(place):
-    (place.ws / "json.py").write_text("print('PLANTED MODULE RAN')\nraise SystemExit(0)\n")
-    (place.ws / "x.json").write_text('{"a": 1}')
-    result, results, _ = run(place, [("shell", {"command": f"{PY} -m json.tool x.json"})])
-    assert "PLANTED" not in results["c0"] and '"a": 1' in results["c0"], results
+def test_python_dash_m_unittest_imports_the_workspace_s_test_module(place):
+    """`python -m unittest test_x` is how a model runs the tests it wrote: the sandbox must not hide the
+    current folder from Python (PYTHONSAFEPATH would), and what is imported runs inside the sandbox."""
+    (place.ws / "test_x.py").write_text("import unittest\n\nclass T(unittest.TestCase):\n"
+                                        "    def test_ok(self):\n        self.assertTrue(True)\n")
+    result, results, _ = run(place, [("shell", {"command": f"{PY} -m unittest -q test_x"})])
+    assert "Ran 1 test" in results["c0"] and "OK" in results["c0"], results

@@ -50,8 +50,8 @@ itself and everything it will start (the rules are inherited and can never be li
   running as root, a fork bomb is NOT stopped.
 - **an allowlist environment**: commands get `PATH`, `HOME`, `LANG`, `LANGUAGE`, `LC_*`, `TERM`, `USER`,
   `LOGNAME`, `SHELL`, `TZ`, and what `--sandbox-env NAME` adds; `TMPDIR` is the private folder, `PWD` the
-  workspace, `PYTHONSAFEPATH=1` (a planted `pytest.py` in the workspace is not imported by `python -m
-  pytest` before the real one). Nothing else: a denylist of secret-looking names leaks `DATABASE_URL`,
+  workspace. (Not `PYTHONSAFEPATH`: `python -m unittest test_x` must import the workspace's `test_x.py`,
+  and whatever a command imports from the workspace runs inside the same sandbox.) Nothing else: a denylist of secret-looking names leaks `DATABASE_URL`,
   `GITHUB_PAT`, `MYSQL_PWD`... `SSH_AUTH_SOCK`, `TMUX`, `STY`, `DBUS_SESSION_BUS_ADDRESS` and any value
   that names a socket never pass, even when asked for.
 - **namespaces, where unprivileged user namespaces work** (most distributions; not where AppArmor or a
@@ -691,12 +691,11 @@ def names_a_socket(value):
 
 def clean_environment(environ, tmpdir, workspace=None, extra=()):
     """The command's environment: the allowed names (and `extra`, from --sandbox-env) that hold no socket
-    path; TMPDIR the private folder; PWD the workspace; PYTHONSAFEPATH=1, so that `python3 -m pytest`
-    does not import a planted `pytest.py` from the current folder before the real one."""
+    path; TMPDIR the private folder; PWD the workspace."""
     allowed = set(ENV_ALLOWED) | set(extra)
     env = {k: v for k, v in environ.items()
            if (k in allowed or k.startswith("LC_")) and k.upper() not in ENV_NEVER and not names_a_socket(v)}
-    env.update(TMPDIR=tmpdir, PYTHONSAFEPATH="1")
+    env.update(TMPDIR=tmpdir)
     if workspace:
         env["PWD"] = workspace
     return env
