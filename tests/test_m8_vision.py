@@ -39,8 +39,10 @@ def pictures(workspace):
 def run(stage, workspace, *args, before=(), guess=NO_IMAGE, drop_images=False):
     """Run the stage against the scripted vision model; `before` are its replies ahead of looking."""
     policy = vision_policy(guess, before=[dict(r) for r in before])
+    # --yes approves a URL the model chose on the stages; the package still asks, unless told (README, sandbox table)
+    urls = ("--allow-image-urls",) if stage == FINAL else ()
     with ScriptedServer(policy=policy, drop_images=drop_images) as server:
-        result = run_stage(stage, workspace, "--base-url", server.base_url, *args, approve=True)
+        result = run_stage(stage, workspace, "--base-url", server.base_url, *urls, *args, approve=True)
     assert "Traceback" not in result.stderr, result.stderr
     return result, server
 

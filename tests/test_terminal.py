@@ -166,17 +166,16 @@ def test_chat_resume_of_another_folders_session_names_the_folder_escaped(place):
 @pytest.mark.parametrize("name, text", [
     ("hooks.json", json.dumps({"pre_tool_use": [{"matcher": "shell", "command": "true #" + PAYLOAD}]},
                               ensure_ascii=False)),
-    ("mcp.json", '{"servers": {"x": {"command": ["true"]}}} ' + PAYLOAD)],
+    ("mcp.json", json.dumps({"servers": {"x": {"command": "true", "args": [PAYLOAD]}}}, ensure_ascii=False))],
     ids=["hooks.json", "mcp.json"])
 def test_the_trust_prompt_previews_a_workspace_file_escaped(place, name, text):
     workspace, data = place
     (workspace / ".tinyharness").mkdir()
     (workspace / ".tinyharness" / name).write_text(text, encoding="utf-8")
-    if name == "hooks.json":  # JSON holds ESC only as \u001b: put the raw one where the preview shows it anyway
-        assert "\x1b" not in text
-        expect = ["\\x9b31m", "\\u202etxt.exe"]
-    else:
-        expect = VISIBLE
+    # JSON holds ESC only as \u001b (a file with more after the JSON is refused before any preview), but
+    # C1 codes and bidi controls stand raw in its strings: the preview must show them escaped
+    assert "\x1b" not in text
+    expect = ["\\x9b31m", "\\u202etxt.exe"]
     status, screen = run_on_pty(["run", "--base-url", "http://127.0.0.1:9/v1", "say hi"], workspace, data,
                                 answers=b"n\n")
     assert status == 2 and b"not trusted" in screen
