@@ -468,7 +468,7 @@ def judge(case, entries, code, stdout, stderr, seconds):
     rejected = [e for e in entries if e["failed"] and e not in overflows]
     prompts = [e["prompt_tokens"] for e in entries if e["prompt_tokens"]]
     fields = [f"exit={code}", f"turns={stats.get('turns', '?')}", f"tool_calls={stats.get('tool_calls', '?')}",
-              f"forced={sum(1 for e in entries if e['forced'] not in (None, 'final', 'cut'))}"]
+              f"forced={sum(1 for e in entries if e['forced'] not in (None, 'final', 'cut') and not e['failed'])}"]
     ok = code == 0 and stats.get("tool_calls") == str(len(case.plan)) and not rejected
     notes = [f"    rejected: HTTP {e['status']} {e['excerpt'][:300]}" for e in rejected]
     if overflow_case:
