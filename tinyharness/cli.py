@@ -346,6 +346,8 @@ def main(argv=None):
     except BrokenPipeError:  # `tinyharness course diff m0 m1 | head` closed the pipe: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush stays quiet
         return 0
+    except SystemExit:  # argparse's --help and usage errors: what they say is the answer
+        raise
     except BaseException as e:  # RestoreFailed is a BaseException, so no tool's `except Exception` hides it
         from .sandbox import RestoreFailed  # here, not at the top: --help must not load the sandbox
         if not isinstance(e, RestoreFailed):
