@@ -446,12 +446,14 @@ def run_one(case, base_url, recorder):
         argv = [sys.executable, "-m", case.stage]
     if case.stage == "tinyharness" or int(case.stage[1]) >= 3:
         argv.append("--yes")
+    if case.stage == "tinyharness" or int(case.stage[1]) >= 4:
+        argv += ["--max-seconds", "1800"]   # the default 600 s is short for a CPU that other jobs share
     argv += ["--base-url", base_url, "--model", "gemma3-270m", "--max-turns", "10", case.task]
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")},
            "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8"}
     started = time.monotonic()
     try:
-        result = subprocess.run(argv, cwd=workspace, capture_output=True, text=True, timeout=900, env=env,
+        result = subprocess.run(argv, cwd=workspace, capture_output=True, text=True, timeout=2000, env=env,
                                 stdin=subprocess.DEVNULL)
         code, stdout, stderr = result.returncode, result.stdout, result.stderr
     except subprocess.TimeoutExpired:
