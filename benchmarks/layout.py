@@ -1,0 +1,178 @@
+"""The package's layout, measured: which module imports which, how long each is, where a circle is.
+
+    python -m benchmarks.layout [--root DIR] [--table]
+
+A module of `tinyharness/` may import another only "downwards": if a imports b (at the top or inside
+a function, which only delays the import), b must not import a, directly or through others. An
+import tucked inside a function to dodge such a circle still makes one, so every import counts here.
+The report lists each module with its lines and the package modules it imports, then the circles
+(strongly connected parts of the graph), the modules over MAX_LINES, and the functions over
+MAX_FUNCTION_LINES; it exits 1 when any of those lists is not empty. `--table` prints the Markdown
+table that README.md's Layout section holds (tests/test_layout.py checks that the two agree).
+"""
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "tinyharness"
+MAX_LINES = 500           # issue 22: one job per module, none over 500 lines
+MAX_FUNCTION_LINES = 60   # run_agent's bound; every other function of the package keeps to it too
+
+
+def modules(root=ROOT):
+    """{dotted name relative to the package ("loop", "evals.claims"): path}."""
+    base = root / PACKAGE
+    found = {}
+    for path in sorted(base.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        parts = list(path.relative_to(base).with_suffix("").parts)
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def imported(module, node, known):
+    """The package modules one import statement of `module` names (dotted, relative to the package)."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names if a.name == PACKAGE or a.name.startswith(PACKAGE + ".")]
+        return {n.split(".", 1)[1] if "." in n else "__init__" for n in names} & set(known)
+    if node.level:  # relative: from . import x, from .x import y, from ..x import y
+        here = module.split(".") if module in known and known[module].name == "__init__.py" else module.split(".")[:-1]
+        anchor = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+        stem = ".".join(anchor + ([node.module] if node.module else []))
+    elif node.module and (node.module == PACKAGE or node.module.startswith(PACKAGE + ".")):
+        stem = node.module.split(".", 1)[1] if "." in node.module else ""
+    else:
+        return set()
+    found = set()
+    for alias in node.names:  # `from .evals import claims` imports the module evals.claims
+        sub = f"{stem}.{alias.name}" if stem else alias.name
+        if sub in known:
+            found.add(sub)
+        elif stem in known:
+            found.add(stem)
+        elif not stem:
+            found.add("__init__")
+    return found
+
+
+def import_graph(root=ROOT):
+    """{module: set of package modules it imports, at any depth of its code}."""
+    known = modules(root)
+    graph = {}
+    for name, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        targets = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                targets |= imported(name, node, known)
+        targets.discard(name)
+        targets.discard("__init__")  # the package's own __init__ holds only its version
+        graph[name] = targets
+    return graph
+
+
+def circles(graph):
+    """The strongly connected parts of more than one module (Tarjan's algorithm), each sorted."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                part.append(top)
+                if top == node:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def line_counts(root=ROOT):
+    return {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules(root).items()}
+
+
+def long_functions(root=ROOT, limit=MAX_FUNCTION_LINES):
+    """["module:function (N lines)"] for each function (methods too) longer than `limit`, from def to its end."""
+    found = []
+    for name, path in modules(root).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > limit:
+                    found.append(f"{name}:{node.name} ({length} lines)")
+    return sorted(found)
+
+
+def layers(graph):
+    """{module: layer}: 0 for a module that imports nothing of the package, else one more than the
+    highest layer it imports. Defined only for a graph without circles."""
+    layer = {}
+
+    def depth(node, seen=()):
+        if node not in layer:
+            if node in seen:
+                raise ValueError(f"a circle through {node}")
+            layer[node] = 1 + max((depth(n, seen + (node,)) for n in graph[node]), default=-1)
+        return layer[node]
+
+    for node in graph:
+        depth(node)
+    return layer
+
+
+def table(graph):
+    """README's Layout table: one row per module, lowest layer first."""
+    rows = ["| layer | module | imports from the package |", "|---|---|---|"]
+    layer = layers(graph)
+    for name in sorted(graph, key=lambda n: (layer[n], n)):
+        deps = ", ".join(sorted(graph[name])) or "-"
+        rows.append(f"| {layer[name]} | `{name}` | {deps} |")
+    return "\n".join(rows)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.layout", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
+    parser.add_argument("--table", action="store_true", help="print only the README's Layout table")
+    args = parser.parse_args(argv)
+    graph = import_graph(args.root)
+    found = circles(graph)
+    if args.table:
+        if found:
+            sys.exit(f"error: no table while the imports go round in circles: {found}")
+        print(table(graph))
+        return 0
+    counts = line_counts(args.root)
+    for name in sorted(graph):
+        print(f"{name:<16} {counts[name]:>5} lines  imports: {', '.join(sorted(graph[name])) or '-'}")
+    big = [f"{n} ({counts[n]} lines)" for n in sorted(counts) if counts[n] > MAX_LINES]
+    long = long_functions(args.root)
+    print(f"\nmodules: {len(graph)}, lines: {sum(counts.values())}")
+    print(f"circles: {len(found)}" + "".join(f"\n  {' <-> '.join(c)}" for c in found))
+    print(f"modules over {MAX_LINES} lines: {len(big)}" + "".join(f"\n  {b}" for b in big))
+    print(f"functions over {MAX_FUNCTION_LINES} lines: {len(long)}" + "".join(f"\n  {f}" for f in long))
+    return 1 if found or big or long else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
