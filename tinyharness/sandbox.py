@@ -9,16 +9,16 @@ makes the kernel say no, at the moment of the system call, whatever the spelling
 Each `shell` command runs in a child process that, after `fork` and before `exec /bin/sh`, confines
 itself and everything it will start. This module is the front that composes the layers, one module each:
 
-| layer | module | what it stops |
+| module | the layer | what it stops |
 |---|---|---|
-| the rules the child applies: no new privileges, limits | sandbox_rules.py | setuid gains, a 1 GiB file, a fork bomb (not as root) |
-| Landlock | sandbox_landlock.py | writes outside the workspace, reads of your files, TCP, signals outside |
-| seccomp | sandbox_seccomp.py | UDP, raw and netlink sockets, io_uring, other processes' limits, setuid bits |
-| namespaces, where they work | sandbox_namespaces.py | sockets in /tmp, /run and home; seeing other processes |
-| the environment | sandbox_env.py | secrets in variables, the SSH agent, tmux, D-Bus |
-| no process left behind | sandbox_reaping.py | what a command leaves running |
-| `.git` and `.tinyharness` | sandbox_git.py | a git hook or setting that runs later, outside the sandbox |
-| the file tools' opens | sandbox_beneath.py | `..`, links and `/proc/self/root` out of the workspace |
+| sandbox_rules.py | what the child applies: no new privileges, limits | setuid gains, a 1 GiB file, a fork bomb |
+| sandbox_landlock.py | Landlock | writes outside the workspace, reads of your files, TCP, signals out |
+| sandbox_seccomp.py | seccomp | UDP, raw and netlink sockets, io_uring, setuid bits, renice of others |
+| sandbox_namespaces.py | namespaces, where they work | sockets in /tmp, /run and home; other processes |
+| sandbox_env.py | an allowlist environment | secrets in variables, the SSH agent, tmux, D-Bus |
+| sandbox_reaping.py | no process left behind | what a command leaves running |
+| sandbox_git.py | `.git` and `.tinyharness` put back | a git hook or setting that runs later, unconfined |
+| sandbox_beneath.py | the file tools' opens | `..`, links and `/proc/self/root` out of the workspace |
 
 (sandbox_syscalls.py makes the system calls Python has no function for.) Each module's docstring says
 what its layer cannot do.
@@ -27,10 +27,10 @@ The model only reads text, and `Permission denied` alone sends a small model loo
 way (sudo, another path): when a command's output shows a refusal, the result ends with one
 `[sandbox]` line saying what the sandbox allows and that the task should say what it needs.
 
-**Fail closed.** On a kernel without Landlock, or with an ABI older than 6 (kernel 6.12; scoping is
-the newest rule above), or on an architecture the seccomp filter does not know, `shell` refuses to run
-anything and says why; `tinyharness run --sandbox off` runs commands unconfined, with a warning on
-every run.
+**Fail closed.** On a kernel without Landlock, or with an ABI older than 6 (kernel 6.12; scoping, the
+newest Landlock right it relies on), or on an architecture the seccomp filter does not know, `shell`
+refuses to run anything and says why; `tinyharness run --sandbox off` runs commands unconfined, with a
+warning on every run.
 
 **What it still cannot see.** Anything inside the workspace is fair game: a command can delete or
 rewrite every file there (use git), including hooks a repository keeps there (`core.hooksPath =
