@@ -175,7 +175,6 @@ class Rules:
             os._exit(126)
 
 
-
 def tasks_now():
     """How many tasks (processes and threads) the whole machine runs now, from /proc/loadavg ("5/812").
     RLIMIT_NPROC counts the user's tasks, threads included, and we cannot cheaply count only those:
