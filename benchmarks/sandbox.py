@@ -14,7 +14,7 @@ prints the median and the 90th percentile wall time of one whole `shell` call:
             no_new_privs), then the clean-up (/proc walked for what was left behind, the private
             TMPDIR removed, the protected paths compared); and the same without namespaces;
 - helper:   the other way to get the rules into the child: a fresh interpreter,
-            `python -I tinyharness/sandbox.py --exec WORKSPACE -- /bin/sh -c COMMAND`, which applies
+            `python -m tinyharness.sandbox --exec WORKSPACE -- /bin/sh -c COMMAND`, which applies
             them and execs the shell (no clean-up, no snapshot: the confinement alone).
 
 Then the parts of the sandbox's own work, timed alone. Timings vary with the machine and its load;
@@ -33,7 +33,7 @@ from pathlib import Path
 from tinyharness import sandbox as sb
 from tinyharness.tools import shell
 
-HELPER = Path(sb.__file__)
+PACKAGE_ROOT = Path(sb.__file__).parent.parent  # the helper runs this checkout's code, installed or not
 
 
 def timed(function, runs):
@@ -76,9 +76,10 @@ def main(argv=None):
             flat = sb.Sandbox(isolate=False)
             row("sandbox on, without namespaces", *timed(lambda: shell(workspace, args.command, sandbox=flat),
                                                           args.runs), base=plain[0])
-        helper = [sys.executable, "-I", str(HELPER), "--exec", workspace, "--", "/bin/sh", "-c", args.command]
+        helper = [sys.executable, "-m", "tinyharness.sandbox", "--exec", workspace, "--", "/bin/sh", "-c", args.command]
         row("helper process (python --exec)",
-            *timed(lambda: subprocess.run(helper, stdout=subprocess.DEVNULL, check=True), args.runs), base=plain[0])
+            *timed(lambda: subprocess.run(helper, stdout=subprocess.DEVNULL, check=True, cwd=PACKAGE_ROOT), args.runs),
+            base=plain[0])
         print("the sandbox's own parts, alone:")
         tmpdir = tempfile.mkdtemp()
         row("prepare the rules + build ruleset", *timed(lambda: on.rules(workspace, tmpdir, 60).build().close(),

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.ladder import run_stage, tool_results
-from tinyharness import sandbox as sandbox_module
+from tinyharness import sandbox_git
 from tinyharness import tools
 from tinyharness.sandbox import unavailable_reason
 from tinyharness.testing import ScriptedServer
@@ -178,7 +178,7 @@ def test_when_the_restore_fails_the_run_stops_and_the_user_is_told(place, monkey
     """A harness that cannot put things back (EMFILE, a full disk) must not carry on as if it had."""
     def crippled(*args):
         raise OSError(24, "Too many open files")
-    monkeypatch.setattr(sandbox_module, "put_git_back", crippled)
+    monkeypatch.setattr(sandbox_git, "put_git_back", crippled)
     with ScriptedServer(script=[{"tool_calls": [{"name": "shell", "id": "c", "arguments": {"command": "echo hi"}}]},
                                 "done"]) as server:
         result = run_stage("tinyharness", place.ws, "--yes", "--no-session", "--base-url", server.base_url, "task",
