@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .hooks import approve_everything
 from .llm import Client
-from .loop import Stats, run_agent
+from .loop import RunSettings, Stats, run_agent
 from .testing import ScriptedServer, load_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +72,8 @@ def replay(workspace, script_file, say):
     stats = Stats()
     with ScriptedServer(script=load_script(script_file)) as server:
         client = NarratingClient(Client(server.base_url, "replayed-model"), say)
-        answer = run_agent(TASK, client, workspace, stats, max_turns=8, echo=say, approve=approve_everything)
+        settings = RunSettings(max_turns=8, echo=say, approve=approve_everything)
+        answer = run_agent(TASK, client, workspace, settings, stats)
     say(answer)
     show_written_file(workspace / "budget.md", say)
     say(stats.line())
