@@ -121,7 +121,7 @@ class Conversation:
 
     def window(self):
         """The window in force: --context-window (or the model's), or the server's own once an
-        overflow error named it (learned for the rest of the chat, see loop.learn_window)."""
+        overflow error named it (learned for the rest of the chat, see overflow.learn_window)."""
         return window_in_force(self.tap, self.settings["context_window"])
 
     def compact(self, reason, stats=None, automatic=False):

@@ -517,7 +517,7 @@ def run_command(args, parser):
                                shell_timeout=args.shell_timeout, context_policy=args.context_policy,
                                context_window=args.context_window, sandbox=sandbox,
                                approve=approve_everything if args.yes else ask, extensions=hands, echo=echo,
-                               on_update=keeper(session, lines, TranscriptWriter(args.transcript)),  # the transcript
+                               on_update=keeper(session, lines, TranscriptWriter(args.transcript)),  # --transcript too
                                on_subagent=session_keeper(session, lines), image=image)
         answer = run_agent(args.task, client, os.getcwd(), settings, stats)
         printer.end_line()

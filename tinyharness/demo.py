@@ -3,6 +3,9 @@
 Everything is real except the model: the loop, the tools, the files and the HTTP requests. The
 model's five turns are replayed by the scripted server from examples/notes.script.json, so the
 demo shows exactly what a harness does around a model, on any machine.
+
+What it cannot do. The replayed model never varies and never errs: the demo shows the harness, not how
+well a real model does the task (that is `tinyharness eval`'s job, against a real server).
 """
 import shutil
 import sys

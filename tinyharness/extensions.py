@@ -8,7 +8,13 @@ after the built-in ones (hooks.py) and before the permission prompt, and after t
 verification hook. So a blocked call is blocked the same way whoever wrote the tool, and a call that
 asks permission asks it the same way.
 
-See mcp.py, subagents.py, cmdhooks.py and parallel.py for each piece's own lesson.
+The loop is handed an `Extensions` in its settings, as it is handed its client, and sets nothing on
+it. The one tool that needs the loop itself, `task`, gets it with the call: the loop passes its own
+context (`subagents.Parent`) through the choke point to `run`, so this module never imports loop.py.
+
+What it cannot do. It adds hands, not judgement: an MCP tool is as safe as its server and the
+configuration's word on what only reads, and a command hook is as good as the program the workspace
+wrote. See mcp.py, subagents.py, cmdhooks.py and parallel.py for each piece's own lesson.
 """
 import threading
 import time
