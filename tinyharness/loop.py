@@ -49,7 +49,7 @@ def run_agent(task, client, workspace, settings=None, stats=None, messages=None)
     messages = start(task, workspace, settings, ext, messages)  # Stopped when a hook refuses the task
     edges = Edges(client, settings, stats, ext)  # edges.py: each edge case behind one name
     edges.updated(messages)
-    hands = CallRunner(workspace, settings, ext, Parent(run_agent, client, workspace, stats, settings), edges)
+    runner = CallRunner(workspace, settings, ext, Parent(run_agent, client, workspace, stats, settings), edges)
     budget, repeats = Budget(settings.max_turns, settings.max_seconds), RepeatGuard()
     policy = POLICIES[settings.context_policy]  # how old tool results are cut before each call (context.py)
     for turn in itertools.count():
@@ -72,7 +72,7 @@ def run_agent(task, client, workspace, settings=None, stats=None, messages=None)
                 continue
             save_transcript(settings.transcript, messages)
             return message["content"].strip() or NO_ANSWER
-        hands.run_calls(message["tool_calls"], problems, repeats, messages)  # each result answers its call
+        runner.run_calls(message["tool_calls"], problems, repeats, messages)  # each result answers its call
         edges.steer(repeats, messages)  # the same call again and again: a [harness] warning, then a stop
 
 
