@@ -47,7 +47,7 @@ from pathlib import Path
 from tinyharness.context import DEFAULT_POLICY, POLICIES, STUB_PREFIX, cap_chars
 from tinyharness.hooks import approve_everything
 from tinyharness.llm import Client
-from tinyharness.loop import Stats, run_agent
+from tinyharness.loop import RunSettings, Stats, run_agent
 from tinyharness.testing import ScriptedServer, estimate_tokens
 
 from .svgchart import Line, Series, line_chart
@@ -485,8 +485,9 @@ def harness_overhead(turns, policy=DEFAULT_POLICY, window=WINDOW, seed=SEED):
             client = TimedClient(Client(server.base_url, "scripted", timeout=60))
             stats, started = Stats(), time.perf_counter()
             with contextlib.redirect_stderr(io.StringIO()):     # the context warnings of the uncut runs
-                answer = run_agent("Fix the tax rules.", client, folder, stats, max_turns=turns, echo=lambda line: None,
-                                   approve=approve_everything, context_policy=policy, context_window=window)
+                settings = RunSettings(max_turns=turns, echo=lambda line: None, approve=approve_everything,
+                                       context_policy=policy, context_window=window)
+                answer = run_agent("Fix the tax rules.", client, folder, settings, stats)
             total = time.perf_counter() - started
     assert answer == "Done." and stats.turns == turns, "the scripted run did not finish as planned"
     return {"turns": turns, "policy": policy, "total": total, "waiting": client.waiting,

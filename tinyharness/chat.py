@@ -43,7 +43,8 @@ from .console import printable
 from .guards import Stopped
 from .hooks import ask_user
 from .llm import LLMError
-from .loop import Stats, learn_window, run_agent, system_prompt, window_in_force
+from .loop import RunSettings, Stats, run_agent, system_prompt
+from .overflow import learn_window, window_in_force
 from .sessions import TranscriptWriter, UsageTap, sessions_dir
 
 PROMPT, MORE = "you> ", "...> "
@@ -90,9 +91,6 @@ class Conversation:
         """Run the agent on one user message; return its answer. Raises what run_agent raises
         (Stopped, LLMError, KeyboardInterrupt) after making the history whole again."""
         stats = Stats()
-        if self.settings.get("extensions"):  # a subagent gets what is left of this message's time and tokens
-            self.settings["extensions"].run_limits = {"max_seconds": self.settings["max_seconds"],
-                                                      "max_tokens": self.settings.get("max_tokens")}
         window = self.window()
         if compaction.needs_compaction(self.tap.last_usage, self.messages, window, self.settings["compact_at"]):
             tokens, how = compaction.prompt_size(self.tap.last_usage, self.messages)
@@ -102,13 +100,7 @@ class Conversation:
             self.compact(f"the history is about {tokens} tokens ({how}), past {share} of the {window}-token window",
                          stats, automatic=True)
         try:
-            return run_agent(text, self.tap, self.workspace, stats, self.settings["max_turns"], echo,
-                             None, self.settings["shell_timeout"], self.settings["approve"],
-                             self.settings["max_seconds"], self.settings["context_policy"],
-                             self.settings["context_window"], image=image, messages=self.messages,
-                             on_update=self.sync, extensions=self.settings.get("extensions"),
-                             sandbox=self.settings.get("sandbox"), max_tokens=self.settings.get("max_tokens"),
-                             on_subagent=self.keep_subagent)
+            return run_agent(text, self.tap, self.workspace, self.run_settings(echo, image), stats, self.messages)
         except BaseException:
             close_open_calls(self.messages)
             raise
@@ -117,9 +109,19 @@ class Conversation:
             self.end_line()  # [stats] on a line of its own, not after the streamed answer's last word
             print(stats.line(), file=self.err, flush=True)
 
+    def run_settings(self, echo, image=None):
+        """The loop's settings for one message: the chat's, this message's picture, and the session's callbacks."""
+        chosen = self.settings
+        return RunSettings(max_turns=chosen["max_turns"], max_seconds=chosen["max_seconds"],
+                           max_tokens=chosen.get("max_tokens"), shell_timeout=chosen["shell_timeout"],
+                           context_policy=chosen["context_policy"], context_window=chosen["context_window"],
+                           sandbox=chosen.get("sandbox"), approve=chosen["approve"],
+                           extensions=chosen.get("extensions"), echo=echo, on_update=self.sync,
+                           on_subagent=self.keep_subagent, image=image)
+
     def window(self):
         """The window in force: --context-window (or the model's), or the server's own once an
-        overflow error named it (learned for the rest of the chat, see loop.learn_window)."""
+        overflow error named it (learned for the rest of the chat, see overflow.learn_window)."""
         return window_in_force(self.tap, self.settings["context_window"])
 
     def compact(self, reason, stats=None, automatic=False):

@@ -466,7 +466,7 @@ def run_command(args, parser):
     from .context import CONTEXT_WINDOW
     from .hooks import approve_everything, ask_user
     from .llm import Client, LLMError
-    from .loop import Stats, Stopped, run_agent
+    from .loop import RunSettings, Stats, Stopped, run_agent
     from .ollama import choose_dialect
     from .sessions import TranscriptWriter, UsageTap, keeper, start_or_warn
     from .imageload import ImageError, load_attachment
@@ -494,7 +494,6 @@ def run_command(args, parser):
     except extensions.SetupError as e:
         print(printable(f"error: {e}"), file=sys.stderr)
         return 2
-    hands.run_limits = {"max_seconds": args.max_seconds, "max_tokens": args.max_tokens}  # a subagent gets what is left
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
                     max_reply_tokens=args.max_reply_tokens)
@@ -514,12 +513,13 @@ def run_command(args, parser):
         printer.end_line()  # a streamed line still open would run into the question
         return ask_user(printable(prompt))
     try:
-        answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, None,  # transcript: below
-                           args.shell_timeout, approve_everything if args.yes else ask, args.max_seconds,
-                           args.context_policy, args.context_window, image=image,
-                           on_update=keeper(session, lines, TranscriptWriter(args.transcript)),
-                           max_tokens=args.max_tokens, sandbox=sandbox, extensions=hands,
-                           on_subagent=session_keeper(session, lines))
+        settings = RunSettings(max_turns=args.max_turns, max_seconds=args.max_seconds, max_tokens=args.max_tokens,
+                               shell_timeout=args.shell_timeout, context_policy=args.context_policy,
+                               context_window=args.context_window, sandbox=sandbox,
+                               approve=approve_everything if args.yes else ask, extensions=hands, echo=echo,
+                               on_update=keeper(session, lines, TranscriptWriter(args.transcript)),  # --transcript too
+                               on_subagent=session_keeper(session, lines), image=image)
+        answer = run_agent(args.task, client, os.getcwd(), settings, stats)
         printer.end_line()
         result.update(exit_code=0, answer=answer)
         if not args.json and (not stream or answer.strip() != printer.since_tool.strip()):  # streamed: not twice

@@ -3,6 +3,9 @@
 Everything is real except the model: the loop, the tools, the files and the HTTP requests. The
 model's five turns are replayed by the scripted server from examples/notes.script.json, so the
 demo shows exactly what a harness does around a model, on any machine.
+
+What it cannot do. The replayed model never varies and never errs: the demo shows the harness, not how
+well a real model does the task (that is `tinyharness eval`'s job, against a real server).
 """
 import shutil
 import sys
@@ -11,7 +14,7 @@ from pathlib import Path
 
 from .hooks import approve_everything
 from .llm import Client
-from .loop import Stats, run_agent
+from .loop import RunSettings, Stats, run_agent
 from .testing import ScriptedServer, load_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +75,8 @@ def replay(workspace, script_file, say):
     stats = Stats()
     with ScriptedServer(script=load_script(script_file)) as server:
         client = NarratingClient(Client(server.base_url, "replayed-model"), say)
-        answer = run_agent(TASK, client, workspace, stats, max_turns=8, echo=say, approve=approve_everything)
+        settings = RunSettings(max_turns=8, echo=say, approve=approve_everything)
+        answer = run_agent(TASK, client, workspace, settings, stats)
     say(answer)
     show_written_file(workspace / "budget.md", say)
     say(stats.line())

@@ -8,7 +8,13 @@ after the built-in ones (hooks.py) and before the permission prompt, and after t
 verification hook. So a blocked call is blocked the same way whoever wrote the tool, and a call that
 asks permission asks it the same way.
 
-See mcp.py, subagents.py, cmdhooks.py and parallel.py for each piece's own lesson.
+The loop is handed an `Extensions` in its settings, as it is handed its client, and sets nothing on
+it. The one tool that needs the loop itself, `task`, gets it with the call: the loop passes its own
+context (`subagents.Parent`) through the choke point to `run`, so this module never imports loop.py.
+
+What it cannot do. It adds hands, not judgement: an MCP tool is as safe as its server and the
+configuration's word on what only reads, and a command hook is as good as the program the workspace
+wrote. See mcp.py, subagents.py, cmdhooks.py and parallel.py for each piece's own lesson.
 """
 import threading
 import time
@@ -18,7 +24,7 @@ from pathlib import Path
 from . import cmdhooks, mcp, trust
 from .cmdhooks import Verdict
 from .hooks import approve_everything, needs_permission as ours_needs_permission
-from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL
+from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL, run_child
 from .tools import canonical, parse_arguments
 from .imageload import is_url
 
@@ -35,7 +41,6 @@ class Extensions:
         self.mcp, self.hooks = mcp, hooks  # hooks: a cmdhooks.CommandHooks, or None
         self.subagents, self.parallel = subagents, parallel
         self.subagent_max_turns, self.subagent_max_seconds = subagent_max_turns, subagent_max_seconds
-        self.run_task = None  # set by the loop: runs a child agent with this run's settings
         self.max_seconds = max_seconds  # a run's --max-seconds: hooks and MCP calls end by its end
         self.outer_deadline = None      # a subagent's: its parent's deadline, which it cannot pass
         self.deadline = None            # time.monotonic() when this run's time is out (set as a task starts)
@@ -81,10 +86,11 @@ class Extensions:
         the configuration says it only reads."""
         return name != TASK_TOOL and not self.mcp.read_only(name)
 
-    def run(self, name, arguments, images=None):
-        """`images`: where a picture an MCP tool returned goes (the loop sends it after the turn's results)."""
+    def run(self, name, arguments, images=None, parent=None):
+        """`images`: where a picture an MCP tool returned goes (the loop sends it after the turn's results).
+        `parent` (subagents.Parent): the running loop's own context, which the task tool starts its child from."""
         if name == TASK_TOOL:
-            return self.run_task(arguments["description"])
+            return run_child(arguments["description"], parent, self)
         return self.mcp.call(name, arguments, time_left=self.time_left(), images=images)
 
     def read_only(self, name, arguments):

@@ -17,6 +17,13 @@ child of its own (the `task` tool is withheld from it: depth 1), so one careless
 fan out into a tree of runs. A child stopped by a limit says so: its result starts with
 "NOT confirmed complete", and the parent's model reads that.
 
+How it reaches the loop. The loop is handed to the child, never imported: when the model calls
+`task`, the running loop passes its own context - itself (`loop.run_agent`), its client, workspace,
+stats and settings, a `Parent` - through the choke point to `run_child`. So this module sits below
+loop.py and extensions.py, the child's settings are built here from the parent's field by field
+(`child_settings`: what it inherits is written down in one place), and nothing is set on the
+extensions while a run is under way.
+
 What it cannot do. The child knows only what the description says: a parent that writes "fix it"
 gets a child that does not know what "it" is. The child's answer is a claim, not evidence - the
 same rule as m6: check the files, not the words. Children run one at a time, never in parallel
@@ -26,6 +33,12 @@ listing is skipped and only write_file's writes are counted.
 import json
 import os
 import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .edges import Stats
+from .guards import Stopped
+from .settings import RunSettings, system_prompt
 
 TASK_TOOL = "task"
 SUBAGENT_MAX_TURNS = 12      # --subagent-max-turns
@@ -60,46 +73,65 @@ def result_for_parent(answer, turns, tool_calls, files_written, stopped=None):
     return f"{answer.strip() or '(the helper agent gave an empty answer)'}\n{line}"
 
 
+@dataclass(frozen=True)
+class Parent:
+    """The run that starts a child, as the child needs it: the loop to run (the parent's own), the client,
+    the workspace, the stats (the child's calls count in them, because the user pays for them all) and
+    the settings (the child inherits some, and may not outlast the parent's limits)."""
+    loop: Callable
+    client: Any
+    workspace: str
+    stats: Any
+    settings: RunSettings
+
+
 def child_limits(parent, extensions):
     """(max_seconds, max_tokens) for a child: its own --subagent-max-seconds, but never more than what is
-    left of the parent run's time and tokens (`extensions.run_limits`, set by the command that runs it)."""
-    limits = getattr(extensions, "run_limits", None) or {}
+    left of the parent run's time and tokens."""
+    limits, stats = parent.settings, parent.stats
     seconds, tokens = extensions.subagent_max_seconds, None
-    if limits.get("max_seconds"):
-        left = limits["max_seconds"] - (time.monotonic() - parent["stats"].started)
+    if limits.max_seconds:
+        left = limits.max_seconds - (time.monotonic() - stats.started)
         seconds = max(0.001, min(seconds, left))  # nothing left: the child stops before its first call
-    if limits.get("max_tokens"):
-        spent = parent["stats"].prompt_tokens + parent["stats"].completion_tokens
-        tokens = max(1, limits["max_tokens"] - spent)
+    if limits.max_tokens:
+        spent = stats.prompt_tokens + stats.completion_tokens
+        tokens = max(1, limits.max_tokens - spent)
     return seconds, tokens
 
 
-def run_child(description, parent, extensions, on_transcript=None):
-    """Run the sub-task in a fresh loop and return what the parent's model reads. `parent` holds the
-    parent run's client, workspace, stats, echo and settings; the child's model calls count in the
-    parent's [stats], because the user pays for them all."""
-    from .guards import Stopped          # here, not at the top: loop.py imports extensions, which imports us
-    from .loop import Stats, run_agent, system_prompt
-    stats = Stats()
-    messages = [{"role": "system", "content": system_prompt(parent["workspace"])}]
-    parent["echo"](f"  | subagent started: {description.splitlines()[0][:120]}")
+def child_settings(parent, extensions):
+    """What the child inherits from its parent (the sandbox, the permission prompt, the context policy
+    and window, the command timeout), its own limits, the parent's hands without the task tool, and
+    its lines shown indented under the parent's. No transcript, picture or session callbacks: the child's
+    messages go to the parent's on_subagent when it ends."""
+    inherited, (max_seconds, max_tokens) = parent.settings, child_limits(parent, extensions)
+    return RunSettings(max_turns=extensions.subagent_max_turns, max_seconds=max_seconds, max_tokens=max_tokens,
+                       shell_timeout=inherited.shell_timeout, approve=inherited.approve,
+                       context_policy=inherited.context_policy, context_window=inherited.context_window,
+                       sandbox=inherited.sandbox, extensions=extensions.for_child(),
+                       echo=lambda line: inherited.echo("  |" + line))
+
+
+def run_child(description, parent, extensions):
+    """Run the sub-task in a fresh loop (`parent.loop`) and return what the parent's model reads. The
+    child's model calls count in the parent's [stats], because the user pays for them all."""
+    stats, echo = Stats(), parent.settings.echo
+    messages = [{"role": "system", "content": system_prompt(parent.workspace)}]
+    echo(f"  | subagent started: {description.splitlines()[0][:120]}")
     answer, stopped = "", None
-    max_seconds, max_tokens = child_limits(parent, extensions)
-    before = snapshot(parent["workspace"])
+    settings = child_settings(parent, extensions)
+    before = snapshot(parent.workspace)
     try:
-        answer = run_agent(description, parent["client"], parent["workspace"], stats,
-                           max_turns=extensions.subagent_max_turns, max_seconds=max_seconds, max_tokens=max_tokens,
-                           echo=lambda line: parent["echo"]("  |" + line), messages=messages,
-                           extensions=extensions.for_child(), **parent["settings"])
+        answer = parent.loop(description, parent.client, parent.workspace, settings, stats, messages)
     except Stopped as e:
         stopped = str(e)
     finally:
-        add_stats(parent["stats"], stats)
-        if on_transcript:
-            on_transcript(messages)
-    after = snapshot(parent["workspace"]) if before is not None else None
+        add_stats(parent.stats, stats)
+        if parent.settings.on_subagent:
+            parent.settings.on_subagent(messages)
+    after = snapshot(parent.workspace) if before is not None else None
     written = changed_files(before, after) if after is not None else files_written(messages)
-    parent["echo"](f"  | subagent {'stopped' if stopped else 'done'}: {account(stats.turns, stats.tool_calls, written)}")
+    echo(f"  | subagent {'stopped' if stopped else 'done'}: {account(stats.turns, stats.tool_calls, written)}")
     return result_for_parent(answer, stats.turns, stats.tool_calls, written, stopped)
 
 

@@ -1,0 +1,210 @@
+"""Armour for the loop: the edge cases a real model and a real server bring, each behind one name.
+Read it after loop.py, when a real model surprises you.
+
+The problem. The loop's lesson fits in a few lines: ask, append, no tool calls means done, run each
+call, answer it. Real models and servers add cases, and written inline they drown the lesson (the
+loop once grew to 123 lines this way):
+- A reply cut at the length limit (finish_reason "length"): a tool call in it may be cut mid-argument,
+  so none of it runs; the model is asked for a shorter reply, and a second cut stops the run.
+- A reply that runs out of the run's time: a limit (exit 3), not a failure. A prompt the server says
+  does not fit: cut and retried once (overflow.py).
+- An empty answer: one [harness] nudge before it counts as the answer.
+- A stop hook of the workspace that says the work is not done: the model reads why and goes on.
+- The same call again and again (guards.py's RepeatGuard sees them): a [harness] warning, then a stop.
+- A --max-tokens budget the server cannot be held to (it reports no counts): said once, not silent.
+- A context that fills up, or that the server cut without a word; a picture that never reached the
+  model (the prompt count says so): a warning on stderr.
+- The [tool] and -> lines, the transcript and the [stats] line: one spelling of the arguments, a file
+  rewritten every turn, and only the counts the server really made.
+
+The mechanism. `Edges` holds what these cases need for one run (the client, the settings, the stats,
+the record of what was done) and answers each case with one method the loop calls where it arises;
+a method that returns True means "the model is asked again".
+
+What it cannot do. It handles what it names: a new kind of misbehaviour needs a new name here, and a
+line in the loop where it arises.
+"""
+import json
+import sys
+import time
+from pathlib import Path
+
+from .arrival import ArrivalWatch
+from .context import ContextWatch, estimate_tokens
+from .guards import REPEAT_LIMIT, Record, Stopped, brief, repeat_warning
+from .llm import LLMError
+from .overflow import ask, window_in_force
+from .tools import TOOLS
+
+CUT = ("[harness] Your last reply was cut off at the length limit (max_tokens={}), so none of its tool calls ran. "
+       "Continue with a shorter reply: fewer or smaller tool calls, less text.")
+EMPTY = "[harness] Your reply was empty. Answer the task in words, or call a tool."
+NO_ANSWER = "(The model gave no answer. The [tool] lines above show what it did.)"
+VALID_CALL = ('A valid call looks like {"name": "read_file", "arguments": {"path": "notes.txt"}}; the tools are: '
+              + ", ".join(TOOLS) + ".")  # said after what was wrong with a call the door could not read
+STOP_HOOK = "[harness] A stop hook of this workspace says the task is not done yet: {}"
+
+
+class Stats:
+    """What the [stats] line reports: model calls, tool calls, and the server's own token counts."""
+
+    def __init__(self):
+        self.turns = self.tool_calls = self.prompt_tokens = self.completion_tokens = self.uncounted = 0
+        self.started = time.monotonic()
+        self.cached_tokens = None  # only a server with a prompt cache reports it
+
+    def count_turn(self, usage):
+        self.turns += 1
+        self.uncounted += "prompt_tokens" not in usage and "completion_tokens" not in usage  # some servers send none
+        self.prompt_tokens += usage.get("prompt_tokens", 0)
+        self.completion_tokens += usage.get("completion_tokens", 0)
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if isinstance(cached, int):
+            self.cached_tokens = (self.cached_tokens or 0) + cached
+
+    def line(self):
+        unknown = self.uncounted == self.turns  # "?": a 0 would be a measurement nobody made (no answer, no count)
+        missing = f" usage_missing_turns={self.uncounted}" if self.uncounted and not unknown else ""
+        cached = "" if self.cached_tokens is None else f" cached_tokens={self.cached_tokens}"  # after the contract's
+        return (f"[stats] turns={self.turns} tool_calls={self.tool_calls} "
+                f"prompt_tokens={'?' if unknown else self.prompt_tokens} "
+                f"completion_tokens={'?' if unknown else self.completion_tokens} "
+                f"seconds={time.monotonic() - self.started:.1f}{cached}{missing}")
+
+
+class Edges:
+    """The loop's edge cases for one run, each behind a name; loop.py calls each where it arises."""
+
+    def __init__(self, client, settings, stats, extensions):
+        self.client, self.settings, self.stats, self.ext = client, settings, stats, extensions
+        self.echo = settings.echo
+        self.updated = settings.on_update or (lambda messages: None)  # messages were added (the session appends)
+        self.record = Record()  # what the run did, for the account a stopped run prints
+        self.watch = ContextWatch(settings.context_window)  # context.py: nearly full, or cut by the server
+        self.arrivals = ArrivalWatch()  # did each picture reach the model? The bill says
+        self.was_cut = self.nudged = False
+
+    def check_budget(self, budget, turn):
+        """Between turns, the only moment the loop can stop: --max-turns, --max-seconds, --max-tokens."""
+        limit = budget.exceeded(turn) or tokens_spent(self.stats, self.settings.max_tokens)
+        if limit:
+            raise Stopped(limit, self.record.account())
+
+    def window(self):
+        """The window to plan this turn with: the server's own, once it said it (overflow.py)."""
+        self.watch.window = window_in_force(self.client, self.settings.context_window)
+        return self.watch.window
+
+    def ask(self, messages, window, budget, turn, tools):
+        """The model's reply (overflow.ask: a prompt that does not fit is cut and retried once), bounded by
+        what is left of --max-seconds: a runaway reply is cut short, not waited for, and a reply that ran
+        out of the run's time is a limit (exit 3), not a failure."""
+        try:
+            return ask(self.client, messages, window, budget, tools)
+        except LLMError:
+            if budget.exceeded(turn):
+                raise Stopped(budget.exceeded(turn), self.record.account()) from None
+            raise
+
+    def warn(self, usage, messages, tools):
+        """On stderr after a reply: a --max-tokens the server's counts cannot enforce (once), the context
+        nearly full or cut, a picture that never arrived."""
+        max_tokens = self.settings.max_tokens
+        if max_tokens and self.stats.uncounted == 1 and not {"prompt_tokens", "completion_tokens"} & set(usage):
+            print(f"[harness] --max-tokens {max_tokens} cannot be enforced: the server reports no token counts "
+                  "for its replies (see `tinyharness doctor`).", file=sys.stderr)  # once: a silent budget is no budget
+        watch_context(self.watch, usage, messages, tools)
+        arrived = self.arrivals.check(messages, tools, usage)  # a warning if a new picture never arrived
+        if arrived:
+            print(arrived, file=sys.stderr, flush=True)
+
+    def cut(self, finish_reason, message, messages):
+        """True when the reply was cut at the length limit: a call in it may be cut too, so none of it runs,
+        and the model is asked for a shorter reply (the loop asks again). A second cut stops the run."""
+        if finish_reason != "length":
+            return False
+        max_tokens = self.client.max_reply_tokens
+        if self.was_cut:
+            raise Stopped(f"the model's reply was cut at the length limit twice (max_tokens={max_tokens})",
+                          self.record.account())
+        self.was_cut = True
+        self.echo(f"  [harness] the reply was cut at max_tokens={max_tokens}: none of it was used")
+        messages += [{"role": "assistant", "content": message["content"]},
+                     {"role": "user", "content": CUT.format(max_tokens)}]
+        self.updated(messages)
+        return True
+
+    def objection(self, message, messages):
+        """True when a stop hook says the work is not done: the model reads why, and goes on."""
+        objection = self.ext.stop(message["content"]) if message["content"].strip() else None
+        if not objection:
+            return False
+        messages.append({"role": "user", "content": STOP_HOOK.format(objection)})
+        self.updated(messages)
+        return True
+
+    def nudge(self, message, messages):
+        """True when an empty answer got its one [harness] nudge (the loop asks again)."""
+        if message["content"].strip() or self.nudged:
+            return False
+        self.nudged = True
+        messages.append({"role": "user", "content": EMPTY})
+        self.updated(messages)
+        return True
+
+    def show(self, call):
+        """The [tool] line: the arguments in one line, one spelling."""
+        shown = json.dumps(json.loads(call["function"]["arguments"]), ensure_ascii=False, sort_keys=True)
+        self.echo(f"  [tool] {call['function']['name']}({shown})")
+
+    def ran(self, call, result):
+        """The line under it (the result's first line, at most 160 characters), and the call counted."""
+        self.echo(f"    -> {(result.splitlines() or [''])[0][:160]}")
+        self.stats.tool_calls += 1
+        self.record.note(call, result)
+
+    def steer(self, repeats, messages):
+        """After all of a turn's results, never between them: a call repeated REPEAT_LIMIT times in a row
+        gets a [harness] warning; the same again after a warning stops the run."""
+        repeated = repeats.end_turn()
+        if repeated and repeats.warnings == 1:
+            self.echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: the model is asked for another approach")
+            messages.append({"role": "user", "content": repeat_warning(repeated)})
+        self.updated(messages)
+        if repeated and repeats.warnings > 1:
+            save_transcript(self.settings.transcript, messages)
+            raise Stopped(f"the model made the same call {REPEAT_LIMIT} times in a row again, after a [harness] "
+                          f"warning: {brief(repeated)}", self.record.account())
+
+
+def garbled(problem):
+    """The tool result for a call the door could not read: what was wrong, and what a valid call looks like."""
+    return f"ERROR: {problem}. {VALID_CALL}"
+
+
+def tokens_spent(stats, max_tokens):
+    """Why the run must stop for --max-tokens (prompt plus completion, as the server counted), or None."""
+    spent = stats.prompt_tokens + stats.completion_tokens
+    if max_tokens and spent >= max_tokens:
+        return f"the token budget of --max-tokens {max_tokens} was used ({spent} tokens by the server's counts)"
+    return None
+
+
+def watch_context(watch, usage, messages, tools=()):
+    """Warn on stderr when the prompt count says the context is nearly full, or was cut. Without the
+    server's count, the harness's own estimate of what it sent stands in, and the warning says so.
+    The estimate counts the tool schemas too: an MCP server withdrawn mid-run shrinks the prompt, and
+    that drop is ours, not the server's."""
+    sent = estimate_tokens(messages + [{"role": "system", "content": json.dumps(list(tools))}])
+    counted = usage.get("prompt_tokens")
+    warning = watch.check(sent if counted is None else counted, len(messages), sent_tokens=sent)
+    if warning:
+        print(warning + (" (estimated: the server reported no prompt_tokens)" if counted is None else ""),
+              file=sys.stderr, flush=True)
+
+
+def save_transcript(path, messages):
+    """Rewritten every turn, so a crash still leaves the story so far."""
+    if path:
+        Path(path).write_text(json.dumps(messages, indent=2), encoding="utf-8")

@@ -1,0 +1,61 @@
+"""What a run is given: one settings object, and the system prompt it starts from.
+
+The problem. A run has many knobs - four limits, a context policy and window, a sandbox, a permission
+prompt, the extensions, three callbacks, a transcript file, a picture - and every one of them has to
+reach the loop, and from the loop a subagent. Passed one by one they become a signature of twenty
+parameters that every caller spells out in order, and that nobody reads.
+
+The mechanism. `RunSettings` is a frozen dataclass: a caller names only what differs from the CLI's
+defaults (`RunSettings(max_turns=8, echo=say)`), the loop reads `settings.max_turns`, and nothing can
+change a run's settings while it runs. A subagent gets settings of its own, built from its parent's
+field by field (subagents.py), so what the child inherits is written down in one place.
+
+What it cannot do. It checks nothing: a `max_turns` of 0 is the command line's mistake to catch
+(cli.py checks the flags). It holds what the run is told, not what it learns on the way: the
+server's real context window lives on the client (overflow.py), the counts in `Stats` (edges.py).
+"""
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from .context import CONTEXT_WINDOW, DEFAULT_POLICY
+from .guards import MAX_SECONDS, MAX_TURNS
+from .hooks import ask_user
+from .tools import SHELL_TIMEOUT
+
+SYSTEM_PROMPT = """You are an agent working in a folder on the user's computer (the workspace).
+Use the tools to look at and change files; do the work yourself instead of telling the user how.
+Read before you answer: never invent what a file says. Old tool results may be cut to save room;
+keep what you will need later with save_note. When the task is done, answer briefly with what you did."""
+
+
+def system_prompt(workspace):
+    """The built-in prompt plus the workspace's INSTRUCTIONS.md, when it has one."""
+    extra = Path(workspace) / "INSTRUCTIONS.md"
+    if extra.is_file():
+        return SYSTEM_PROMPT + "\n\nInstructions from the workspace (INSTRUCTIONS.md):\n" + extra.read_text(errors="replace")
+    return SYSTEM_PROMPT
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Everything a run is told, with the CLI's defaults."""
+    # Limits: model calls, wall-clock seconds, the server's token counts (None: no budget), one command.
+    max_turns: int = MAX_TURNS
+    max_seconds: float = MAX_SECONDS
+    max_tokens: Optional[int] = None
+    shell_timeout: float = SHELL_TIMEOUT
+    # The context: how old tool results are cut before each call (one of context.POLICIES), and the
+    # window planned with (the server's own replaces it once an overflow error names it).
+    context_policy: str = DEFAULT_POLICY
+    context_window: int = CONTEXT_WINDOW
+    sandbox: Any = None                        # how shell commands run (sandbox.Sandbox; None = the defaults)
+    approve: Callable[[str], bool] = ask_user  # the permission prompt: a question in, yes or no out
+    extensions: Any = None                     # extensions.Extensions: MCP tools, the task tool, command hooks
+    # Callbacks: each line the run shows; the messages whenever some were added (the session file
+    # appends them); a subagent's messages when it ends (the session keeps them).
+    echo: Callable[[str], Any] = print
+    on_update: Optional[Callable[[list], Any]] = None
+    on_subagent: Optional[Callable[[list], Any]] = None
+    transcript: Any = None                     # a path rewritten with the messages every turn, or None
+    image: Optional[dict] = None               # an image part sent with the task (--image)
