@@ -148,10 +148,8 @@ def start_run(args, client, printer, stream, image, sandbox, hands):
         printer.end_line()
         return run_failed(e, args, result)
     except BrokenPipeError:  # `... | head` closed the output: the run cannot show its work, so it stops
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # or the exit flush fails again
-        print("error: the output was closed (e.g. by `| head`), so the run stopped.", file=sys.stderr)
-        lines = None
-        return 1
+        lines = None  # nor its --json result
+        return output_closed()
     finally:
         hands.close()  # MCP servers end on every path, Ctrl-C included
         print(stats.line(), file=sys.stderr)
@@ -174,6 +172,13 @@ def open_records(args, client, hands):
         client = UsageTap(client, session)  # the session notes each call's usage beside its answer
     lines = JsonLines(sys.stdout, client, session, args.model) if args.json else None
     return client, session, lines
+
+
+def output_closed():
+    """Exit code 1, said on stderr, for a run whose standard output was closed."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # or the exit flush fails again
+    print("error: the output was closed (e.g. by `| head`), so the run stopped.", file=sys.stderr)
+    return 1
 
 
 def run_failed(e, args, result):
