@@ -235,8 +235,6 @@ def session_keeper(*writers):
     return (lambda messages: [w.event("subagent", messages=messages) for w in writers]) if writers else None
 
 
-
-
 def open_chat(args, usage):
     from .chat import chat_command
     return chat_command(args, usage)
@@ -281,7 +279,6 @@ def fake_server(args):
         return 1
 
 
-
 def course_command(args):
     from . import course
     if args.course_command == "list":
@@ -308,7 +305,6 @@ def script_path(name_or_path):
     print(f"error: no script file {name_or_path!r}, and no bundled script of that name "
           f"(bundled: {', '.join(bundled_script_names())})", file=sys.stderr)
     return None
-
 
 
 # Each command's function, given its arguments and its own parser (for usage errors); each imports what it needs.
