@@ -179,7 +179,7 @@ def command_problem(line, stage):
         elif words[:1] == ["tinyharness"]:
             if words[1] not in SUBCOMMANDS:
                 return f"no subcommand {words[1]}"
-            cli = (ROOT / "tinyharness" / "cli.py").read_text()
+            cli = "".join((ROOT / "tinyharness" / name).read_text() for name in ("cli.py", "parsers.py", "flags.py"))
             missing = [w for w in words[2:] if w.startswith("--") and f'"{w}"' not in cli]
             if missing:
                 return f"tinyharness {words[1]} has no {missing}"

@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 
 from . import compact as compaction
-from .cli import StreamPrinter
-from .console import printable
+from .console import StreamPrinter, printable
+from .flags import add_dialect_flags, check_agent_flags, irregular_config, sandbox_from_args
 from .guards import Stopped
 from .hooks import ask_user
 from .llm import LLMError
@@ -373,7 +373,6 @@ class Chat:
 
 def check_flags(args, parser):
     """Usage errors, found before the first model call (exit 2): run's, then chat's own."""
-    from .cli import check_agent_flags
     check_agent_flags(args, parser)
     if not 0 < args.compact_at <= 1:
         parser.error("--compact-at must be more than 0 and at most 1 (a fraction of the context window)")
@@ -446,7 +445,6 @@ def chat_command(args, parser):
     except SessionError as e:
         print(printable(f"error: {e}"), file=sys.stderr)  # a folder or id from the file can be in it
         return 1
-    from .cli import irregular_config
     if problem := irregular_config(workspace):
         print(printable(f"error: {problem}"), file=sys.stderr)
         return 2
@@ -457,7 +455,6 @@ def chat_command(args, parser):
         return 2
     if writer and hands.hooks:  # a hook can tell one chat's events from another's, and read its story
         hands.hooks.session_id, hands.hooks.transcript_path = writer.id, str(writer.path)
-    from .cli import sandbox_from_args
     from .context import CONTEXT_WINDOW
     from .ollama import choose_dialect
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
@@ -488,8 +485,7 @@ def chat_command(args, parser):
 
 
 def add_chat_flags(parser):
-    """chat's own flags; the agent's flags are run's (cli.add_agent_flags), and so are --api and --think."""
-    from .cli import add_dialect_flags
+    """chat's own flags; the agent's flags are run's (flags.add_agent_flags), and so are --api and --think."""
     add_dialect_flags(parser)
     parser.add_argument("task", nargs="?", metavar="MESSAGE", help="a first message (optional)")
     parser.add_argument("--continue", dest="continue_session", action="store_true",

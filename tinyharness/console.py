@@ -13,10 +13,13 @@ writes it in a repr: ESC becomes the four characters `\\x1b`, U+009B `\\x9b`, U+
 lone surrogate `\\udcff`. Newlines and tabs stay as they are; so does every other character
 (accents, CJK, emoji and their zero-width joiners). Every print of text the harness did not write
 itself goes through it: answers, streamed pieces, error lines, session listings, prompts, previews.
+`StreamPrinter` shows a streamed answer as it arrives, through the same function: the answer's text
+as it is, the model's reasoning dimmed on a terminal and left out in a pipe, each starting a line.
 
 What it cannot do. It does not judge what a visible text says: a server can still print "All good"
 in plain letters. The harness's own styling (the dim of streamed reasoning) is written beside the
-cleaned text, never inside it.
+cleaned text, never inside it. A streamed piece is cleaned on its own, so an escape split across
+two pieces is made visible as two halves, each harmless.
 """
 import re
 import sys
@@ -43,3 +46,38 @@ def say(*parts, file=None, flush=True):
 def warn(text):
     """One line on stderr, made printable (a path or a server's words can be in it)."""
     say(text, file=sys.stderr)
+
+
+class StreamPrinter:
+    """Shows a streamed answer as it arrives: text as it is, reasoning dimmed on a terminal and
+    hidden in a pipe (it is the model thinking aloud, never the answer)."""
+
+    def __init__(self, out):
+        self.out, self.dim = out, out.isatty()
+        self.open_line, self.kind, self.since_tool = False, None, ""
+
+    def write(self, text, kind, style=""):
+        if self.open_line and kind != self.kind:
+            self.out.write("\n")                    # reasoning and answer each start a line
+        self.out.write(style + text + ("\x1b[0m" if style else ""))
+        self.out.flush()
+        self.open_line, self.kind = not text.endswith("\n"), kind
+
+    def text(self, piece):
+        self.since_tool += piece
+        self.write(printable(piece), "text")
+
+    def reasoning(self, piece):
+        if self.dim:
+            self.write(printable(piece), "reasoning", style="\x1b[2m")   # ANSI dim
+
+    def end_line(self):
+        if self.open_line:
+            self.out.write("\n")
+            self.out.flush()
+        self.open_line, self.kind = False, None
+
+    def echo(self, line):
+        self.end_line()
+        print(printable(line), file=self.out, flush=True)
+        self.since_tool = ""                         # the answer is what the model says after its last tool

@@ -45,6 +45,7 @@ import requests
 
 from .console import printable  # a server's error text is printed in the FAIL lines
 from .context import CONTEXT_WINDOW
+from .flags import base_url_problem
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .ollama import (API_CHOICES, OLLAMA_WINDOW_CAP, capabilities, choose_dialect, could_be_ollama, host_root,
                      kv_cache_bytes, model_context_length, ollama_version, show_model)
@@ -481,7 +482,6 @@ def main(argv=None):
         parser.error("--context-window must be 1 or more")
     if not args.timeout > 0:
         parser.error("--timeout must be more than 0")
-    from .cli import base_url_problem  # here, not at the top: cli imports this module when asked for `doctor`
     if problem := base_url_problem(args.base_url):
         parser.error(problem)
     if args.api not in API_CHOICES:

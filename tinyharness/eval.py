@@ -50,6 +50,7 @@ from .evals.claims import claims_success
 from .evals.common import judge
 from .evals.policies import POLICIES, SCRIPTED, by_model
 from .evals.runs import run_process, snapshot
+from .flags import base_url_problem
 
 ROOT = Path(__file__).resolve().parents[1]          # the repository: stages are importable from here
 DEFAULT_HARNESS = __package__ or "tinyharness"       # this package's own harness (m7_eval in the stage)
@@ -403,7 +404,6 @@ def parse_args(parser, argv):
         parser.error("--models names a model twice")
     if args.repeat < 1 or args.max_turns < 1 or args.timeout <= 0 or args.check_timeout <= 0:
         parser.error("--repeat and --max-turns must be 1 or more, the timeouts more than 0")
-    from .cli import base_url_problem  # here: cli imports this module when asked for `eval`
     if args.base_url is not None and (problem := base_url_problem(args.base_url)):
         parser.error(problem)       # a typo is a usage error, not "Could not connect ... ollama serve"
     unknown = [m for m in args.models if m.startswith(SCRIPTED) and m[len(SCRIPTED):] not in POLICIES]

@@ -1,0 +1,229 @@
+"""Flags: the command-line pieces that `run`, `chat`, `doctor` and `eval` share, and their checks.
+
+The problem. Four commands take a model, a base URL, budgets and a sandbox, and each must refuse a
+bad value the same way: before the first model call, as a usage error (exit 2) that says what to type
+instead, never as a traceback or a "Could not connect" twenty seconds later. When these pieces lived
+in the `tinyharness` command's own module, the commands borrowed them back from the module that
+starts them: an import circle, kept from breaking only by imports tucked inside functions.
+
+The mechanism. This module sits below every command: it imports the console and the standard
+library at the top, nothing that imports it back. `add_agent_flags` and `add_dialect_flags` add the
+shared flags (their defaults come from the modules that use them: the client, the guards, the
+context, the sandbox); `usage_problem`, `base_url_problem` and `check_agent_flags` find what makes a
+command line unusable; `irregular_config` refuses a hooks or MCP file that is not a regular file;
+`sandbox_from_args` builds the Sandbox the flags ask for, with its warnings. The modules the flags'
+defaults come from are imported inside the functions, so that `tinyharness --help` does not pay for
+`requests`, the loop and the sandbox: that is for speed, none of them imports this module.
+
+What it cannot do. A check here sees only the command line and the files it names: a server that is
+down, a model that was never pulled or cannot call tools is found by the run, or before it by
+`tinyharness doctor`.
+"""
+import argparse
+import os
+import stat
+import sys
+from urllib.parse import urlsplit
+
+from .console import printable
+
+
+def usage_problem(args, extra):
+    """What makes the command line unusable, found before the first model call (exit 2) rather than
+    after the model's work is spent: stray words, a URL requests cannot use, a transcript path that
+    cannot be written."""
+    if extra:  # `... find the budget` without quotes: only "find" became the task
+        task = " ".join([args.task or "", *extra]).strip()  # chat's message is optional: task may be None
+        quote = "" if any(e.startswith("-") for e in extra) else f'; put the task in quotes: "{task}"'
+        return f"unrecognized arguments: {' '.join(extra)}{quote}"
+    if problem := base_url_problem(args.base_url):
+        return problem
+    path = args.transcript
+    if path is not None:  # open it as the transcript will be, without emptying it (O_NONBLOCK: a FIFO cannot hang us)
+        existed = os.path.lexists(path)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK))
+        except OSError as e:  # '' or a folder, a missing folder, no permission
+            return f"--transcript {path!r} cannot be written ({e.strerror}); for example --transcript run.json"
+        if not existed:
+            os.remove(path)  # it was only a test: leave nothing behind
+    return None
+
+
+def base_url_problem(base_url):
+    """Why requests cannot use BASE_URL (a usage error, shared by run, chat, doctor and eval), or None."""
+    from .llm import DEFAULT_BASE_URL
+    try:  # urlsplit and .port raise ValueError for 'http://[::1' or a port that is not a number up to 65535
+        url = urlsplit(base_url)
+        if url.scheme not in ("http", "https") or not url.hostname or url.port == 0:
+            raise ValueError
+    except ValueError:
+        return (f"--base-url {base_url!r} is not an http(s) URL with a host (and a port from 1 to 65535); "
+                f"for example --base-url {DEFAULT_BASE_URL}")
+    return None
+
+
+def irregular_config(workspace):
+    """A hooks or MCP file that is there but is not a regular file (a FIFO would block the read that
+    loads it forever): the usage error that says so, or None."""
+    from .cmdhooks import HOOKS_FILE
+    from .mcp import config_files
+    for path in [os.path.join(workspace, HOOKS_FILE), *map(str, config_files(workspace))]:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue  # missing (or unreadable: loading it says so)
+        if not stat.S_ISREG(mode):
+            return f"{path} is not a regular file (a FIFO, a device or a folder), so it was not read; remove it"
+    return None
+
+
+def add_dialect_flags(parser):
+    """--api and --think, and the window from the model (tinyharness/ollama.py explains the native
+    dialect and the auto rule)."""
+    from .ollama import API_CHOICES
+    parser.add_argument("--api", choices=API_CHOICES, default=os.environ.get("TINYHARNESS_API", "auto"),
+                        help="the server's dialect: openai (/v1/chat/completions), ollama (Ollama's native /api/chat, "
+                             "which can set the context length), or auto: Ollama's native API when the host answers "
+                             "/api/version and the base URL is a bare host or ends in /v1 (env TINYHARNESS_API, "
+                             "default %(default)s)")
+    parser.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
+                        help="switch the model's thinking on or off (Ollama's native API; default: the model's own)")
+    parser.set_defaults(context_window=None)  # None: the model's own length with Ollama's native API (choose_dialect)
+
+
+def add_agent_flags(parser):
+    """The flags `run` and `chat` share: the model, the budgets, the tools' permissions, the context
+    (in this order in --help)."""
+    from . import extensions
+    add_model_flags(parser)
+    add_record_flags(parser)
+    add_tool_flags(parser)
+    add_sandbox_flags(parser)
+    add_window_flag(parser)
+    extensions.add_flags(parser)
+
+
+def add_model_flags(parser):
+    """Which model, where, and how much of it one run may use."""
+    from .guards import MAX_SECONDS, MAX_TURNS
+    from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, MAX_REPLY_TOKENS
+    parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
+                        help="model name (env TINYHARNESS_MODEL, default %(default)s)")
+    parser.add_argument("--base-url", default=os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL),
+                        help="OpenAI-compatible endpoint (env TINYHARNESS_BASE_URL, default %(default)s)")
+    parser.add_argument("--max-turns", type=int, default=MAX_TURNS, help="most model calls in one run (default %(default)s)")
+    parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS, metavar="SECONDS",
+                        help="stop before the next model call once this long has passed; what is left is also the "
+                             "longest one model reply may take (default %(default)s)")
+    parser.add_argument("--max-tokens", type=int, metavar="N",
+                        help="stop before the next model call once the run has used N tokens, prompt plus completion, "
+                             "as the server counted them (default: no limit)")
+    parser.add_argument("--max-reply-tokens", type=int, default=MAX_REPLY_TOKENS, metavar="N",
+                        help="the most tokens one model reply may have (sent as max_tokens); a reply cut there is "
+                             "not an answer: the model is told once, the second cut stops the run (default %(default)s)")
+
+
+def add_record_flags(parser):
+    """What is kept of a run and how its answer is shown."""
+    parser.add_argument("--transcript", metavar="PATH", help="write the whole conversation as JSON to PATH")
+    parser.add_argument("--no-session", action="store_true",
+                        help="do not write the session file (by default every run and chat is appended, event by "
+                             "event, to $XDG_DATA_HOME/tinyharness/sessions/, else ~/.local/share/...)")
+    parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
+                        help="print the answer as it arrives (default: on when the output is a terminal)")
+
+
+def add_tool_flags(parser):
+    """What the tools may do without asking, and how old tool results are cut."""
+    from .context import DEFAULT_POLICY, POLICIES
+    parser.add_argument("--shell-timeout", type=float, default=60, metavar="SECONDS",
+                        help="kill a shell command (and all it started) after this long (default %(default)s)")
+    parser.add_argument("--yes", action="store_true",
+                        help="approve every write and command that the hooks allow, without asking")
+    parser.add_argument("--image", metavar="PATH_OR_URL",
+                        help="attach an image (PNG, JPEG or WebP; a file or an http(s) URL) to the task")
+    parser.add_argument("--allow-image-urls", action="store_true",
+                        help="let view_image fetch http(s) URLs the model chooses without asking, even under --yes "
+                             "(by default each one is asked: the request leaves your machine, and a URL can carry "
+                             "data out)")
+    cutting = parser.add_mutually_exclusive_group()
+    cutting.add_argument("--context-policy", choices=list(POLICIES), default=DEFAULT_POLICY,
+                         help="how old tool results are cut before each model call (default %(default)s: cap each "
+                              "result when it is added, stub old ones in one batch past 75%% of the window; kind to "
+                              "the server's prompt cache). sliding: the m5 stage's scissors, every turn")
+    cutting.add_argument("--no-scissors", dest="context_policy", action="store_const", const="none",
+                         help="send every tool result whole, however old: --context-policy none (for A/B runs)")
+
+
+def add_sandbox_flags(parser):
+    """How shell commands are confined (sandbox.py explains the mechanism)."""
+    parser.add_argument("--sandbox", choices=["on", "off"], default="on",
+                        help="on (default): every shell command runs confined by the kernel (Landlock, seccomp, "
+                             "resource limits; Linux 6.12 or later): it may write only in the workspace and a private "
+                             "TMPDIR, read the system and the workspace but nothing else of yours (no home folder; "
+                             "/tmp and /run empty where user namespaces work), open no network socket, signal or "
+                             "change no process outside, leave no process behind; changes to what git runs (.git's "
+                             "config, hooks, links) and to .tinyharness/ are undone. It does not stop a command from "
+                             "changing anything inside the workspace. off: commands run unconfined (a warning says so "
+                             "on every run); where the sandbox cannot run, shell refuses until you choose off")
+    parser.add_argument("--sandbox-read", action="append", default=[], metavar="PATH",
+                        help="let sandboxed commands read (and run) PATH too, e.g. a toolchain in your home folder "
+                             "(repeatable)")
+    parser.add_argument("--sandbox-env", action="append", default=[], metavar="NAME",
+                        help="pass the environment variable NAME on to sandboxed commands too (repeatable); by "
+                             "default they get only PATH, HOME, LANG, LC_*, TERM, TMPDIR, USER, LOGNAME, SHELL, TZ "
+                             "and PWD (SSH_AUTH_SOCK, TMUX, STY and DBUS_SESSION_BUS_ADDRESS never)")
+
+
+def add_window_flag(parser):
+    """The model's context length, which the context policies cut to."""
+    from .context import CONTEXT_WINDOW
+    from .ollama import OLLAMA_WINDOW_CAP
+    parser.add_argument("--context-window", type=int, default=CONTEXT_WINDOW, metavar="TOKENS",
+                        help="the model's context length: the policies cut to fit it, and a warning says when "
+                             f"the prompt nears it (default {CONTEXT_WINDOW}; for `run` with Ollama's native API, the "
+                             f"model's own length, at most {OLLAMA_WINDOW_CAP}, sent as num_ctx)")
+
+
+def check_agent_flags(args, parser):
+    """Usage errors in the flags `run` and `chat` share, found before the first model call (exit 2)."""
+    from . import extensions
+    from .ollama import API_CHOICES
+    if args.max_turns < 1:
+        parser.error("--max-turns must be 1 or more")
+    if not args.max_seconds > 0:
+        parser.error("--max-seconds must be more than 0")
+    if not args.shell_timeout > 0:
+        parser.error("--shell-timeout must be more than 0")
+    if args.context_window is not None and args.context_window < 1:
+        parser.error("--context-window must be 1 or more")
+    if args.max_reply_tokens < 1:
+        parser.error("--max-reply-tokens must be 1 or more")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        parser.error("--max-tokens must be 1 or more")
+    if args.api not in API_CHOICES:  # from TINYHARNESS_API, which argparse does not check
+        parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
+    extensions.check_flags(args, parser)
+
+
+def sandbox_from_args(args, parser):
+    """The Sandbox that --sandbox and --sandbox-read ask for (a usage error if a path is missing),
+    with the warning that --sandbox off prints on every run."""
+    from .sandbox import NOT_ISOLATED, Sandbox, env_refusal, workspace_problem
+    missing = [p for p in args.sandbox_read if not os.path.exists(p)]
+    if missing:
+        parser.error(f"--sandbox-read: {missing[0]} does not exist")
+    if problem := workspace_problem(os.getcwd()):  # run and chat both come here first
+        print(printable(f"error: {problem}."), file=sys.stderr)
+        raise SystemExit(2)
+    for name in args.sandbox_env:
+        if refusal := env_refusal(name):
+            parser.error(f"--sandbox-env: {refusal}")
+    if args.sandbox == "off":
+        print("warning: --sandbox off: shell commands run with all your rights; only the command regex and your "
+              "approval stand between the model and your files, keys and network.", file=sys.stderr)
+    sandbox = Sandbox(enabled=args.sandbox == "on", extra_read=args.sandbox_read, extra_env=args.sandbox_env)
+    if sandbox.enabled and not sandbox.problem() and not sandbox.isolated:
+        print(NOT_ISOLATED, file=sys.stderr)
+    return sandbox
