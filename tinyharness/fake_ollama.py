@@ -59,8 +59,6 @@ by the model's tokenizer, so the point where a prompt stops fitting is near, not
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import sys
