@@ -13,7 +13,7 @@ What it cannot repair it hands to the loop under the private key `_problems`, ne
 With stream=True the server sends its answer as server-sent events (SSE): one `data: {json}` line
 per small piece, then `data: [DONE]`. We print text as it arrives (through the on_text callback)
 and assemble the pieces into the same raw message a non-streaming call returns, so the loop never
-knows the difference. Servers differ in how they cut tool calls into pieces (see Assembler).
+knows the difference. Servers differ in how they cut tool calls into pieces (see llm_stream.Assembler).
 
 Where it lives. This module is the client: the HTTP exchange, its time limits, and every failure
 said in words. The normaliser is llm_reply.py, the stream assembler llm_stream.py; their names are

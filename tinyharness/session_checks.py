@@ -38,7 +38,7 @@ def is_text(value, optional=False):
 
 
 def content_problem(content, optional, parts=False):
-    """What servers take (the strict scripted server's rules, testing.py): a text; null only where
+    """What servers take (the strict scripted server's rules, server_rules.py): a text; null only where
     OPTIONAL; a list of text and image parts only where PARTS (a user message)."""
     if is_text(content, optional):
         return None

@@ -25,7 +25,7 @@ Realistic by default. Like OpenAI, vLLM and llama.cpp, a reply with tool calls a
 the message a legacy `function_call` copy of the first call: a harness that stores a reply as it
 came and sends it back is caught (`ScriptedServer(null_content=False, legacy_fields=False)` plays
 Ollama's politer shape). The server is also **strict**: every request is checked the way real
-servers check it (see "Strict mode" below; each rule names its source) and a violation is answered
+servers check it (server_rules.py; each rule names its source) and a violation is answered
 like the real server answers it, an HTTP 400 or 500 with a JSON error naming the rule, so a test
 sees at once that a real server would have broken the run. `srv.rejected` lists them.
 `strict=False` turns the checks off; `send_usage=False` plays a server that never reports usage,
