@@ -8,7 +8,7 @@ import pytest
 
 from tests.ladder import ROOT
 from tests.mcp_server import PNG
-from tinyharness import mcp
+from tinyharness import mcp, mcp_client
 
 SERVER = [sys.executable, str(ROOT / "tests" / "mcp_server.py")]
 
@@ -276,7 +276,7 @@ def alive(pid):
 
 
 def test_the_log_is_private_capped_and_beside_the_sessions(tmp_path, monkeypatch):
-    monkeypatch.setattr(mcp, "MAX_LOG_BYTES", 300)
+    monkeypatch.setattr(mcp_client, "MAX_LOG_BYTES", 300)   # Log reads it there
     slots, _ = start()
     try:
         for i in range(20):

@@ -6,8 +6,8 @@ here too, or a test passes on a shape that breaks on the first real run.
 
 The mechanism. `OllamaServer` is a ScriptedServer (same script or policy, same recorded
 `requests`, and the same /v1 route, as real Ollama has both) that also answers the native routes.
-Every /api/chat body is checked before a reply is taken, each rule with the Ollama source it comes
-from (ollama/ollama: api/types.go, server/routes.go, server/prompt.go, llm/llama_server.go):
+Every /api/chat body is checked before a reply is taken (the shape rules live in server_rules.py,
+beside the /v1 ones), each rule with the Ollama source it comes from (ollama/ollama: api/types.go, server/routes.go, server/prompt.go, llm/llama_server.go):
 
 - `messages[].content` must be a string (api/types.go: Message.Content is a Go string, a list is
   "cannot unmarshal array"); images travel in `images`, a list of bare base64 strings (a Go
@@ -59,18 +59,18 @@ by the model's tokenizer, so the point where a prompt stops fitting is near, not
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import sys
 import time
 
-from .testing import IMAGE_BASE_TOKENS, ScriptedServer, error_body, estimate_tokens, image_stand_in
+from .scripted_images import IMAGE_BASE_TOKENS, image_stand_in
+from .scripted_replies import error_body, estimate_tokens
+from .scripted_server import ScriptedServer
+from .server_rules import check_request, option_problem, rule_of
 
 VERSION = "0.12.10"     # the first with tool-call ids; truncate/shift came in 0.12.6
 THINK_LEVELS = ("high", "medium", "low", "max")
-INTEGER_OPTIONS = ("num_ctx", "num_predict", "num_keep", "seed", "top_k", "num_batch", "num_gpu", "num_thread")
 QWEN3_8B_SHAPE = {"block_count": 36, "embedding_length": 4096, "attention.head_count": 32,
                   "attention.head_count_kv": 8, "attention.key_length": 128, "attention.value_length": 128}
 HEALTHY_MODEL = {"capabilities": ["completion", "tools", "thinking"], "context_length": 40960,
@@ -131,6 +131,9 @@ class OllamaServer(ScriptedServer):
             self.requests.append(body)
             self.headers.append(headers)
 
+    def answer_native(self, handler, method, path, data):
+        return answer_native(handler, method, path, data)
+
     @property
     def root_url(self):
         """http://127.0.0.1:PORT, where the native API lives (base_url is the /v1 one)."""
@@ -148,7 +151,7 @@ def obliging_policy(body, index):
     return "Done."
 
 
-# --- Routing (called from testing.py's handler for every /api/* path) ------------------------------
+# --- Routing (OllamaServer.answer_native: the scripted server's handler hands it every /api/* path) -
 
 def answer_native(handler, method, path, data):
     """Answer one /api/* request on a ScriptedServer's connection. A plain ScriptedServer is an
@@ -274,16 +277,6 @@ def now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def option_problem(options):
-    """api/types.go Options.FromMap: an integer option takes any JSON number (a float is truncated),
-    nothing else."""
-    for key in INTEGER_OPTIONS:
-        value = (options or {}).get(key) if isinstance(options, dict) else None
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            return f"option \"{key}\" must be of type integer"
-    return None
-
-
 def window_of(body, model):
     """num_ctx of the request, else what the model is loaded with (Ollama's default)."""
     num_ctx = (body.get("options") or {}).get("num_ctx")
@@ -293,7 +286,7 @@ def window_of(body, model):
 
 def native_prompt_tokens(messages, tools):
     """The prompt's tokens as the /v1 route counts them: characters/4 of the messages and tools as
-    JSON, each image as its image tokens (testing.image_stand_in), not as its base64 text."""
+    JSON, each image as its image tokens (scripted_images.image_stand_in), not as its base64 text."""
     plain, images = [], 0
     for message in messages:
         if isinstance(message, dict) and message.get("images"):
@@ -327,83 +320,6 @@ def fitted(body, window):
 def reject(handler, owner, body, status, rule, message):
     owner.record_rejection(body, handler.headers, status, rule, message)
     handler.send_json(status, {"error": message})
-
-
-def check_request(body):
-    """What real Ollama (or a template) would refuse in this body, in its words, or None."""
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        return "messages must be a list"
-    calls_so_far, ids_so_far = [], []
-    for i, message in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(message, dict):
-            return f"json: cannot unmarshal {type(message).__name__} into Go struct field ChatRequest.messages of type api.Message"
-        if not isinstance(message.get("role", ""), str):
-            return f"json: cannot unmarshal {json_type(message['role'])} into Go struct field Message.messages.role of type string"
-        role = message.get("role", "").lower()            # api/types.go Message.UnmarshalJSON: lowercased
-        if not isinstance(message.get("content", ""), str):
-            return (f"json: cannot unmarshal {json_type(message['content'])} into Go struct field "
-                    "Message.messages.content of type string")
-        problem = check_images(message.get("images"), where) or check_calls(message.get("tool_calls"), where)
-        if problem:
-            return problem
-        if role == "assistant":
-            calls_so_far = [c["function"]["name"] for c in message.get("tool_calls") or []]
-            ids_so_far = [c.get("id") for c in message.get("tool_calls") or [] if c.get("id")]
-        elif role == "tool":
-            name, call_id = message.get("tool_name"), message.get("tool_call_id")
-            if call_id is not None and call_id not in ids_so_far:
-                return (f"{where}: a tool result's tool_call_id must be one of the calls before it "
-                        f"({ids_so_far}), got {call_id!r}")
-            if call_id is None and (not isinstance(name, str) or name not in calls_so_far):
-                return (f"{where}: a tool result must name the call it answers with tool_call_id or tool_name (one "
-                        f"of {calls_so_far}), got {name!r}")
-    return None
-
-
-RULES = (("arguments", "ollama: arguments are an object"), ("images", "ollama: images are bare base64"),
-         ("content", "ollama: content is a string"), ("tool result", "ollama: a tool result names its call"),
-         ("role", "ollama: role is a string"))
-
-
-def rule_of(problem):
-    """A short name for the rule a refused request broke (recorded in `rejected`, like /v1's rules)."""
-    return next((rule for word, rule in RULES if word in problem), "ollama: request shape")
-
-
-def check_images(images, where):
-    if images is None:
-        return None
-    if not isinstance(images, list):
-        return f"json: cannot unmarshal {json_type(images)} into Go struct field Message.messages.images of type []api.ImageData"
-    for image in images:
-        if not isinstance(image, str):
-            return f"json: cannot unmarshal {json_type(image)} into Go struct field Message.messages.images of type []byte"
-        try:
-            base64.b64decode(image, validate=True)
-        except (binascii.Error, ValueError):
-            return f"{where}: illegal base64 data in images (send bare base64, not a data: URI)"
-    return None
-
-
-def check_calls(calls, where):
-    if calls is None:
-        return None
-    if not isinstance(calls, list):
-        return f"{where}: tool_calls must be a list"
-    for call in calls:
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            return f"{where}: each tool call needs function.name"
-        if not isinstance(function.get("arguments", {}), dict):
-            return (f"json: cannot unmarshal {json_type(function['arguments'])} into Go struct field "
-                    "ToolCallFunction.messages.tool_calls.function.arguments of type api.ToolCallFunctionArguments")
-    return None
-
-
-def json_type(value):
-    return {str: "string", list: "array", dict: "object", bool: "bool", type(None): "null"}.get(type(value), "number")
 
 
 def native_frames(owner, body, reply):

@@ -42,25 +42,27 @@ overrides the user's own OLLAMA_CONTEXT_LENGTH and switches off Ollama's shrink-
 fallback, and a different size reloads the model. Hence the cap, the size the context policies were
 measured at; ask for more with --context-window. Images must already be data URIs (the harness fetches URLs itself): native
 Ollama takes bare base64 only.
+
+Where it lives. This module finds Ollama, chooses the dialect and holds the client; the translation
+of messages both ways is ollama_native.py (its names are importable from here).
 """
-import base64
-import binascii
 import json
-import re
 import sys
 import time
 from urllib.parse import urlsplit
 
 import requests
 
-from .llm import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, ThinkSplitter, bounded, clean, context_overflow,
-                  describe, dump_object, error_detail, excerpt, explain_network_error, overflow_message, read_body,
-                  strict_json)
+from .llm import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, ThinkSplitter, bounded, clean,  # noqa: F401
+                  context_overflow, describe, dump_object, error_detail, excerpt, explain_network_error,
+                  overflow_message, read_body, strict_json)
+from .ollama_native import (DATA_URI, REASONING_FIELDS, arguments_object, bare_base64, calls_of,  # noqa: F401
+                            canonical_call, finish_reason_of, native_assistant, native_plain, native_tool_result,
+                            split_content, to_native, usage_of)
 
 API_CHOICES = ("auto", "openai", "ollama")
 PROBE_TIMEOUT = 3           # seconds for the one /api/version question: a local server answers at once
 OLLAMA_WINDOW_CAP = 8192    # default num_ctx at most this: the policies' size, 1.1 GiB of KV cache for an 8B model
-REASONING_FIELDS = ("thinking", "reasoning", "reasoning_content")
 
 
 # --- Where Ollama lives ---------------------------------------------------------------------------
@@ -366,154 +368,5 @@ def error_text(error):
         return "(an error the harness cannot show)"
 
 
-def calls_of(tool_calls):
-    """`tool_calls` of a frame as a list: a list as it is, one call object as a list of one, nothing
-    (null, false, "", {}) as none; anything else (`true`, a number, a string) becomes one call that
-    canonical_call reports to the model as not a call."""
-    if not tool_calls:                          # null, false, "", 0, [], {}
-        return []
-    return tool_calls if isinstance(tool_calls, list) else [tool_calls]
-
-
 def as_bytes(raw):
     return raw if isinstance(raw, bytes) else str(raw).encode("utf-8", errors="replace")
-
-
-def canonical_call(native, spare_id):
-    """A native call ({function: {name, arguments: object}}) -> the canonical one, and what was wrong.
-    Whatever came (not an object, a name that is no string, arguments nested too deep or holding NaN,
-    which no server takes back) becomes a call with `{}` arguments and a problem the model is told."""
-    if not isinstance(native, dict):
-        return ({"id": spare_id, "type": "function", "function": {"name": "", "arguments": "{}"}},
-                f"the tool call is not an object but {describe(native)}")
-    function = native.get("function") if isinstance(native.get("function"), dict) else {}
-    name, arguments, problem = function.get("name"), function.get("arguments"), None
-    if not isinstance(name, str):
-        name, problem = "", f"the call has no tool name (got {describe(name)})"
-    if isinstance(arguments, str):              # not Ollama's way, but be kind to a proxy that sends a string
-        try:
-            arguments = strict_json(arguments) if arguments.strip() else {}
-        except (ValueError, RecursionError):
-            pass
-    if arguments is None:
-        arguments = {}
-    if not isinstance(arguments, dict):
-        problem = problem or f"the arguments must be a JSON object, not {describe(arguments)}"
-        arguments = {}
-    text, wrong = dump_object(arguments)        # NaN, Infinity, deep nesting: refused here, at the door
-    call_id = native.get("id") if isinstance(native.get("id"), str) and native.get("id") else spare_id
-    return {"id": clean(call_id), "type": "function", "function": {"name": clean(name), "arguments": text}}, \
-        problem or wrong
-
-
-def usage_of(frame):
-    """prompt_eval_count / eval_count -> prompt_tokens / completion_tokens, only when they are ints."""
-    usage = {}
-    for native, ours in (("prompt_eval_count", "prompt_tokens"), ("eval_count", "completion_tokens")):
-        if isinstance(frame.get(native), int) and not isinstance(frame.get(native), bool):
-            usage[ours] = frame[native]
-    return usage
-
-
-def finish_reason_of(frame):
-    reason = frame.get("done_reason")
-    return reason if isinstance(reason, str) and reason else None
-
-
-# --- The history, translated ----------------------------------------------------------------------
-
-def to_native(messages):
-    """Canonical (OpenAI-shaped) messages -> /api/chat messages. The input is never changed."""
-    names = {}          # tool_call_id -> tool name, from the assistant messages seen so far
-    native = []
-    for message in messages:
-        role = message.get("role")
-        if role == "assistant":
-            native.append(native_assistant(message, names))
-        elif role == "tool":
-            native.append(native_tool_result(message, names))
-        else:
-            native.append(native_plain(message))
-    return native
-
-
-def native_plain(message):
-    """system/user: content as one string, images as a list of bare base64 strings."""
-    text, images = split_content(message.get("content"))
-    out = {"role": message.get("role"), "content": text}
-    if images:
-        out["images"] = images
-    return out
-
-
-def native_assistant(message, names):
-    out = {"role": "assistant", "content": message.get("content") or ""}
-    thinking = next((message[f] for f in REASONING_FIELDS if isinstance(message.get(f), str) and message[f]), None)
-    if thinking:
-        out["thinking"] = thinking
-    calls = []
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") or {}
-        names[call.get("id")] = function.get("name") or ""
-        native_call = {"function": {"name": function.get("name") or "", "arguments": arguments_object(function.get("arguments"))}}
-        if isinstance(call.get("id"), str) and call["id"]:
-            native_call["id"] = call["id"]      # api.ToolCall.ID: the server's own id, sent back (0.12.10+)
-        calls.append(native_call)
-    if calls:
-        out["tool_calls"] = calls
-    return out
-
-
-def native_tool_result(message, names):
-    text, images = split_content(message.get("content"))
-    # Both: older Ollama and some templates pair a result by tool_name (in order), newer renderers by id.
-    out = {"role": "tool", "content": text, "tool_name": names.get(message.get("tool_call_id"), "")}
-    if isinstance(message.get("tool_call_id"), str) and message["tool_call_id"]:
-        out["tool_call_id"] = message["tool_call_id"]
-    if images:
-        out["images"] = images
-    return out
-
-
-def arguments_object(arguments):
-    """A JSON-object string (canonical) -> the object; anything else -> {} (Ollama rejects strings)."""
-    if isinstance(arguments, dict):
-        return arguments
-    try:
-        value = json.loads(arguments) if isinstance(arguments, str) and arguments.strip() else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-DATA_URI = re.compile(r"data:image/[\w.+-]+;base64,(.*)", re.S)
-
-
-def split_content(content):
-    """(text, [bare base64, ...]) from a string or a list of text and image_url parts."""
-    if content is None:
-        return "", []
-    if isinstance(content, str):
-        return content, []
-    texts, images = [], []
-    for part in content if isinstance(content, list) else []:
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif part.get("type") == "image_url":
-            images.append(bare_base64((part.get("image_url") or {}).get("url")))
-    return "\n".join(texts), images
-
-
-def bare_base64(url):
-    match = DATA_URI.fullmatch(url or "")
-    if not match:
-        raise LLMError(f"Ollama's native API takes images as base64 data, not as a link ({str(url)[:80]!r}). "
-                       "Attach the image as a file, or use --api openai.")
-    data = match.group(1).strip()
-    try:
-        base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        raise LLMError("An attached image's data is not valid base64; it cannot be sent.") from None
-    return data

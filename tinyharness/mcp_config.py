@@ -1,0 +1,163 @@
+"""MCP configuration: which servers to start, read from mcp.json files and --mcp flags, checked whole.
+
+The problem. The configuration names programs to run and URLs to call, with secrets in environment
+variables, in a file that may come from another tool (Claude Code, Cursor and VS Code each write
+their own shape) or from a workspace we do not trust yet. A mistake found half-way through a run, or
+a value taken on faith, costs more than a refusal at the start.
+
+The mechanism. `load_config` reads one file (`servers` or `mcpServers`), `parse_flag` one
+`--mcp NAME=COMMAND`; `parse_server` checks each server's every field, accepts the known shapes
+(`command` as a list, or a program with `args`; `type` stdio or http) and replaces `${VAR}`,
+`${VAR:-default}` and `${env:VAR}` from the environment. Anything malformed is a ValueError naming
+the file and the server; the caller stops the run before it starts (exit 2).
+
+What it cannot do. It checks the form of a command, not what the program does; whether a
+workspace's file may be used at all is the caller's question (trust.py), asked before this reads it.
+"""
+import json
+import os
+import re
+import shlex
+from pathlib import Path
+
+from .mcp_client import CALL_TIMEOUT
+
+SERVER_NAME = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*")  # no "__": it separates server and tool
+MAX_SERVER_NAME = 40
+
+
+def check_server_name(name, where):
+    if not isinstance(name, str) or not SERVER_NAME.fullmatch(name) or len(name) > MAX_SERVER_NAME:
+        raise ValueError(f"{where}: the server name {str(name)[:60]!r} must be letters, digits, '-' or single '_' "
+                         f"(at most {MAX_SERVER_NAME}; '__' separates server and tool in mcp__SERVER__TOOL)")
+
+
+def parse_flag(text):
+    """`--mcp NAME=COMMAND` -> (name, config); COMMAND is split as a shell would split it."""
+    name, sep, command = text.partition("=")
+    if not sep or not name.strip() or not command.strip():
+        raise ValueError(f"--mcp wants NAME=COMMAND, e.g. --mcp notes='python3 notes_server.py', not {text!r}")
+    check_server_name(name, "--mcp")
+    try:
+        argv = shlex.split(command)
+    except ValueError as e:
+        raise ValueError(f"--mcp {name}: cannot split the command ({e})") from e
+    return name, {"type": "stdio", "command": argv, "env": {}, "read_only": (), "timeout": CALL_TIMEOUT}
+
+
+def config_files(workspace):
+    """The user's own file first, then the workspace's (which may override a server of the same name)."""
+    config = Path(os.environ.get("XDG_CONFIG_HOME", ""))
+    config = config if config.is_absolute() else Path.home() / ".config"   # the XDG rule: a relative path is ignored
+    home = config / "tinyharness" / "mcp.json"
+    return [home, Path(workspace) / ".tinyharness" / "mcp.json"]
+
+
+def load_config(path):
+    """{name: config} from one mcp.json; raises ValueError with the file's name on anything malformed."""
+    path = Path(path)
+    try:
+        if not path.is_file():
+            raise OSError("not a regular file")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as e:
+        raise ValueError(f"{path}: cannot read it as JSON ({e})") from e
+    if not isinstance(data, dict) or not any(isinstance(data.get(key), dict) for key in ("servers", "mcpServers")):
+        raise ValueError(f'{path}: expected {{"servers": {{"NAME": {{"command": ...}}}}}} '
+                         '(or "mcpServers", as Claude Code and Cursor write it)')
+    configs = {}
+    for key in ("mcpServers", "servers"):
+        block = data.get(key)
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            raise ValueError(f'{path}: "{key}" must be an object of servers')
+        for name, config in block.items():
+            configs[name] = parse_server(name, config, f"{path}: server {name!r}")
+    return configs
+
+
+def parse_server(name, config, where):
+    """One server's config, checked and with ${VAR} replaced: {"type", "command"|"url", ...}."""
+    check_server_name(name, where.rsplit(":", 1)[0])
+    if not isinstance(config, dict):
+        raise ValueError(f"{where} must be an object, e.g. {{\"command\": \"python3\", \"args\": [\"server.py\"]}}")
+    kind = config.get("type", "http" if "url" in config and "command" not in config else "stdio")
+    if kind in ("streamable-http", "streamableHttp"):
+        kind = "http"
+    if kind not in ("stdio", "http"):
+        raise ValueError(f"{where}: \"type\" must be \"stdio\" or \"http\", not {json.dumps(kind)[:40]}"
+                         f"{' (the old SSE transport is not supported; servers that have it usually speak http too)' if kind == 'sse' else ''}")
+    disabled = config.get("disabled", False)
+    if not isinstance(disabled, bool):
+        raise ValueError(f"{where}: \"disabled\" must be true or false")
+    read_only = config.get("read_only", [])
+    if not (read_only is True or read_only is False or
+            (isinstance(read_only, (list, tuple)) and all(isinstance(t, str) for t in read_only))):
+        raise ValueError(f"{where}: \"read_only\" must be true or a list of tool names")
+    timeout = config.get("timeout", CALL_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 86400:
+        raise ValueError(f"{where}: \"timeout\" must be a number of seconds above 0")
+    checked = {"type": kind, "disabled": disabled, "read_only": read_only or (), "timeout": float(timeout)}
+    if kind == "http":
+        return {**checked, **http_part(config, where)}
+    return {**checked, **stdio_part(config, where)}
+
+
+def stdio_part(config, where):
+    command, args = config.get("command"), config.get("args")
+    if args is not None and not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
+        raise ValueError(f"{where}: \"args\" must be a list of strings")
+    if isinstance(command, str) and command.strip():
+        if args is None:
+            try:
+                command = shlex.split(command)
+            except ValueError as e:
+                raise ValueError(f"{where}: cannot split \"command\" ({e})") from e
+        else:
+            command = [command]
+    if not (isinstance(command, list) and command and all(isinstance(c, str) for c in command) and command[0]):
+        raise ValueError(f"{where} needs \"command\": a program (with \"args\": [...]) or a list of strings")
+    argv = [expand(part, where) for part in command + list(args or [])]
+    env = config.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        bad = next((k for k, v in env.items() if not isinstance(v, str)), None) if isinstance(env, dict) else None
+        raise ValueError(f"{where}: \"env\" must map names to strings"
+                         f"{f' ({bad!r} is {json.dumps(env[bad])[:40]})' if bad is not None else ''}")
+    if not all(k and "=" not in k and "\0" not in k for k in env):
+        raise ValueError(f"{where}: an \"env\" name is empty or holds '=' or NUL")
+    cwd = config.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise ValueError(f"{where}: \"cwd\" must be a string")
+    part = {"command": argv, "env": {k: expand(v, where) for k, v in env.items()}}
+    if any("\0" in a for a in argv + list(part["env"].values())):
+        raise ValueError(f"{where}: the command or env holds a NUL character")
+    return {**part, **({"cwd": expand(cwd, where)} if cwd else {})}
+
+
+def http_part(config, where):
+    url = config.get("url")
+    if not isinstance(url, str) or not re.match(r"https?://[^/\s]", expand(url, where)):
+        raise ValueError(f"{where}: \"type\": \"http\" needs \"url\": an http:// or https:// address")
+    headers = config.get("headers", {})
+    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+        raise ValueError(f"{where}: \"headers\" must map names to strings")
+    headers = {k: expand(v, where) for k, v in headers.items()}
+    if any(not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", k) or re.search(r"[\r\n\0]", v) for k, v in headers.items()):
+        raise ValueError(f"{where}: a header name is not a token, or a value holds a line break")
+    return {"url": expand(url, where), "headers": headers}
+
+
+VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand(text, where):
+    """${VAR}, ${VAR:-default} and VS Code's ${env:VAR}, from the environment."""
+    def value(match):
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise ValueError(f"{where}: ${{{name}}} is used but the variable is not set")
+    return VARIABLE.sub(value, text)

@@ -1,0 +1,222 @@
+"""A session written down: one JSON line per event, appended and flushed, by one writer at a time.
+
+The problem. A conversation that lives only in memory dies with the process, and a file rewritten
+whole after every turn costs the whole history per write and can be left half-written by a crash.
+Two harnesses resuming the same session at once would interleave their events into nonsense.
+
+The mechanism. A SessionWriter opens (only) a regular file, takes an exclusive flock for its whole
+life (a second writer is refused with the process id of the first), writes the header line (FORMAT,
+VERSION) and then appends one line per event, flushed at once: a crash loses at most the line being
+written, and the file is always a valid prefix of the final one. `sync` appends the messages the
+loop added since the last call. A write that fails is said once on stderr; the run goes on.
+StreamWriter sends the same events to an open stream (run --json). The format itself is described
+in sessions.py, which reads these files back.
+
+What it cannot do. A flush reaches the operating system, not the disk (no fsync per line), so a
+power cut can still lose the last events; flock is advisory, so only writers that ask are kept out.
+"""
+import datetime
+import errno
+import json
+import os
+import secrets
+import stat
+import sys
+from pathlib import Path
+
+from .console import printable
+
+FORMAT = "tinyharness-session"
+VERSION = 1
+MESSAGE_TYPES = ("system", "user", "assistant", "tool")
+
+
+def json_line(obj):
+    """One event as one line of JSON, readable UTF-8 where it can be. Model text can hold a lone
+    surrogate, which UTF-8 cannot encode: then the line is written with ASCII escapes, still valid JSON
+    that reads back to the same text."""
+    line = json.dumps(obj, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(obj)
+    return line
+
+
+class SessionError(Exception):
+    """A session that cannot be found or read at all; the message says what to do."""
+
+
+def sessions_dir():
+    """$XDG_DATA_HOME/tinyharness/sessions, or ~/.local/share/tinyharness/sessions."""
+    base = os.environ.get("XDG_DATA_HOME", "")
+    if not os.path.isabs(base):  # the XDG rule: a relative path is invalid (it would land in the workspace)
+        base = os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "tinyharness" / "sessions"
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_id():
+    """Time first (names sort by age), then random letters (two sessions in one second differ)."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+# --- Opening: regular files only, one writer at a time ---------------------------------------------
+
+def open_regular(path, flags, mode=0o600):
+    """os.open that never blocks on a FIFO or a device and refuses anything but a regular file."""
+    fd = os.open(path, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
+
+
+def read_regular(path):
+    """The bytes of a regular file (a FIFO, a folder or a device is an OSError, never a hang)."""
+    fd = open_regular(path, os.O_RDONLY)
+    with open(fd, "rb") as file:
+        return file.read()
+
+
+def lock_holder(fd):
+    """The process id holding a flock on fd's file, from /proc/locks (Linux), or None."""
+    info = os.fstat(fd)
+    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino} "
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as file:
+            for line in file:
+                fields = line.split()
+                if "FLOCK" in fields and where in line + " " and fields[4].isdigit() and int(fields[4]) != os.getpid():
+                    return int(fields[4])
+    except (OSError, IndexError):
+        pass
+    return None
+
+
+def lock(fd, path):
+    """Take the session's writer lock, or raise SessionError naming the process that has it."""
+    import fcntl  # here: the rest of the module works where fcntl does not exist
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = lock_holder(fd)
+        os.close(fd)
+        who = f"process {pid}" if pid else "another process"
+        raise SessionError(f"the session {Path(path).stem} is open in {who} (a tinyharness chat or run); two "
+                           "writers would interleave its events. End that one first, or start a new chat"
+                           ) from None
+
+
+def claim(path):
+    """An fd for appending to an existing session, locked; read-only when the file cannot be written
+    (then the writer says so once and keeps nothing). Raises SessionError."""
+    try:
+        fd = open_regular(path, os.O_RDWR | os.O_APPEND)
+    except OSError as e:
+        if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise SessionError(f"cannot open the session {path}: {e.strerror or e}") from None
+        try:
+            fd = open_regular(path, os.O_RDONLY)
+        except OSError as e:
+            raise SessionError(f"cannot open the session {path}: {e.strerror or e}") from None
+    lock(fd, path)
+    return fd
+
+
+class SessionWriter:
+    """Appends events to one session file. `sync(messages)` writes every message added to the history
+    since the last sync, so it can be called as often as the loop likes (run_agent's on_update).
+    A failed write warns once on `err` and the writer keeps nothing more: the run goes on."""
+
+    def __init__(self, path, header=None, written=0, fd=None, err=None):
+        self.path = Path(path)
+        self.err = err or sys.stderr
+        self.failed = None       # why the file stopped being written, once it did
+        if fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # 0600: everything the model saw
+            lock(fd, self.path)
+        self.fd = fd
+        self.written = written   # how many messages of the history are already in the file
+        self.usage = {}          # the usage of the latest model call, attached to the next assistant event
+        if header:
+            self.write(header)
+
+    @classmethod
+    def start(cls, folder, model, directory=None):
+        """A new session for `folder`: a new file with its header line."""
+        session_id = new_id()
+        header = {"format": FORMAT, "version": VERSION, "id": session_id, "folder": str(folder),
+                  "started": now(), "model": model}
+        return cls(Path(directory or sessions_dir()) / f"{session_id}.jsonl", header)
+
+    @property
+    def id(self):
+        return self.path.stem
+
+    def write(self, event):
+        """One line, whole, with os.write (no buffer left to fail again at close)."""
+        if self.failed:
+            return
+        data = (json_line(event) + "\n").encode("utf-8")
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+            if os.fstat(self.fd).st_nlink == 0:  # the file (or its folder) was removed: the write went nowhere
+                raise OSError(errno.ENOENT, "the file was removed")
+        except OSError as e:
+            self.failed = e.strerror or str(e)
+            kind = event.get("type", "header")
+            print(printable(f"warning: the session {self.path} could not be written ({self.failed}): this "
+                            f"{kind} event and everything after it are not saved in it; the run goes on "
+                            "(--transcript PATH can keep a copy elsewhere)."), file=self.err, flush=True)
+
+    def event(self, kind, **fields):
+        self.write({"type": kind, "time": now(), **fields})
+
+    def sync(self, messages):
+        """Write the messages added since the last sync (the history only grows between syncs;
+        the context policy rewrites old results in place, which is not an event)."""
+        for message in messages[self.written:]:
+            role = message.get("role")
+            extra = {"usage": self.usage} if role == "assistant" and self.usage else {}
+            self.event(role if role in MESSAGE_TYPES else "user", message=message, **extra)
+            if role == "assistant":
+                self.usage = {}
+        self.written = len(messages)
+
+    def notice(self, text):
+        self.event("notice", text=text)
+
+    def compaction(self, summary, replaced, messages):
+        """The summary and every message it replaced, whole; then the history is `messages`."""
+        self.event("compaction", summary=summary, replaced=replaced)
+        self.written = len(messages)
+
+    def clear(self, messages):
+        self.event("clear")
+        self.written = len(messages)
+
+    def end(self, reason):
+        self.event("end", reason=reason)
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)  # the lock goes with it
+            self.fd = None
+
+
+class StreamWriter(SessionWriter):
+    """The same events, one JSON object per line, on an open text stream instead of a file (run --json)."""
+
+    def __init__(self, out):  # no file, no lock: the stream is the caller's
+        self.out, self.path, self.err, self.failed, self.fd = out, Path("-"), sys.stderr, None, None
+        self.written, self.usage = 0, {}
+
+    def write(self, event):
+        self.out.write(json_line(event) + "\n")
+        self.out.flush()
