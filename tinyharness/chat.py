@@ -39,9 +39,9 @@ from pathlib import Path
 
 from . import compact as compaction
 from .console import StreamPrinter, printable
-from .flags import add_dialect_flags, check_agent_flags, irregular_config, sandbox_from_args
+from .flags import check_agent_flags, client_from_args, irregular_config, sandbox_from_args
 from .guards import Stopped
-from .hooks import ask_user
+from .hooks import approve_everything, ask_user
 from .llm import LLMError
 from .loop import RunSettings, Stats, run_agent, system_prompt
 from .overflow import learn_window, window_in_force
@@ -417,29 +417,18 @@ def open_session(args, workspace, model, err):
 
 
 def chat_command(args, parser):
-    from .hooks import approve_everything
-    from .llm import Client
+    """`tinyharness chat`: the checks, the session, the workspace's hooks and MCP servers, the client;
+    then the conversation, until the user ends it (or the piped messages run out)."""
     from .sessions import SessionError
-    from .imageload import ImageError, load_attachment
-    from .vision import image_part
     from . import extensions
     check_flags(args, parser)
     workspace = os.getcwd()
-    try:
-        image = image_part(*load_attachment(args.image, workspace)) if args.image else None
-    except ImageError as e:
-        parser.error(f"--image: {e}")
-    if image and not args.task:
-        parser.error("--image needs a first MESSAGE to attach it to")
+    image = first_image(args, workspace, parser)
     interactive = sys.stdin.isatty()
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
-
-    def ask(prompt):
-        printer.end_line()
-        return ask_user(printable(prompt))
-    approve = approve_everything if args.yes else ask
-    args.yes_approve = approve
+    ask = user_prompt(printer)  # trusting hooks and MCP servers is always the user's (never --yes)
+    args.yes_approve = approve = approve_everything if args.yes else ask
     try:
         writer, messages = open_session(args, workspace, args.model, sys.stderr)
     except SessionError as e:
@@ -455,24 +444,47 @@ def chat_command(args, parser):
         return 2
     if writer and hands.hooks:  # a hook can tell one chat's events from another's, and read its story
         hands.hooks.session_id, hands.hooks.transcript_path = writer.id, str(writer.path)
-    from .context import CONTEXT_WINDOW
-    from .ollama import choose_dialect
-    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
-                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
-                    max_reply_tokens=args.max_reply_tokens)
-    client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
-    settings = {"extensions": hands, "sandbox": sandbox_from_args(args, parser), "max_turns": args.max_turns,
-                "max_seconds": args.max_seconds, "max_tokens": args.max_tokens, "transcript": args.transcript,
-                "shell_timeout": args.shell_timeout, "approve": approve, "context_policy": args.context_policy,
-                "context_window": args.context_window, "compact_at": args.compact_at, "keep_turns": args.keep_turns}
-    conversation = Conversation(client, workspace, settings, writer, messages)
+    client = client_from_args(args, stream, printer)  # --api, --think; sets args.context_window
+    conversation = Conversation(client, workspace, chat_settings(args, parser, hands, approve), writer, messages)
     chat = Chat(conversation, client, printer, stream, interactive)
-    reader = Input(interactive)
-    if interactive:
+    return converse(chat, Input(interactive), args.task, image, hands, writer, workspace)
+
+
+def first_image(args, workspace, parser):
+    """--image, read and checked before anything else (a bad one is a usage error, exit 2)."""
+    from .imageload import ImageError, load_attachment
+    from .vision import image_part
+    try:
+        image = image_part(*load_attachment(args.image, workspace)) if args.image else None
+    except ImageError as e:
+        parser.error(f"--image: {e}")
+    if image and not args.task:
+        parser.error("--image needs a first MESSAGE to attach it to")
+    return image
+
+
+def user_prompt(printer):
+    """A [y/N] question to the user, on a fresh line (a streamed line still open would run into it)."""
+    def ask(prompt):
+        printer.end_line()
+        return ask_user(printable(prompt))
+    return ask
+
+
+def chat_settings(args, parser, hands, approve):
+    return {"extensions": hands, "sandbox": sandbox_from_args(args, parser), "max_turns": args.max_turns,
+            "max_seconds": args.max_seconds, "max_tokens": args.max_tokens, "transcript": args.transcript,
+            "shell_timeout": args.shell_timeout, "approve": approve, "context_policy": args.context_policy,
+            "context_window": args.context_window, "compact_at": args.compact_at, "keep_turns": args.keep_turns}
+
+
+def converse(chat, reader, task, image, hands, writer, workspace):
+    """Run the chat; on every way out (the end, Ctrl-C, a crash) end the MCP servers and the session file."""
+    if reader.interactive:
         print(printable("tinyharness chat in " + workspace + ". /help for help, Ctrl-D or /quit to end."), flush=True)
     status, reason = 1, "crash"
     try:
-        status, reason = chat.run(reader, args.task, image)
+        status, reason = chat.run(reader, task, image)
     finally:
         hands.close()  # MCP servers end on every path, Ctrl-C included
         reader.close()
@@ -481,18 +493,4 @@ def chat_command(args, parser):
             writer.close()
             saved = "not saved whole: see the warning above" if writer.failed else "saved"
             print(printable(f"Session {writer.id} {saved} (tinyharness chat --resume {writer.id})."), file=sys.stderr)
-    return status if not interactive else 0
-
-
-def add_chat_flags(parser):
-    """chat's own flags; the agent's flags are run's (flags.add_agent_flags), and so are --api and --think."""
-    add_dialect_flags(parser)
-    parser.add_argument("task", nargs="?", metavar="MESSAGE", help="a first message (optional)")
-    parser.add_argument("--continue", dest="continue_session", action="store_true",
-                        help="go on with the latest session started in this folder")
-    parser.add_argument("--resume", metavar="ID", help="go on with the session ID (`tinyharness sessions` lists them)")
-    parser.add_argument("--compact-at", type=float, default=compaction.COMPACT_AT, metavar="FRACTION",
-                        help="summarise the history when the last prompt passes this fraction of the context "
-                             "window (default %(default)s)")
-    parser.add_argument("--keep-turns", type=int, default=compaction.KEEP_TURNS, metavar="N",
-                        help="user turns kept whole after a summary (default %(default)s)")
+    return status if not reader.interactive else 0

@@ -21,7 +21,7 @@ import os
 import sys
 
 from .console import StreamPrinter, printable
-from .flags import check_agent_flags, irregular_config, sandbox_from_args, usage_problem
+from .flags import check_agent_flags, client_from_args, irregular_config, sandbox_from_args, usage_problem
 from .parsers import build_parser, version
 
 # Only the console, the flags and the parsers are imported here (the standard library below them): `tinyharness
@@ -103,18 +103,6 @@ def run_command(args, parser):
         print(printable(f"error: {e}"), file=sys.stderr)
         return 2
     return start_run(args, client_from_args(args, stream, printer), printer, stream, image, sandbox, hands)
-
-
-def client_from_args(args, stream, printer):
-    """The model client the flags ask for, in the dialect --api chooses (and --think); sets the context window."""
-    from .context import CONTEXT_WINDOW
-    from .llm import Client
-    from .ollama import choose_dialect
-    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
-                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
-                    max_reply_tokens=args.max_reply_tokens)
-    client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
-    return client
 
 
 def start_run(args, client, printer, stream, image, sandbox, hands):

@@ -210,8 +210,22 @@ def show(owner, body):
 # --- /api/chat ------------------------------------------------------------------------------------
 
 def chat(handler, owner, body):
+    """POST /api/chat: the checks Ollama makes, in its order, then the scripted reply."""
     if body is None:
         return handler.send_json(400, {"error": "invalid request body"})
+    if refusal(handler, owner, body):
+        return None
+    if not body["messages"]:                                                 # routes.go: load the model
+        with owner._lock:
+            owner.requests.append(body)
+            owner.headers.append(handler.headers)
+        return handler.send_json(200, {"model": body.get("model"), "created_at": now(), "done": True,
+                                       "message": {"role": "assistant", "content": ""}, "done_reason": "load"})
+    return answer(handler, owner, body, owner.models[body["model"]])
+
+
+def refusal(handler, owner, body):
+    """True when Ollama refuses the request (the refusal is sent here), False when it takes it."""
     think = body.get("think")
     if think is not None and not isinstance(think, bool) and think not in THINK_LEVELS:
         return reject(handler, owner, body, 400, "ollama: think is a bool or a level",   # api/types.go ThinkValue
@@ -234,12 +248,11 @@ def chat(handler, owner, body):
     problem = check_request(body)
     if problem:
         return reject(handler, owner, body, 400, rule_of(problem), problem)
-    if not body["messages"]:                                                 # routes.go: load the model
-        with owner._lock:
-            owner.requests.append(body)
-            owner.headers.append(handler.headers)
-        return handler.send_json(200, {"model": body.get("model"), "created_at": now(), "done": True,
-                                       "message": {"role": "assistant", "content": ""}, "done_reason": "load"})
+    return False
+
+
+def answer(handler, owner, body, model):
+    """The scripted reply to a request Ollama takes, on the prompt its window leaves (NDJSON or one object)."""
     window = window_of(body, model)
     seen, dropped = fitted(body, window)
     if dropped is None:                                                      # truncate: false, and it does not fit
@@ -318,8 +331,10 @@ def fitted(body, window):
 
 
 def reject(handler, owner, body, status, rule, message):
+    """Send an Ollama-shaped error, noting which rule the request broke; True (it was refused)."""
     owner.record_rejection(body, handler.headers, status, rule, message)
     handler.send_json(status, {"error": message})
+    return True
 
 
 def native_frames(owner, body, reply):

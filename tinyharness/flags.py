@@ -227,3 +227,15 @@ def sandbox_from_args(args, parser):
     if sandbox.enabled and not sandbox.problem() and not sandbox.isolated:
         print(NOT_ISOLATED, file=sys.stderr)
     return sandbox
+
+
+def client_from_args(args, stream, printer):
+    """The model client the flags ask for, in the dialect --api chooses (and --think); sets the context window."""
+    from .context import CONTEXT_WINDOW
+    from .llm import Client
+    from .ollama import choose_dialect
+    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
+                    stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
+                    max_reply_tokens=args.max_reply_tokens)
+    client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
+    return client

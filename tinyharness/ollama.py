@@ -53,9 +53,10 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .llm import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, ThinkSplitter, bounded, clean,  # noqa: F401
+from .llm import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, bounded, clean,  # noqa: F401
                   context_overflow, describe, dump_object, error_detail, excerpt, explain_network_error,
                   overflow_message, read_body, strict_json)
+from .llm_stream import ThinkSplitter
 from .ollama_native import (DATA_URI, REASONING_FIELDS, arguments_object, bare_base64, calls_of,  # noqa: F401
                             canonical_call, finish_reason_of, native_assistant, native_plain, native_tool_result,
                             split_content, to_native, usage_of)
@@ -183,7 +184,7 @@ def choose_dialect(args, client, fallback_window):
             print(f"[context] the server holds {said} tokens (llama.cpp /props n_ctx), less than --context-window "
                   f"{window}: planning with {said}.", file=sys.stderr)
         if said:
-            client.server_window = said     # the window in force from the first call (loop.window_in_force)
+            client.server_window = said     # the window in force from the first call (overflow.window_in_force)
         return client, window or said or fallback_window
     window = window or default_window(args.base_url, args.model, fallback_window)
     native = OllamaClient(args.base_url, args.model, api_key=client.api_key, timeout=client.timeout,

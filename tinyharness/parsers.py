@@ -78,7 +78,6 @@ def add_chat_parser(sub, command):
                                       "/help inside lists the commands. With standard input not a terminal, each "
                                       "line is one message.", epilog=EXIT_CODES)
     if command in (None, "chat"):
-        from .chat import add_chat_flags
         add_chat_flags(chat)
         add_agent_flags(chat)
     chat.set_defaults(usage=chat)
@@ -223,3 +222,18 @@ def add_course_practice(course_sub):
 
 SUBPARSERS = (add_run_parser, add_chat_parser, add_mcp_parser, add_sessions_parser, add_view_parser, add_demo_parser,
               add_fake_server_parser, add_eval_and_doctor_parsers, add_course_parser)
+
+
+def add_chat_flags(parser):
+    """chat's own flags; the agent's flags are run's (flags.add_agent_flags), and so are --api and --think."""
+    from .compact import COMPACT_AT, KEEP_TURNS  # here: chat's defaults, loaded only when chat's flags are
+    add_dialect_flags(parser)
+    parser.add_argument("task", nargs="?", metavar="MESSAGE", help="a first message (optional)")
+    parser.add_argument("--continue", dest="continue_session", action="store_true",
+                        help="go on with the latest session started in this folder")
+    parser.add_argument("--resume", metavar="ID", help="go on with the session ID (`tinyharness sessions` lists them)")
+    parser.add_argument("--compact-at", type=float, default=COMPACT_AT, metavar="FRACTION",
+                        help="summarise the history when the last prompt passes this fraction of the context "
+                             "window (default %(default)s)")
+    parser.add_argument("--keep-turns", type=int, default=KEEP_TURNS, metavar="N",
+                        help="user turns kept whole after a summary (default %(default)s)")

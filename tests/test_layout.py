@@ -1,0 +1,94 @@
+"""The package reads like a stage: imports go one way, each module keeps to one job, the loop is short.
+
+benchmarks/layout.py builds the import graph of tinyharness/ from every import statement at any depth:
+an import tucked inside a function to dodge a circle still closes one (it only breaks later). The
+README's Layout table is printed by `python -m benchmarks.layout --table` and checked here."""
+import ast
+import re
+
+from benchmarks.layout import MAX_LINES, circles, import_graph, line_counts, long_functions, table
+from tests.ladder import ROOT
+
+PACKAGE = ROOT / "tinyharness"
+
+
+def reachable(graph, start):
+    seen, todo = set(), list(graph[start])
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += graph.get(module, ())
+    return seen
+
+
+def test_the_package_has_no_import_circle():
+    assert circles(import_graph()) == []
+
+
+def test_an_import_inside_a_function_closes_a_circle_too(tmp_path):
+    package = tmp_path / "tinyharness"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from . import leaf\n")
+    (package / "sub" / "leaf.py").write_text("from ..a import x\n")
+    (package / "a.py").write_text("from .b import helper\nx = 1\n")
+    (package / "b.py").write_text("def helper():\n    from . import a  # here, not at the top\n    return a\n")
+    (package / "c.py").write_text("import tinyharness.a\nfrom tinyharness.sub import leaf\n")
+    graph = import_graph(tmp_path)
+    assert graph == {"__init__": set(), "a": {"b"}, "b": {"a"}, "c": {"a", "sub.leaf"}, "sub": {"sub.leaf"},
+                     "sub.leaf": {"a"}}
+    assert circles(graph) == [["a", "b"]]
+
+
+def test_the_subagent_gets_the_loop_handed_over_not_imported():
+    graph = import_graph()
+    assert "loop" not in reachable(graph, "subagents") | reachable(graph, "extensions")
+    assert "loop" not in reachable(graph, "edges") | reachable(graph, "settings") | reachable(graph, "overflow")
+
+
+def test_the_commands_borrow_nothing_from_the_command_line_above_them():
+    graph = import_graph()
+    for command in ("chat", "doctor", "eval", "flags", "parsers", "console"):
+        assert "cli" not in reachable(graph, command), command
+    assert {"chat", "doctor", "eval", "sandbox"} <= reachable(graph, "cli")  # imported only when a command runs
+
+
+def test_the_scripted_servers_share_a_base_rather_than_each_other():
+    graph = import_graph()
+    assert "fake_ollama" not in reachable(graph, "scripted_server") | reachable(graph, "testing")
+    assert "scripted_server" in graph["fake_ollama"] and "scripted_server" in graph["testing"]
+
+
+def test_no_module_is_over_the_line_limit():
+    assert {name: n for name, n in line_counts().items() if n > MAX_LINES} == {}
+
+
+def test_no_function_is_over_sixty_lines():
+    assert long_functions() == []
+
+
+def test_run_agent_takes_one_settings_object_is_short_and_nests_no_function():
+    tree = ast.parse((PACKAGE / "loop.py").read_text(encoding="utf-8"))
+    run_agent = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run_agent")
+    arguments = [a.arg for a in run_agent.args.posonlyargs + run_agent.args.args + run_agent.args.kwonlyargs]
+    assert arguments == ["task", "client", "workspace", "settings", "stats", "messages"]
+    assert not run_agent.args.vararg and not run_agent.args.kwarg
+    assert run_agent.end_lineno - run_agent.lineno + 1 <= 60
+    nested = [n for n in ast.walk(run_agent) if n is not run_agent
+              and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+    assert nested == []
+
+
+def test_every_module_opens_with_a_docstring():
+    missing = [path.relative_to(ROOT).as_posix() for path in sorted(PACKAGE.rglob("*.py"))
+               if "__pycache__" not in path.parts and path.name not in ("__init__.py", "__main__.py")
+               and not ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))]
+    assert missing == []
+
+
+def test_the_readme_layout_table_is_the_graph():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Layout", 1)[1].split("\n## ", 1)[0]
+    shown = "\n".join(line for line in section.splitlines() if line.startswith("|"))
+    assert shown == table(import_graph()), "the imports changed: paste `python -m benchmarks.layout --table` into README.md"
