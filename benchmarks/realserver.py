@@ -56,6 +56,9 @@ What it does:
      ends it with `finish_reason: "length"`. The harness must not run it: the next request carries
      no new tool result and ends with the harness's note that the reply was cut.
    `doctor` in --stages runs `tinyharness doctor` against the server itself and prints its lines.
+   `--cases overflow-plain,overflow-stream` runs only those of the package's cases; the overflow
+   window then needs the plain run's first prompt count, from an earlier run (`--first-prompt N`:
+   the first of the `prompts=` it printed).
 
 A run "completes the forced four-call run" when it exits 0 with four tool calls and no rejection.
 The model's arguments are its own (the grammar only fixes their shape), so a call may ask for a
@@ -346,7 +349,7 @@ def make_proxy(upstream, recorder):
             if data and self.path.rstrip("/").endswith("/chat/completions"):
                 body, forced = force_tools(json.loads(data), recorder)
                 data = json.dumps(body).encode("utf-8")
-            connection = http.client.HTTPConnection(target.hostname, target.port, timeout=600)
+            connection = http.client.HTTPConnection(target.hostname, target.port, timeout=3600)  # a shared CPU
             headers = {"Content-Type": "application/json"} if data is not None else {}
             connection.request(self.command, self.path, body=data, headers=headers)
             answer = connection.getresponse()
@@ -499,13 +502,13 @@ def judge(case, entries, code, stdout, stderr, seconds):
     return f"{case.stage:<12} {case.mode:<15} " + " ".join(fields), ok, notes
 
 
-def overflow_window(recorder, upstream):
+def overflow_window(recorder, upstream, first=None):
     """The small window for the overflow case: the package's first prompt (as the server counted it
     in the plain run), two capped part files with their calls, and OVERFLOW_ROOM for the answer. The
     third result then cannot fit; after the cut the newest two do."""
     sys.path.insert(0, str(ROOT))
     from tinyharness.context import CONTEXT_WINDOW, cap_chars, cap_on_insert
-    first = next((e["prompt_tokens"] for e in recorder.of("tinyharness-plain") if e["prompt_tokens"]), None)
+    first = next((e["prompt_tokens"] for e in recorder.of("tinyharness-plain") if e["prompt_tokens"]), first)
     result = count_tokens(upstream, cap_on_insert(part_text(1), cap_chars(CONTEXT_WINDOW)))
     if not first or not result:
         return None, first, result
@@ -538,6 +541,10 @@ def main(argv=None):
     parser.add_argument("--stages", default=",".join(STAGES + ["tinyharness", "doctor"]),
                         help="comma-separated: stages, `tinyharness` (plain, stream, overflow and cut cases), "
                              "`doctor` (default: all)")
+    parser.add_argument("--cases", help="comma-separated: only these of the package's cases (default: all of "
+                                        "plain, stream, overflow-plain, overflow-stream, cut-plain, cut-stream)")
+    parser.add_argument("--first-prompt", type=int, metavar="N",
+                        help="the plain run's first prompt count, for the overflow window when plain is not run")
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # so `finally` stops the servers on a kill too
@@ -564,6 +571,8 @@ def main(argv=None):
                 continue
             small_url = None
             for case in cases_of(stage):
+                if args.cases and stage == "tinyharness" and case.mode not in args.cases.split(","):
+                    continue
                 url = proxy_url
                 if case.plan is OVERFLOW_PLAN:
                     if small_url is None:
@@ -593,7 +602,7 @@ def start_overflow_server(python, model, args, recorder, upstream, servers, prox
     if python is None:
         print("tinyharness  overflow        skipped: it starts a server of its own (not with --server-url)", flush=True)
         return ""
-    window, first, per_result = overflow_window(recorder, upstream)
+    window, first, per_result = overflow_window(recorder, upstream, args.first_prompt)
     if not window:
         print(f"tinyharness  overflow        skipped: no first prompt count from the plain run ({first}) or no token "
               f"count of a part file ({per_result})", flush=True)
