@@ -302,7 +302,7 @@ def fire(stage, root, cases):
     before = {case_id: snapshot(folder) for case_id, folder in outside.items()}
     listing = set(os.listdir(root))
     with ScriptedServer(script=[{"tool_calls": calls}, "done"]) as server:
-        result = run_stage(stage, workspace, "--yes", "--base-url", server.base_url, "attack", timeout=20,
+        result = run_stage(stage, workspace, "--yes", "--base-url", server.base_url, "attack", timeout=300,
                            env=run_env(root))
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     by_case = {}
