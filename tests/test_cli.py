@@ -204,3 +204,18 @@ def test_sessions_says_how_many_it_left_out_filters_by_folder_and_fits_100_colum
     assert mine.returncode == 0 and "No sessions started in" in mine.stdout
     there = tinyharness("sessions", "--here", "--all", cwd=elsewhere, env=own_home(tmp_path))
     assert len(there.stdout.splitlines()) == 1 + 53
+
+
+def test_a_run_given_more_time_lets_one_reply_take_it(monkeypatch):
+    """A slow CPU can take longer than the client's own 600 s to read a long prompt: with
+    --max-seconds 1800 one reply may wait that long (the run's clock still bounds it), never less than 600."""
+    import argparse
+    import io
+    from tinyharness.console import StreamPrinter
+    from tinyharness.flags import client_from_args
+    monkeypatch.setenv("TINYHARNESS_API", "openai")
+    for max_seconds, wait in ((1800, 1800), (60, 600)):
+        args = argparse.Namespace(base_url="http://127.0.0.1:9/v1", model="m", max_reply_tokens=512,
+                                  max_seconds=max_seconds, api="openai", think=None, context_window=None)
+        client = client_from_args(args, False, StreamPrinter(io.StringIO()))
+        assert client.timeout == wait

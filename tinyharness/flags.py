@@ -236,6 +236,13 @@ def client_from_args(args, stream, printer):
     from .ollama import choose_dialect
     client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
-                    max_reply_tokens=args.max_reply_tokens)
+                    max_reply_tokens=args.max_reply_tokens, timeout=reply_wait(args.max_seconds))
     client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
     return client
+
+
+def reply_wait(max_seconds, floor=600):
+    """How long one reply may keep the client waiting: the client's own 600 s, or longer when the run
+    was given longer (--max-seconds 1800: a slow CPU reading a long prompt is allowed the time the
+    user allowed the run; the run's clock still bounds it, see llm.reply_timeout)."""
+    return max(floor, max_seconds)
