@@ -102,6 +102,9 @@ FORK_LOOP = ("import os, time\nfor n in range(100000):\n    try:\n        pid = 
              "        print('stopped after', n, e); break\n    if pid == 0:\n        time.sleep(20); os._exit(0)")
 
 
+AS_A_USER_ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+
+
 def as_a_user():
     """The command line prefix that runs a program as an ordinary user: none when we are one; as root,
     setpriv to nobody (the kernel never counts root's processes), or None when that cannot work here."""
@@ -109,7 +112,9 @@ def as_a_user():
         return []
     prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
     try:
-        probe = subprocess.run([*prefix, PY, "-c", "import tinyharness"], capture_output=True, timeout=30)
+        # the same environment and folder as the run itself: from / only PYTHONPATH can find the package
+        probe = subprocess.run([*prefix, PY, "-c", "from tinyharness import tools"], capture_output=True, timeout=30,
+                               cwd="/", env=AS_A_USER_ENV)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return prefix if probe.returncode == 0 else None
@@ -130,10 +135,66 @@ def test_a_user_s_command_starts_at_most_256_tasks_and_leaves_none():
         system_python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else PY  # any user may run it
         driver = (f"from tinyharness import tools\nprint(tools.shell({ws!r}, {system_python!r} + ' -c ' + "
                   f"{shlex.quote(program)!r}, timeout=60))")
-        done = subprocess.run([*prefix, PY, "-c", driver], capture_output=True, text=True, timeout=120, cwd=ws)
+        done = subprocess.run([*prefix, PY, "-c", driver], capture_output=True, text=True, timeout=120, cwd=ws,
+                              env=AS_A_USER_ENV)
         assert "stopped after" in done.stdout, done
         started = int(done.stdout.split("stopped after", 1)[1].split()[0])
         bound = 256 if sandbox_module.namespaces_work() else sandbox_module.tasks_now() + 256
         assert started < bound and survivors(f"sleep {marker}") == [], done.stdout
     finally:
         shutil.rmtree(ws, ignore_errors=True)
+
+
+# --- the kill names one process: the one still in the command's tree -----------------------------
+# pid_max is often 32768: on a busy machine a number comes round in minutes, so the process found in
+# /proc a moment ago may have been reaped and its number given to a stranger.
+
+def sleeper(**popen):
+    return subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, **popen)
+
+
+def ended(process):
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return False
+    return True
+
+
+def test_a_stranger_with_a_number_from_the_tree_is_not_killed():
+    from tinyharness.sandbox_reaping import kill_if_still_ours
+    stranger = sleeper(start_new_session=True)   # neither its parent nor its group is the command's
+    try:
+        assert kill_if_still_ours(stranger.pid, {os.getppid(), 1}, command_pid=stranger.pid + 1) is False
+        assert stranger.poll() is None and not ended_within(stranger, 0.3)
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def ended_within(process, seconds):
+    try:
+        process.wait(timeout=seconds)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def test_a_process_of_the_tree_is_killed_and_one_outside_the_group_is_counted():
+    from tinyharness.sandbox_reaping import kill_if_still_ours
+    in_group = sleeper(start_new_session=True)   # as the command: its own group
+    assert kill_if_still_ours(in_group.pid, {os.getpid()}, command_pid=in_group.pid) is False  # killed, not escaped
+    assert ended(in_group) and in_group.returncode == -9
+    left_group = sleeper(start_new_session=True)  # a child of ours (parent in the tree) in another group
+    assert kill_if_still_ours(left_group.pid, {os.getpid()}, command_pid=left_group.pid + 1) is True
+    assert ended(left_group) and left_group.returncode == -9
+
+
+def test_a_process_already_gone_is_neither_killed_nor_counted():
+    from tinyharness.sandbox_reaping import kill_if_still_ours
+    gone = sleeper(start_new_session=True)
+    gone.kill()
+    gone.wait()                                   # reaped: its number is free
+    assert kill_if_still_ours(gone.pid, {os.getpid()}, command_pid=12345) is False

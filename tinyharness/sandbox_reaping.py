@@ -92,12 +92,8 @@ def end_everything(command_pid, adopted_before):
         if not victims and children(me) - adopted_before <= found:
             break
         for pid in victims:
-            try:
-                if os.getpgid(pid) != command_pid:  # left the command's group: the group kill missed it
-                    escaped.add(pid)
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            if kill_if_still_ours(pid, found | {me}, command_pid):
+                escaped.add(pid)
         time.sleep(0.001)
     for pid in child_lister()(me) - adopted_before - {command_pid}:
         try:
@@ -108,9 +104,48 @@ def end_everything(command_pid, adopted_before):
     return len(escaped - {command_pid})
 
 
-def is_zombie(pid):
+def kill_if_still_ours(pid, tree_pids, command_pid):
+    """SIGKILL the process if it is still in the command's tree; True when it had left the command's
+    process group (the plain group kill would have missed it).
+
+    Between the look at /proc and the kill, the process may end and be reaped, and its number given to
+    a stranger: with pid_max at 32768 and a busy machine, numbers come round in minutes. So the kill
+    goes through a pidfd (it names one process, never its successor), opened before the check that the
+    process is still ours: its parent is in the tree, or its group is the command's. A process that is
+    being reaped reads as group 0: gone, not escaped."""
+    try:
+        handle = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        handle = None  # no pidfd (old kernel or Python): the check alone, with its small window
+    try:
+        facts = stat_of(pid)
+        if facts is None or facts[0] in (b"Z", b"X"):
+            return False
+        _, parent, group = facts
+        if parent not in tree_pids and group != command_pid:
+            return False  # its number now belongs to someone else
+        if handle is None:
+            os.kill(pid, signal.SIGKILL)
+        else:
+            signal.pidfd_send_signal(handle, signal.SIGKILL)
+        return group not in (0, command_pid)
+    except (ProcessLookupError, PermissionError):
+        return False
+    finally:
+        if handle is not None:
+            os.close(handle)
+
+
+def stat_of(pid):
+    """(state, parent pid, process group) from /proc/PID/stat, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except OSError:
-        return True  # gone already
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0], int(fields[1]), int(fields[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def is_zombie(pid):
+    facts = stat_of(pid)
+    return facts is None or facts[0] in (b"Z", b"X")  # gone already counts
