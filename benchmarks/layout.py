@@ -12,6 +12,7 @@ table that README.md's Layout section holds (tests/test_layout.py checks that th
 """
 import argparse
 import ast
+import os
 import sys
 from pathlib import Path
 
@@ -175,4 +176,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `python -m benchmarks.layout | head` closed the pipe: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush stays quiet
+        sys.exit(0)
