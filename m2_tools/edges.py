@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .tools import TOOLS
 
-CUT = ("[harness] Your last reply was cut off at the length limit (max_tokens={}), so none of its tool calls ran. "
+CUT = ("[harness] Your last reply was cut off at the length limit ({}), so none of its tool calls ran. "
        "Continue with a shorter reply: fewer or smaller tool calls, less text.")
 NO_ANSWER = "(The model gave no answer. The [tool] lines above show what it did.)"
 VALID_CALL = ('A valid call looks like {"name": "read_file", "arguments": {"path": "notes.txt"}}; the tools are: '
@@ -32,6 +32,7 @@ class Stats:
 
     def __init__(self):
         self.turns = self.tool_calls = self.prompt_tokens = self.completion_tokens = self.uncounted = 0
+        self.last_reply_tokens = None  # the last reply's length as the server counted it: whose limit cut it
         self.started = time.monotonic()
 
     def count_turn(self, usage):
@@ -39,6 +40,7 @@ class Stats:
         self.uncounted += "prompt_tokens" not in usage and "completion_tokens" not in usage  # some servers send none
         self.prompt_tokens += usage.get("prompt_tokens", 0)
         self.completion_tokens += usage.get("completion_tokens", 0)
+        self.last_reply_tokens = usage.get("completion_tokens")
 
     def line(self):
         unknown = self.turns and self.uncounted == self.turns  # "?": a 0 would be a measurement nobody made
@@ -61,13 +63,13 @@ class Edges:
         and the model is asked for a shorter reply (the loop asks again). A second cut stops the run."""
         if finish_reason != "length":
             return False
-        max_tokens = self.client.max_reply_tokens
+        where = cut_at(self.client.max_reply_tokens, self.stats.last_reply_tokens)
         if self.was_cut:
-            raise Stopped(f"the model's reply was cut at the length limit twice (max_tokens={max_tokens})")
+            raise Stopped(f"the model's reply was cut at the length limit twice ({where})")
         self.was_cut = True
-        self.echo(f"  [harness] the reply was cut at max_tokens={max_tokens}: none of it was used")
+        self.echo(f"  [harness] the reply was cut at {where}: none of it was used")
         messages += [{"role": "assistant", "content": message["content"]},
-                     {"role": "user", "content": CUT.format(max_tokens)}]
+                     {"role": "user", "content": CUT.format(where)}]
         return True
 
     def show(self, call, problems):
@@ -81,6 +83,15 @@ class Edges:
         """The line under it (the result's first line, at most 160 characters), and the call counted."""
         self.echo(f"    -> {(result.splitlines() or [''])[0][:160]}")
         self.stats.tool_calls += 1
+
+
+def cut_at(max_tokens, used):
+    """Whose limit cut the reply: ours (max_tokens), or a limit of the server's own (its context window, a
+    reply cap of its own) when its count of the reply stops short of ours."""
+    if isinstance(used, int) and not isinstance(used, bool) and 0 <= used < max_tokens:
+        return (f"{used} tokens, under max_tokens={max_tokens} (a limit of the server's own, its context window "
+                "or reply cap)")
+    return f"max_tokens={max_tokens}"
 
 
 def garbled(problem):

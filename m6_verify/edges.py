@@ -26,7 +26,7 @@ from .guards import REPEAT_LIMIT, Stopped, brief, repeat_warning
 from .tools import TOOLS, parse_arguments
 from .wire import LLMError
 
-CUT = ("[harness] Your last reply was cut off at the length limit (max_tokens={}), so none of its tool calls ran. "
+CUT = ("[harness] Your last reply was cut off at the length limit ({}), so none of its tool calls ran. "
        "Continue with a shorter reply: fewer or smaller tool calls, less text.")
 EMPTY = "[harness] Your reply was empty. Answer the task in words, or call a tool."
 NO_ANSWER = "(The model gave no answer. The [tool] lines above show what it did.)"
@@ -39,6 +39,7 @@ class Stats:
 
     def __init__(self):
         self.turns = self.tool_calls = self.prompt_tokens = self.completion_tokens = self.uncounted = 0
+        self.last_reply_tokens = None  # the last reply's length as the server counted it: whose limit cut it
         self.started = time.monotonic()
         self.cached_tokens = None  # only a server with a prompt cache reports it
 
@@ -47,6 +48,7 @@ class Stats:
         self.uncounted += "prompt_tokens" not in usage and "completion_tokens" not in usage  # some servers send none
         self.prompt_tokens += usage.get("prompt_tokens", 0)
         self.completion_tokens += usage.get("completion_tokens", 0)
+        self.last_reply_tokens = usage.get("completion_tokens")
         details = usage.get("prompt_tokens_details")
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         if isinstance(cached, int):
@@ -90,14 +92,14 @@ class Edges:
         and the model is asked for a shorter reply (the loop asks again). A second cut stops the run."""
         if finish_reason != "length":
             return False
-        max_tokens = self.client.max_reply_tokens
+        where = cut_at(self.client.max_reply_tokens, self.stats.last_reply_tokens)
         if self.was_cut:
-            raise Stopped(f"the model's reply was cut at the length limit twice (max_tokens={max_tokens})",
+            raise Stopped(f"the model's reply was cut at the length limit twice ({where})",
                           self.record.account())
         self.was_cut = True
-        self.echo(f"  [harness] the reply was cut at max_tokens={max_tokens}: none of it was used")
+        self.echo(f"  [harness] the reply was cut at {where}: none of it was used")
         messages += [{"role": "assistant", "content": message["content"]},
-                     {"role": "user", "content": CUT.format(max_tokens)}]
+                     {"role": "user", "content": CUT.format(where)}]
         return True
 
     def nudge(self, message, messages):
@@ -133,6 +135,15 @@ class Edges:
             save_transcript(self.transcript, messages)
             raise Stopped(f"the model made the same call {REPEAT_LIMIT} times in a row again, after a [harness] "
                           f"warning: {brief(repeated)}", self.record.account())
+
+
+def cut_at(max_tokens, used):
+    """Whose limit cut the reply: ours (max_tokens), or a limit of the server's own (its context window, a
+    reply cap of its own) when its count of the reply stops short of ours."""
+    if isinstance(used, int) and not isinstance(used, bool) and 0 <= used < max_tokens:
+        return (f"{used} tokens, under max_tokens={max_tokens} (a limit of the server's own, its context window "
+                "or reply cap)")
+    return f"max_tokens={max_tokens}"
 
 
 def garbled(problem):

@@ -139,6 +139,23 @@ def test_a_second_cut_reply_stops_the_run_with_exit_3(stage, workspace):
     assert len(server.requests) == 2 and not list(workspace.iterdir())
 
 
+@pytest.mark.parametrize("stage", stages_from("m1"))
+def test_a_reply_the_server_cut_short_of_max_tokens_is_not_blamed_on_it(stage, workspace):
+    """llama.cpp's server stops at its own n_predict or when the window is full, and still says "length":
+    its count of the reply (under our max_tokens) tells whose limit it was."""
+    early = {**cut_reply("one.txt"), "usage": {"prompt_tokens": 50, "completion_tokens": 200}}
+    result, server = run(stage, workspace, [early, {**early, "usage": {"prompt_tokens": 60, "completion_tokens": 0}},
+                                            "never asked"])
+    assert result.returncode == 3, result.stderr
+    assert ("  [harness] the reply was cut at 200 tokens, under max_tokens=4096 (a limit of the server's own, its "
+            "context window or reply cap): none of it was used") in result.stdout.splitlines()
+    notice = last_messages(server.requests[1], 1)[0]["content"]
+    assert notice.startswith("[harness] Your last reply was cut off at the length limit (200 tokens, under max_tokens=4096")
+    assert ("Stopped: the model's reply was cut at the length limit twice (0 tokens, under max_tokens=4096 (a limit "
+            "of the server's own") in result.stdout
+    assert not list(workspace.iterdir())
+
+
 def test_max_reply_tokens_is_sent_and_named_in_the_notice(workspace):
     result, server = run(FINAL, workspace, [cut_reply("cut.txt"), "done"], "--max-reply-tokens", "300")
     assert result.returncode == 0, result.stderr

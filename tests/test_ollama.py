@@ -367,6 +367,19 @@ def test_run_with_a_window_and_streaming_sends_that_num_ctx(tmp_path):
     assert all(r["stream"] is True for r in server.requests) and server.rejected == []
 
 
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_a_reply_ollama_cut_at_num_predict_is_named_as_our_cap(tmp_path, stream):
+    """Ollama's done_reason "length" with eval_count at num_predict: our --max-reply-tokens cut it."""
+    cut = {"content": "I will wr", "finish_reason": "length"}
+    with OllamaServer(script=[cut, "Done."]) as server:
+        result = run_stage(FINAL, tmp_path, "--base-url", server.base_url, "--max-reply-tokens", "300", stream, "go")
+    assert result.returncode == 0, result.stderr
+    assert [r["options"]["num_predict"] for r in server.requests] == [300, 300]
+    assert "  [harness] the reply was cut at max_tokens=300: none of it was used" in result.stdout.splitlines()
+    assert server.requests[1]["messages"][-1]["content"].startswith(
+        "[harness] Your last reply was cut off at the length limit (max_tokens=300)")
+
+
 def test_run_with_api_openai_keeps_talking_v1_to_ollama(tmp_path):
     with OllamaServer(script=["Hello."]) as server:
         result = run_stage(FINAL, tmp_path, "--base-url", server.base_url, "--api", "openai", "--think", "hi")

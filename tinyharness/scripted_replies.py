@@ -99,8 +99,9 @@ def build_tool_calls(reply: dict, new_call_id) -> list:
     return calls
 
 
-def build_usage(reply: dict, calls: list, prompt: str, cached_chars: int) -> dict:
-    """The usage block: estimated counts, unless the reply overrides it (False: no usage at all)."""
+def build_usage(reply: dict, calls: list, prompt: str, cached_chars: int, cap=None) -> dict:
+    """The usage block: estimated counts, unless the reply overrides it (False: no usage at all). A reply
+    scripted as cut at the length limit ran to the request's cap (`max_tokens`), as a real server's does."""
     if reply.get("usage") is False:
         return None
     if reply.get("usage") is not None:
@@ -108,6 +109,8 @@ def build_usage(reply: dict, calls: list, prompt: str, cached_chars: int) -> dic
     said = (reply.get("content") or "") + (reply.get("reasoning") or "")
     said += "".join(c["function"]["name"] + c["function"]["arguments"] for c in calls)
     p, c = estimate_tokens(prompt), estimate_tokens(said)
+    if reply.get("finish_reason") == "length" and isinstance(cap, int) and not isinstance(cap, bool) and cap > 0:
+        c = cap
     return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c,
             "prompt_tokens_details": {"cached_tokens": cached_chars // 4}}
 

@@ -124,7 +124,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self.send_json(200, None, raw=reply["raw"])
 
         calls = build_tool_calls(reply, owner._new_call_id)
-        usage = build_usage(reply, calls, prompt, cached_chars) if owner.send_usage else None
+        usage = (build_usage(reply, calls, prompt, cached_chars, body.get("max_tokens")) if owner.send_usage
+                 else None)
         head = {"id": owner._new_completion_id(), "created": int(time.time()),
                 "model": body.get("model") or owner.model, "system_fingerprint": "fp_scripted"}
         # Either drop mode cuts whichever kind of answer the client asked for.
