@@ -200,10 +200,10 @@ def write_template(cache):
     return path
 
 
-def start_server(python, model, cache, chat_format=None, n_ctx=N_CTX, log_name="server.log"):
+def start_server(python, model, cache, chat_format=None, n_ctx=N_CTX, log_name="server.log", threads=None):
     port = free_port()
     argv = [str(python), "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", str(n_ctx), "--logits_all", "False", "--n_threads", str(os.cpu_count() or 2),
+            "--n_ctx", str(n_ctx), "--logits_all", "False", "--n_threads", str(threads or os.cpu_count() or 2),
             "--verbose", "False"]
     if chat_format:
         argv += ["--chat_format", chat_format]
@@ -439,7 +439,7 @@ def cases_of(stage):
             Case(stage, "cut-plain", cut_at=CUT_AFTER), Case(stage, "cut-stream", stream=True, cut_at=CUT_AFTER)]
 
 
-def run_one(case, base_url, recorder):
+def run_one(case, base_url, recorder, max_seconds=1800):
     recorder.run, recorder.plan, recorder.cut_at = case.name, case.plan, case.cut_at
     workspace = make_workspace()
     if case.stage == "tinyharness":
@@ -450,13 +450,13 @@ def run_one(case, base_url, recorder):
     if case.stage == "tinyharness" or int(case.stage[1]) >= 3:
         argv.append("--yes")
     if case.stage == "tinyharness" or int(case.stage[1]) >= 4:
-        argv += ["--max-seconds", "1800"]   # the default 600 s is short for a CPU that other jobs share
+        argv += ["--max-seconds", str(max_seconds)]   # the default 600 s is short for a CPU that other jobs share
     argv += ["--base-url", base_url, "--model", "gemma3-270m", "--max-turns", "10", case.task]
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")},
            "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8"}
     started = time.monotonic()
     try:
-        result = subprocess.run(argv, cwd=workspace, capture_output=True, text=True, timeout=2000, env=env,
+        result = subprocess.run(argv, cwd=workspace, capture_output=True, text=True, timeout=max_seconds + 300, env=env,
                                 stdin=subprocess.DEVNULL)
         code, stdout, stderr = result.returncode, result.stdout, result.stderr
     except subprocess.TimeoutExpired:
@@ -546,6 +546,11 @@ def main(argv=None):
                                         "plain, stream, overflow-plain, overflow-stream, cut-plain, cut-stream)")
     parser.add_argument("--first-prompt", type=int, metavar="N",
                         help="the plain run's first prompt count, for the overflow window when plain is not run")
+    parser.add_argument("--max-seconds", type=int, default=1800, metavar="S",
+                        help="each run's --max-seconds (default %(default)s: a CPU shared with other jobs is slow)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="the server's --n_threads (default: one per core; 1 is faster on a machine so busy "
+                             "that two threads keep waiting for each other)")
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # so `finally` stops the servers on a kill too
@@ -557,7 +562,7 @@ def main(argv=None):
         model = find_model(python, args.cache)
         print(f"Model: {model} ({model.stat().st_size // 2**20} MiB). Starting the server (n_ctx {N_CTX}, chat format "
               f"{args.chat_format or 'our template'})...", flush=True)
-        process, upstream = start_server(python, model, args.cache, args.chat_format)
+        process, upstream = start_server(python, model, args.cache, args.chat_format, threads=args.threads)
         servers.append(process)
     recorder = Recorder()
     proxy, proxy_url = make_proxy(upstream, recorder)
@@ -582,7 +587,7 @@ def main(argv=None):
                         failures += 1
                         continue
                     url = small_url
-                line, ok, notes = run_one(case, url + "/v1", recorder)
+                line, ok, notes = run_one(case, url + "/v1", recorder, args.max_seconds)
                 print(line, flush=True)
                 for note in notes:
                     print(note, flush=True)
@@ -610,7 +615,8 @@ def start_overflow_server(python, model, args, recorder, upstream, servers, prox
         return ""
     print(f"Overflow server: n_ctx {window} (the first prompt {first} + 2 x {per_result} for a capped part file "
           f"and its call + {OVERFLOW_ROOM})", flush=True)
-    process, url = start_server(python, model, args.cache, args.chat_format, n_ctx=window, log_name="server-small.log")
+    process, url = start_server(python, model, args.cache, args.chat_format, n_ctx=window, log_name="server-small.log",
+                                threads=args.threads)
     servers.append(process)
     proxy, proxy_url = make_proxy(url, recorder)
     proxies.append(proxy)
