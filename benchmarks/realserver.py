@@ -549,7 +549,7 @@ def main(argv=None):
     parser.add_argument("--max-seconds", type=int, default=1800, metavar="S",
                         help="each run's --max-seconds (default %(default)s: a CPU shared with other jobs is slow)")
     parser.add_argument("--threads", type=int, metavar="N",
-                        help="the server's --n_threads (default: one per core; 1 is faster on a machine so busy "
+                        help="the server's --n_threads (default: one per core; try 1 on a machine so busy "
                              "that two threads keep waiting for each other)")
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
