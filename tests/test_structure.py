@@ -77,3 +77,27 @@ def test_changed_files_detects_an_edit(tmp_path, monkeypatch):
             (tmp_path / stage / name).write_text(text)
     monkeypatch.setattr("tests.test_structure.ROOT", tmp_path)
     assert changed_files("m0_a", "m1_b") == {"x.py", "gone.py", "new.py"}
+
+
+def named_attacks(readme):
+    """(module, test) for every `module::test_name` a README table row names, and the `file.py` rows."""
+    rows = [line for line in readme.splitlines() if line.startswith("|")]
+    pairs = {pair for row in rows for pair in re.findall(r"`(\w+)::(test_\w+)`", row)}
+    files = {name for row in rows for name in re.findall(r"`(\w+)\.py`", row) if name.startswith("sandbox")}
+    return pairs, files
+
+
+def test_every_test_a_readme_row_names_exists():
+    """A row that claims protection names the test that attacks it: a renamed or deleted test must not
+    leave the claim standing on nothing."""
+    pairs, files = named_attacks((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert len(pairs) >= 20 and files   # the sandbox tables are there to check
+    missing = []
+    for module, name in sorted(pairs):
+        path = ROOT / "tests" / f"test_{module}.py"
+        defined = path.is_file() and {n.name for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                                      if isinstance(n, ast.FunctionDef)}
+        if not defined or name not in defined:
+            missing.append(f"{module}::{name}")
+    missing += [f"{name}.py" for name in sorted(files) if not (ROOT / "tests" / f"test_{name}.py").is_file()]
+    assert missing == []
