@@ -54,7 +54,8 @@ def eval_env(stage):
     return env
 
 
-def run_eval(stage, cwd, *args, timeout=600, in_process=True, env=None):
+def run_eval(stage, cwd, *args, timeout=1800, in_process=True, env=None):
+    # 1800 s: thirty harness processes; at a load of 45 on two cores the 600 s of before was not enough
     """The eval's command line; in this process like tests/ladder.py:run_stage (the harness runs it
     starts are real processes either way), or as its own process with in_process=False."""
     env = env or eval_env(stage)
