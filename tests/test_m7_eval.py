@@ -55,9 +55,9 @@ def eval_env(stage):
 
 
 def run_eval(stage, cwd, *args, timeout=1800, in_process=True, env=None):
-    # 1800 s: thirty harness processes; at a load of 45 on two cores the 600 s of before was not enough
     """The eval's command line; in this process like tests/ladder.py:run_stage (the harness runs it
     starts are real processes either way), or as its own process with in_process=False."""
+    # 1800 s: thirty harness processes; at a load of 45 on two cores the 600 s of before was not enough
     env = env or eval_env(stage)
     if in_process and can_run_in_process(stage):
         return run_in_process(stage, cwd, list(args), "", timeout, env, main=eval_main(stage),
