@@ -4,7 +4,6 @@ benchmarks/layout.py builds the import graph of tinyharness/ from every import s
 an import tucked inside a function to dodge a circle still closes one (it only breaks later). The
 README's Layout table is printed by `python -m benchmarks.layout --table` and checked here."""
 import ast
-import re
 
 from benchmarks.layout import MAX_LINES, circles, import_graph, line_counts, long_functions, table
 from tests.ladder import ROOT

@@ -1,4 +1,4 @@
-"""No dead code in the stages and the package: every import is used, every local name is read.
+"""No dead code in the stages, the package and the tests: every import is used, every local name is read.
 
 A learner reads every line of a stage; an import nothing uses, or a value computed and never read,
 sends them looking for a purpose that is not there. pyflakes finds these, but it is not a dependency,
@@ -10,7 +10,7 @@ import pytest
 
 from tests.ladder import ROOT, STAGES
 
-FOLDERS = [*STAGES, "tinyharness", "benchmarks"]
+FOLDERS = [*STAGES, "tinyharness", "benchmarks", "tests", "quizzes"]
 
 
 def python_files(folder):
