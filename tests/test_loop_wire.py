@@ -156,6 +156,16 @@ def test_a_reply_the_server_cut_short_of_max_tokens_is_not_blamed_on_it(stage, w
     assert not list(workspace.iterdir())
 
 
+@pytest.mark.parametrize("stage", stages_from("m1"))
+def test_a_cut_reply_without_a_count_names_both_limits(stage, workspace):
+    """A stream without usage (llama-cpp-python's): the harness cannot tell whose limit it was, and says so."""
+    result, server = run(stage, workspace, [{**cut_reply("cut.txt"), "usage": False}, "done"])
+    assert result.returncode == 0, result.stderr
+    assert ("  [harness] the reply was cut at max_tokens=4096 or a limit of the server's own (no count came with "
+            "the reply): none of it was used") in result.stdout.splitlines()
+    assert not (workspace / "cut.txt").exists()
+
+
 def test_max_reply_tokens_is_sent_and_named_in_the_notice(workspace):
     result, server = run(FINAL, workspace, [cut_reply("cut.txt"), "done"], "--max-reply-tokens", "300")
     assert result.returncode == 0, result.stderr

@@ -182,8 +182,10 @@ class Edges:
 
 def cut_at(max_tokens, used):
     """Whose limit cut the reply: ours (max_tokens), or a limit of the server's own (its context window, a
-    reply cap of its own) when its count of the reply stops short of ours."""
-    if isinstance(used, int) and not isinstance(used, bool) and 0 <= used < max_tokens:
+    reply cap of its own) when its count of the reply stops short of ours; without a count, either."""
+    if not isinstance(used, int) or isinstance(used, bool):  # a stream without usage: the server did not say
+        return f"max_tokens={max_tokens} or a limit of the server's own (no count came with the reply)"
+    if 0 <= used < max_tokens:
         return (f"{used} tokens, under max_tokens={max_tokens} (a limit of the server's own, its context window "
                 "or reply cap)")
     return f"max_tokens={max_tokens}"
