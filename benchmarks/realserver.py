@@ -55,7 +55,9 @@ What it does:
      (a grammar for `{"name": "read_file", ...}`) with max_tokens just its length, so the server
      ends it with `finish_reason: "length"`. The harness must not run it: the next request carries
      no new tool result and ends with the harness's note that the reply was cut.
-   `doctor` in --stages runs `tinyharness doctor` against the server itself and prints its lines.
+   `doctor` in --stages runs `tinyharness doctor` against the server itself and prints its lines;
+   it fails the run only when a probe got no answer (what it finds about the model is a finding).
+   On a starved CPU: `--max-seconds S` for each run (default 1800), `--threads 1` for the server.
    `--cases overflow-plain,overflow-stream` runs only those of the package's cases; the overflow
    window then needs the plain run's first prompt count, from an earlier run (`--first-prompt N`:
    the first of the `prompts=` it printed).
