@@ -22,6 +22,7 @@ from tests.ladder import run_stage, tool_results
 from tinyharness import tools
 from tinyharness import sandbox as sandbox_module
 from tinyharness.sandbox import Sandbox, unavailable_reason
+from tinyharness.sandbox_reaping import kill_if_still_ours
 from tinyharness.testing import ScriptedServer
 
 NO_SANDBOX = unavailable_reason()
@@ -153,27 +154,6 @@ def sleeper(**popen):
     return subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, **popen)
 
 
-def ended(process):
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        return False
-    return True
-
-
-def test_a_stranger_with_a_number_from_the_tree_is_not_killed():
-    from tinyharness.sandbox_reaping import kill_if_still_ours
-    stranger = sleeper(start_new_session=True)   # neither its parent nor its group is the command's
-    try:
-        assert kill_if_still_ours(stranger.pid, {os.getppid(), 1}, command_pid=stranger.pid + 1) is False
-        assert stranger.poll() is None and not ended_within(stranger, 0.3)
-    finally:
-        stranger.kill()
-        stranger.wait()
-
-
 def ended_within(process, seconds):
     try:
         process.wait(timeout=seconds)
@@ -182,18 +162,26 @@ def ended_within(process, seconds):
         return False
 
 
+def test_a_stranger_with_a_number_from_the_tree_is_not_killed():
+    stranger = sleeper(start_new_session=True)   # neither its parent nor its group is the command's
+    try:
+        assert kill_if_still_ours(stranger.pid, {os.getppid(), 1}, command_pid=stranger.pid + 1) is False
+        assert not ended_within(stranger, 0.3)
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
 def test_a_process_of_the_tree_is_killed_and_one_outside_the_group_is_counted():
-    from tinyharness.sandbox_reaping import kill_if_still_ours
     in_group = sleeper(start_new_session=True)   # as the command: its own group
     assert kill_if_still_ours(in_group.pid, {os.getpid()}, command_pid=in_group.pid) is False  # killed, not escaped
-    assert ended(in_group) and in_group.returncode == -9
+    assert ended_within(in_group, 10) and in_group.returncode == -9
     left_group = sleeper(start_new_session=True)  # a child of ours (parent in the tree) in another group
     assert kill_if_still_ours(left_group.pid, {os.getpid()}, command_pid=left_group.pid + 1) is True
-    assert ended(left_group) and left_group.returncode == -9
+    assert ended_within(left_group, 10) and left_group.returncode == -9
 
 
 def test_a_process_already_gone_is_neither_killed_nor_counted():
-    from tinyharness.sandbox_reaping import kill_if_still_ours
     gone = sleeper(start_new_session=True)
     gone.kill()
     gone.wait()                                   # reaped: its number is free

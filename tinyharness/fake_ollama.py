@@ -381,7 +381,8 @@ def counts(owner, body, reply, calls):
         return {k: usage[o] for k, o in (("prompt_eval_count", "prompt_tokens"), ("eval_count", "completion_tokens"))
                 if o in usage}
     said = (reply.get("content") or "") + (reply.get("reasoning") or "") + json.dumps(calls)
-    cap = (body.get("options") or {}).get("num_predict") if isinstance(body.get("options"), dict) else None
+    options = body.get("options")
+    cap = options.get("num_predict") if isinstance(options, dict) else None
     cut = reply.get("finish_reason") == "length" and isinstance(cap, int) and not isinstance(cap, bool) and cap > 0
     return {"prompt_eval_count": native_prompt_tokens(body.get("messages") or [], body.get("tools")),
             "eval_count": cap if cut else estimate_tokens(said), "total_duration": 1_000_000}  # a cut ran to the cap
