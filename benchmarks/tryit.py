@@ -35,7 +35,9 @@ FENCE = re.compile(r"^```(\w*)\s*$")
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 FAILURE_SIGNS = ("Traceback (most recent call last)", "command not found", "No module named",
                  "can't open file", "Errno 98", "Address already in use")
-TIMEOUT = 120
+# A block's limit. m7's runs thirty scripted evals: 120 s was too little on a loaded CI machine (25 of
+# 30 had run), so a block has 600 s; a block that hangs still fails, with the output it printed.
+TIMEOUT = 600
 
 
 @dataclass
