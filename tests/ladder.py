@@ -171,6 +171,15 @@ def _alarm(timeout, argv):
             signal.alarm(max(1, outer - int(time.monotonic() - started)))
 
 
+def wait_for_the_first_request(server, proc, seconds=300):
+    """Wait until the child `proc` has sent `server` its first request (a loaded machine can take minutes
+    to start Python), so that a Ctrl-C test interrupts a wait for the model and not the start-up."""
+    deadline = time.monotonic() + seconds
+    while not server.requests and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.requests, f"the child never reached the model (exit code {proc.poll()})"
+
+
 def ctrl_c_as_on_a_terminal():
     """preexec_fn for a child that a test sends SIGINT. A suite started in the background (`cmd &` in a
     script, some CI runners) hands its children SIGINT ignored, and Python then never raises

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ladder import ROOT, calls, ctrl_c_as_on_a_terminal, tool_call
+from tests.ladder import ROOT, calls, ctrl_c_as_on_a_terminal, tool_call, wait_for_the_first_request
 from tinyharness import compact, sessions
 from tinyharness.chat import INTERRUPTED_CALL, Conversation, Input, close_open_calls
 from tinyharness.llm import Client
@@ -85,13 +85,11 @@ def test_ctrl_c_in_pipe_mode_ends_the_session_with_130_and_says_so(workspace, tm
     with ScriptedServer(script=[{"content": "too late", "delay": 300}]) as server:
         proc = subprocess.Popen([sys.executable, "-m", "tinyharness", "chat", "--base-url", server.base_url],
                                 cwd=workspace, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env_for(tmp_path / "data"))
+                                text=True, env=env_for(tmp_path / "data"), preexec_fn=ctrl_c_as_on_a_terminal)
         try:
             proc.stdin.write("first\n")
             proc.stdin.flush()
-            deadline = time.monotonic() + 120
-            while not server.requests and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_for_the_first_request(server, proc)
             proc.send_signal(signal.SIGINT)
             _, err = proc.communicate(timeout=120)  # a loaded machine is slow to unwind
         finally:

@@ -9,12 +9,11 @@ import importlib
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.ladder import FINAL, command, ctrl_c_as_on_a_terminal, level, stages_from
+from tests.ladder import FINAL, command, ctrl_c_as_on_a_terminal, level, stages_from, wait_for_the_first_request
 from tests.ladder import ROOT
 from tinyharness.demo import TASK
 from tinyharness.testing import ScriptedServer
@@ -153,10 +152,7 @@ def test_ctrl_c_while_waiting_for_the_model_exits_130_without_a_traceback(stage,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=ctrl_c_as_on_a_terminal)
         try:
-            deadline = time.monotonic() + 120
-            while not server.requests and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert server.requests, "the run never reached the model"
+            wait_for_the_first_request(server, proc)
             proc.send_signal(signal.SIGINT)  # what Ctrl-C does
             out, err = proc.communicate(timeout=120)  # a loaded machine is slow to unwind
         finally:

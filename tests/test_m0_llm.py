@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.ladder import run_stage, stages_from
+from tests.ladder import ctrl_c_as_on_a_terminal, run_stage, stages_from, wait_for_the_first_request
 from tinyharness.testing import ScriptedServer
 
 ALL = stages_from("m0")
@@ -105,19 +105,16 @@ def m0_process(server, stdout, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
     env.update(PYTHONPATH=os.pathsep.join(import_roots("m0_llm")), PYTHONIOENCODING="utf-8")  # a learner's copy too
     return subprocess.Popen([sys.executable, "-m", "m0_llm", "--base-url", server.base_url, "hi"], cwd=tmp_path,
-                            env=env, stdout=stdout, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=stdout, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_on_a_terminal)
 
 
 def test_m0_ctrl_c_exits_130_without_a_traceback(tmp_path):
     import signal
     import subprocess
-    import time
     with ScriptedServer(script=[{"content": "too late", "delay": 300}]) as server:
         proc = m0_process(server, subprocess.PIPE, tmp_path)
         try:
-            deadline = time.monotonic() + 120
-            while not server.requests and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_for_the_first_request(server, proc)
             proc.send_signal(signal.SIGINT)  # what Ctrl-C does
             _, err = proc.communicate(timeout=120)  # a loaded machine is slow to unwind
         finally:
