@@ -8,8 +8,7 @@ TINYHARNESS_STAGE_DIR names the learner's copy of one stage (a folder named like
   learner wrote;
 - runs the most basic cases first: the behaviours of the earliest lesson first (test_m0_* before
   test_m1_*), then the armour's files (wire, door, command line, fuzzers), and the known escapes
-  (strict xfails) last, so `-x` and the report's "First failure" name the root of a problem
-  (--own-lesson-first puts the stage's own lesson file before all of them: the suite's hole sweeps);
+  (strict xfails) last, so `-x` and the report's "First failure" name the root of a problem;
 - makes the test process import the stage from the copy (tests/ladder.py does it for the stage's
   subprocesses), and proves it did, here and in a subprocess, before any test runs;
 - writes each test's outcome and the first lines of its failure to TINYHARNESS_EXERCISE_REPORT (JSON).
@@ -34,12 +33,6 @@ STATE = {"results": {}, "origin": None, "origin_error": None}
 REPOSITORY_TEXT = {"test_structure.py", "test_lessons.py", "test_quizzes.py", "test_quiz_confirms.py",
                    "test_exercises.py", "test_tryit.py"}
 LESSON_FILE = re.compile(r"test_m(\d+)_")
-
-
-def pytest_addoption(parser):
-    parser.addoption("--own-lesson-first", action="store_true",
-                     help="run the copy's own lesson file (tests/test_m4_*.py for m4) before every other: for "
-                          "the suite's hole sweeps, which stop at the first failure and only ask that one comes")
 
 
 def learner_copy():
@@ -68,12 +61,6 @@ def basic_first(item):
     then the armour's files in name order. A stable sort keeps each file's own order."""
     lesson = LESSON_FILE.match(item.path.name)
     return (item.get_closest_marker("xfail") is not None, 0 if lesson else 1, int(lesson[1]) if lesson else 0)
-
-
-def own_lesson_first(stage):
-    """The sort key of --own-lesson-first: the stage's own lesson file (test_m4_* for m4), then basic_first."""
-    own = f"test_{stage.split('_')[0]}_"
-    return lambda item: (not item.path.name.startswith(own), basic_first(item))
 
 
 def use_the_copy(stage, copy):
@@ -110,8 +97,7 @@ def pytest_collection_modifyitems(config, items):
         return
     copy = learner_copy()
     stage = copy.name
-    order = own_lesson_first(stage) if config.getoption("--own-lesson-first") else basic_first
-    keep = sorted((item for item in items if is_this_stage(item, stage)), key=order)
+    keep = sorted((item for item in items if is_this_stage(item, stage)), key=basic_first)
     config.hook.pytest_deselected(items=[item for item in items if item not in keep])
     items[:] = keep
     use_the_copy(stage, copy)

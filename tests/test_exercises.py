@@ -58,11 +58,10 @@ def start(stage, parent):
     return Path(parent) / next(s for s in STAGES if stage in (s, exercises.short_name(s)))
 
 
-def check(copy, first_failure=False, pytest_args=()):
+def check(copy, first_failure=False):
     """Run the real check on a copy; (exit code, the report as text)."""
     printed = []
-    code = exercises.check(stage_dir(copy.name), copy, output=printed.append, first_failure=first_failure,
-                           pytest_args=pytest_args)
+    code = exercises.check(stage_dir(copy.name), copy, output=printed.append, first_failure=first_failure)
     return code, "\n".join(printed)
 
 
@@ -307,20 +306,20 @@ def sweep(stage, tmp_path_factory, filled=True):
     if filled and "filled" not in results:
         copy = start(stage, tmp_path_factory.mktemp("filled"))
         fill(copy, bodies)
-        jobs["filled"] = (copy, False, ())
+        jobs["filled"] = (copy, False)
     for open_hole in bodies:                                           # every hole alone
         if open_hole not in results:
             copy = tmp_path_factory.mktemp("hole") / stage
             exercises.write_exercise(stage_dir(stage), copy)
             fill(copy, {key: body for key, body in bodies.items() if key != open_hole})
-            jobs[open_hole] = (copy, True, ("--own-lesson-first",))  # a failure is all it needs: the soonest
+            jobs[open_hole] = (copy, True)
     for case, (case_stage, file, function, body, _, first) in WRONG.items():
         if case_stage == stage and case not in results:                # all the failures, unless the first will do
             copy = start(stage, tmp_path_factory.mktemp("wrong"))
             fill(copy, {**bodies, (file, function): body})
-            jobs[case] = (copy, first, ())
+            jobs[case] = (copy, first)
     with ThreadPoolExecutor(SWEEP_WORKERS) as pool:
-        futures = {key: pool.submit(check, *job) for key, job in jobs.items()}
+        futures = {key: pool.submit(check, copy, first_failure) for key, (copy, first_failure) in jobs.items()}
         results.update({key: (*future.result(), jobs[key][0]) for key, future in futures.items()})
     if "filled" in jobs:
         results["filled"] += (exercises.load_passed(),)
@@ -329,8 +328,8 @@ def sweep(stage, tmp_path_factory, filled=True):
 
 # The filled copy's check is a whole run of the stage's tests on a copy that is the stage to the byte (the
 # generation test above shows it): for m0 and m1 the suite runs it; for the later stages, whose suites are
-# the longest, `python -m pytest -m every_stage_sweep` does (seven more whole runs). Their holes and wrong
-# solutions are checked here on every stage.
+# the longest, `python -m pytest -m every_stage_sweep` does (about 20 minutes more on a busy 2-core
+# machine). Their holes and wrong solutions are checked here on every stage.
 FILLED_IN_THE_SUITE = ("m0_llm", "m1_loop")
 
 

@@ -273,13 +273,12 @@ def still_to_write(copy: Path, holes: list[Hole]) -> list[Hole]:
     return todo
 
 
-def run_tests(root: Path, stage_dir: Path, copy: Path, first_failure=False, pytest_args=()) -> dict:
-    """Run the stage's own tests against the copy in a pytest subprocess; the plugin's JSON report.
-    pytest_args: more arguments for that pytest (the suite's own sweeps pass the plugin's options)."""
+def run_tests(root: Path, stage_dir: Path, copy: Path, first_failure=False) -> dict:
+    """Run the stage's own tests against the copy in a pytest subprocess; the plugin's JSON report."""
     with tempfile.TemporaryDirectory(prefix="tinyharness-check-") as scratch:
         report_path = Path(scratch) / "report.json"
         command = [sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "no:cacheprovider",
-                   *(["-x"] if first_failure else []), *pytest_args, *stage_tests(root, stage_dir)]
+                   *(["-x"] if first_failure else []), *stage_tests(root, stage_dir)]
         env = {**os.environ, STAGE_DIR_ENV: str(copy), REPORT_ENV: str(report_path), "PYTHONIOENCODING": "utf-8"}
         done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, encoding="utf-8",
                               errors="replace")
@@ -347,7 +346,7 @@ def report(stage_dir: Path, copy: Path, shown_as: str, holes: list[Hole], result
     return not failed
 
 
-def check(stage_dir: Path, mine, root: Path = ROOT, output=print, first_failure=False, pytest_args=()) -> int:
+def check(stage_dir: Path, mine, root: Path = ROOT, output=print, first_failure=False) -> int:
     """`course check STAGE --mine DIR`: 0 when every behaviour passes, 1 when one fails, 2 for a usage error."""
     try:
         copy = find_copy(stage_dir, mine)
@@ -358,7 +357,7 @@ def check(stage_dir: Path, mine, root: Path = ROOT, output=print, first_failure=
     shown_as = str(mine) if Path(mine).resolve() == copy else str(Path(mine) / stage_dir.name)
     again = f"tinyharness course check {short_name(stage_dir.name)} --mine {shlex.quote(shown_as)}"
     try:
-        results = run_tests(root, stage_dir, copy, first_failure, pytest_args)
+        results = run_tests(root, stage_dir, copy, first_failure)
     except ExerciseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
