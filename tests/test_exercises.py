@@ -328,8 +328,8 @@ def sweep(stage, tmp_path_factory, filled=True):
 
 # The filled copy's check is a whole run of the stage's tests on a copy that is the stage to the byte (the
 # generation test above shows it): for m0 and m1 the suite runs it; for the later stages, whose suites are
-# the longest, `python -m pytest -m every_stage_sweep` does (about 20 minutes more on a busy 2-core
-# machine). Their holes and wrong solutions are checked here on every stage.
+# the longest, `python -m pytest -m every_stage_sweep` does (seven more whole runs, not measured on their
+# own). Their holes and wrong solutions are checked here on every stage.
 FILLED_IN_THE_SUITE = ("m0_llm", "m1_loop")
 
 
