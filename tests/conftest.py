@@ -49,6 +49,12 @@ def pytest_unconfigure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    # Before -m and -k deselect (this hook runs ahead of pytest's own): which tiers each test function has
+    # cases in, for tests/test_tiers.py's "every behaviour runs at least once in the README's command".
+    config._tiers = {}
+    for item in items:
+        tiers = config._tiers.setdefault((item.path.name, getattr(item, "originalname", item.name)), set())
+        tiers.add("deep" if item.get_closest_marker("deep") else "quick")
     stage = config.getoption("--stage")
     if not stage:
         return
@@ -61,6 +67,8 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_collection_finish(session):
     """Start the scripted evals that the selected tests read (tests/test_m7_eval.py) in the background."""
+    if session.config.option.collectonly:
+        return
     stages = []
     for item in session.items:
         names = getattr(item, "fixturenames", ())

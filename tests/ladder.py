@@ -11,6 +11,7 @@ LADDER_SUBPROCESS=1 runs every test that way, to check that nothing depends on t
 """
 import atexit
 import contextlib
+import hashlib
 import importlib
 import io
 import json
@@ -41,6 +42,48 @@ def stages_from(first, final=True):
     """Stage folder names from `first` (e.g. "m1") on, plus the final package."""
     chosen = [s for s in STAGES if level(s) >= int(first[1:].split("_")[0])]
     return chosen + ([FINAL] if final else [])
+
+
+# (first stage, files, the stages chosen): every call of copies() in this run, checked by tests/test_structure.py
+TESTED_COPIES = []
+
+
+def copy_digest(folder, files):
+    """One hash of a stage folder's copies of `files` (a file the stage lacks counts as empty)."""
+    digest = hashlib.sha256()
+    for name in files:
+        path = Path(folder) / name
+        digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"") + b"\0")
+    return digest.hexdigest()
+
+
+def copies(first, *files, final=True, root=ROOT):
+    """Stages from `first` on, one for each distinct copy of `files`: a test of code that later stages
+    carry byte-identical (the armour's wire.py, fences.py, ...) runs once per copy, not once per stage.
+    A stage whose copy differs from every earlier one is chosen itself, so nothing that differs goes
+    untested; the package (its own files, by other names) is added when `final`."""
+    chosen, seen = [], set()
+    for stage in stages_from(first, final=False):
+        digest = copy_digest(stage_folder(stage, root), files)
+        if digest not in seen:
+            seen.add(digest)
+            chosen.append(stage)
+    TESTED_COPIES.append((first, files, tuple(chosen)))
+    return chosen + ([FINAL] if final else [])
+
+
+def untested_copies(first, files, tested, root=ROOT):
+    """Stages from `first` whose copy of `files` is identical to no tested stage's copy."""
+    digests = {copy_digest(stage_folder(stage, root), files) for stage in tested}
+    return [stage for stage in stages_from(first, final=False)
+            if copy_digest(stage_folder(stage, root), files) not in digests]
+
+
+def stage_folder(stage, root=ROOT):
+    """Where the stage's files are: a learner's copy under `course check --mine` (it differs from the
+    repository's, so copies() chooses it), else the repository's folder."""
+    mine = os.environ.get(STAGE_DIR_ENV)
+    return Path(mine) if mine and Path(mine).name == stage else Path(root) / stage
 
 
 def command(stage, *args):

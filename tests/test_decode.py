@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from tests.ladder import calls, run_stage, stages_from, tool_call, tool_results
+from tests.ladder import calls, copies, run_stage, stages_from, tool_call, tool_results
 from tinyharness.testing import ScriptedServer
 
 LADDER = stages_from("m2")
@@ -37,7 +37,7 @@ def test_cp950_output_reaches_the_model_as_replacement_marks_on_a_utf8_system(st
     assert "\ufffd" in text and WORDS not in text            # visible as not UTF-8; not guessed
 
 
-@pytest.mark.parametrize("stage", LADDER)
+@pytest.mark.parametrize("stage", copies("m2", "tools.py", "safeio.py"))   # once per distinct copy
 def test_decode_uses_the_locale_encoding_after_utf8(stage, monkeypatch):
     tools = tools_module(stage)
     monkeypatch.setattr(locale, "getpreferredencoding", lambda do_setlocale=True: "cp950")

@@ -12,10 +12,10 @@ import types
 
 import pytest
 
-from tests.ladder import FINAL, run_stage, stages_from, stats_line
+from tests.ladder import FINAL, copies, run_stage, stages_from, stats_line
 from tinyharness.testing import ScriptedServer, request_problems
 
-DOORS = ["m0_llm.llm", "tinyharness.llm"]     # m1..m8 hold byte-identical copies of m0's llm.py and wire.py
+DOORS = [f"{stage}.llm" for stage in copies("m0", "llm.py", "wire.py", final=False)] + ["tinyharness.llm"]
 USER = [{"role": "user", "content": "Go."}]
 
 

@@ -2,13 +2,14 @@
 and the stages' own tests grade them.
 
 The sweeps run the real check (a pytest subprocess over every test case of the stage, in every test
-file) on copies: the copy with its holes filled back in passes (m0 and m1 in the suite, every stage
-with `-m every_stage_sweep`); on every stage, a copy with only one hole open fails; and wrong
-solutions, the subtle ones and the ones learners really write, fail with the behaviour they break
-named in the report.
+file) on copies: the copy with its holes filled back in passes; a copy with only one hole open fails;
+and wrong solutions, the subtle ones and the ones learners really write, fail with the behaviour they
+break named in the report. The README's command does it for m0 and one wrong solution of m1; the deep
+tier (`python -m pytest -q -m deep`) for every stage and every wrong solution.
 """
 import json
 import os
+import sys
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -297,24 +298,42 @@ def time_for_a_sweep():
     yield
 
 
-def sweep(stage, tmp_path_factory, filled=True):
+def jobs_asked_for(stage, items):
+    """What the selected tests of this file ask of one stage's sweep: "filled", each hole, each wrong case.
+    The first test of a stage runs them all at once (two at a time), so a run of every tier waits once."""
+    wanted = set()
+    for item in items:
+        params = getattr(item, "callspec", None) and item.callspec.params
+        if not params or item.module is not sys.modules[__name__]:
+            continue
+        if params.get("stage") == stage and item.originalname == "test_every_hole_alone_fails_the_check":
+            wanted.update(stage_bodies(stage))
+        elif params.get("stage") == stage and item.originalname == "test_the_copy_with_its_holes_filled_back_passes_the_check":
+            wanted.add("filled")
+        elif params.get("case") in WRONG and WRONG[params["case"]][0] == stage:
+            wanted.add(params["case"])
+    return wanted
+
+
+def sweep(stage, request, tmp_path_factory, *keys):
     """The stage's real checks, each run once: {"filled": (code, report, copy, passed), each hole and each
     wrong case: (code, report, copy)}; `passed` is the exercise progress read right after the checks.
-    filled=False leaves out the filled copy's check (a whole run of the stage's tests) unless it ran."""
+    Runs what `keys` name and whatever else the session's selected tests will ask of this stage."""
     results = _SWEEPS.setdefault(stage, {})
+    todo = (set(keys) | jobs_asked_for(stage, request.session.items)) - set(results)
     bodies, jobs = stage_bodies(stage), {}
-    if filled and "filled" not in results:
+    if "filled" in todo:
         copy = start(stage, tmp_path_factory.mktemp("filled"))
         fill(copy, bodies)
         jobs["filled"] = (copy, False)
     for open_hole in bodies:                                           # every hole alone
-        if open_hole not in results:
+        if open_hole in todo:
             copy = tmp_path_factory.mktemp("hole") / stage
             exercises.write_exercise(stage_dir(stage), copy)
             fill(copy, {key: body for key, body in bodies.items() if key != open_hole})
             jobs[open_hole] = (copy, True)
     for case, (case_stage, file, function, body, _, first) in WRONG.items():
-        if case_stage == stage and case not in results:                # all the failures, unless the first will do
+        if case_stage == stage and case in todo:                       # all the failures, unless the first will do
             copy = start(stage, tmp_path_factory.mktemp("wrong"))
             fill(copy, {**bodies, (file, function): body})
             jobs[case] = (copy, first)
@@ -326,18 +345,23 @@ def sweep(stage, tmp_path_factory, filled=True):
     return results
 
 
-# The filled copy's check is a whole run of the stage's tests on a copy that is the stage to the byte (the
-# generation test above shows it): for m0 and m1 the suite runs it; for the later stages, whose suites are
-# the longest, `python -m pytest -m every_stage_sweep` does (seven more whole runs, not measured on their
-# own). Their holes and wrong solutions are checked here on every stage.
-FILLED_IN_THE_SUITE = ("m0_llm", "m1_loop")
+# Two tiers (README, "Tests"). The README's command grades one stage's copies whole - m0's filled copy and
+# each of its holes alone - and one wrong solution, m1's most basic: every behaviour of the checker once.
+# The deep tier (`-m deep`, which .ci/run runs after the README's command) does it for every stage: the
+# filled copy's check is a whole run of the stage's tests on a copy that is the stage to the byte (the
+# generation test above shows it), and each hole or wrong solution another run up to its first failure.
+IN_THE_QUICK_TIER = ("m0_llm",)
+WRONG_IN_THE_QUICK_TIER = ("m1 pairs a result to an id it counted itself",)
+
+
+def tiered(values, quick):
+    return [value if value in quick else pytest.param(value, marks=pytest.mark.deep) for value in values]
 
 
 @pytest.mark.reruns_the_stage
-@pytest.mark.parametrize("stage", [stage if stage in FILLED_IN_THE_SUITE
-                                   else pytest.param(stage, marks=pytest.mark.every_stage_sweep) for stage in STAGES])
-def test_the_copy_with_its_holes_filled_back_passes_the_check(stage, tmp_path_factory, time_for_a_sweep):
-    code, text, copy, passed = sweep(stage, tmp_path_factory)["filled"]
+@pytest.mark.parametrize("stage", tiered(STAGES, IN_THE_QUICK_TIER))
+def test_the_copy_with_its_holes_filled_back_passes_the_check(stage, request, tmp_path_factory, time_for_a_sweep):
+    code, text, copy, passed = sweep(stage, request, tmp_path_factory, "filled")["filled"]
     assert code == 0, text
     assert f"{stage} was imported from {copy.resolve()}" in text       # the copy ran, not the repository's stage
     assert "FAIL" not in text and f"Exercise {exercises.short_name(stage)} done" in text
@@ -345,9 +369,9 @@ def test_the_copy_with_its_holes_filled_back_passes_the_check(stage, tmp_path_fa
 
 
 @pytest.mark.reruns_the_stage
-@pytest.mark.parametrize("stage", STAGES)
-def test_every_hole_alone_fails_the_check(stage, tmp_path_factory, time_for_a_sweep):
-    results = sweep(stage, tmp_path_factory, filled=False)
+@pytest.mark.parametrize("stage", tiered(STAGES, IN_THE_QUICK_TIER))
+def test_every_hole_alone_fails_the_check(stage, request, tmp_path_factory, time_for_a_sweep):
+    results = sweep(stage, request, tmp_path_factory, *stage_bodies(stage))
     for open_hole in stage_bodies(stage):
         code, text, _ = results[open_hole]
         assert code == 1, f"no test of {stage} fails while {open_hole} is not written:\n{text}"
@@ -356,10 +380,10 @@ def test_every_hole_alone_fails_the_check(stage, tmp_path_factory, time_for_a_sw
 
 
 @pytest.mark.reruns_the_stage
-@pytest.mark.parametrize("case", list(WRONG))
-def test_a_wrong_solution_fails_and_the_report_names_the_behaviour(case, tmp_path_factory, time_for_a_sweep):
+@pytest.mark.parametrize("case", tiered(list(WRONG), WRONG_IN_THE_QUICK_TIER))
+def test_a_wrong_solution_fails_and_the_report_names_the_behaviour(case, request, tmp_path_factory, time_for_a_sweep):
     stage, file, function, body, behaviour, first = WRONG[case]
-    code, text, copy = sweep(stage, tmp_path_factory, filled=False)[case]
+    code, text, copy = sweep(stage, request, tmp_path_factory, case)[case]
     assert code == 1 and f"Exercise {stage[:2]} done" not in text, text
     assert f"  FAIL  {behaviour} (" in text, text
     if first:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ladder import ROOT, calls, run_stage, stages_from, stats_line, tool_call, tool_results
+from tests.ladder import ROOT, calls, copies, run_stage, stages_from, stats_line, tool_call, tool_results
 from tinyharness.testing import ScriptedServer, load_script
 
 LADDER = stages_from("m2")
@@ -286,7 +286,7 @@ def test_self_rescue_replayed_from_the_example_script(stage, workspace):
 
 # --- the pure helpers --------------------------------------------------------------------------
 
-@pytest.fixture(params=stages_from("m2"))
+@pytest.fixture(params=copies("m2", "tools.py", "safeio.py"))   # once per distinct copy of the helpers
 def tools(request):
     return importlib.import_module(f"{request.param}.tools")
 

@@ -39,7 +39,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.ladder import FINAL, ROOT, run_stage, stages_from, tool_results
+from tests.ladder import FINAL, ROOT, copies, run_stage, stages_from, tool_results
 from tinyharness import tools
 from tinyharness.sandbox import Sandbox, unavailable_reason
 from tinyharness.testing import ScriptedServer
@@ -367,9 +367,9 @@ def sandboxed(stage, case):
     return stage == FINAL
 
 
-def params(cases, escape_mark=True):
+def params(cases, escape_mark=True, stages=LADDER):
     out = []
-    for stage in LADDER:
+    for stage in stages:
         for case in cases:
             needs = getattr(case, "needs", "")
             marks = [pytest.mark.skipif(not available(needs), reason=f"needs {needs}")]
@@ -432,7 +432,11 @@ def stage_hooks(stage):
     return importlib.import_module(f"{stage}.hooks")
 
 
-@pytest.mark.parametrize("stage, case", params(POLICY_ONLY))
+# The policy is hooks.py with fences.py: run once per distinct copy (m4..m7 carry m3's to the byte).
+POLICY_COPIES = copies("m3", "hooks.py", "fences.py")
+
+
+@pytest.mark.parametrize("stage, case", params(POLICY_ONLY, stages=POLICY_COPIES))
 def test_dangerous_payload_at_the_policy_only(stage, case, tmp_path):
     reason = stage_hooks(stage).command_policy(case.command)
     if reason is None and case.escape and sandboxed(stage, case):
@@ -541,7 +545,7 @@ STAND_INS = {"fork-bomb-python": stand_in_fork_loop, "fill-disk": stand_in_file_
              "screen-child": stand_in_detached_child}
 
 
-@pytest.mark.parametrize("stage", LADDER)
+@pytest.mark.parametrize("stage", POLICY_COPIES)
 @pytest.mark.parametrize("command", ORDINARY_COMMANDS)
 def test_policy_lets_ordinary_work_through(stage, command):
     assert stage_hooks(stage).command_policy(command) is None
