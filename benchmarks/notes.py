@@ -79,11 +79,21 @@ def run_stage(stage, *args, script=None, policy=None, example=None, stdin="", dr
             shutil.copytree(ROOT / "examples" / example, workspace)
         else:
             workspace.mkdir()
-        command = [sys.executable, "-m", *(["tinyharness", "run"] if stage == "tinyharness" else [stage])]
         with ScriptedServer(**replies, drop_images=drop_images) as server:
-            done = subprocess.run([*command, "--base-url", server.base_url, *args, task], cwd=workspace,
-                                  input=stdin, capture_output=True, text=True, timeout=120, env=_env(tmp))
+            done = run_cli(stage, ["--base-url", server.base_url, *args, task], workspace, stdin, _env(tmp))
             return stats_of(done.stderr), done.stdout, list(server.requests)
+
+
+def run_cli(stage, argv, workspace, stdin, env):
+    """The stage's command line in this process when it can run there (tests/ladder.py: the same main(),
+    with the workspace as its folder, its own environment and streams), else as `python -m STAGE`: the
+    figures are the same either way, and the suite that checks them starts a Python less per run."""
+    from tests.ladder import can_run_in_process, run_in_process
+    if can_run_in_process(stage):
+        return run_in_process(stage, workspace, argv, stdin, 120, env)
+    command = [sys.executable, "-m", *(["tinyharness", "run"] if stage == "tinyharness" else [stage])]
+    return subprocess.run([*command, *argv], cwd=workspace, input=stdin, capture_output=True, text=True,
+                          timeout=120, env=env)
 
 
 @functools.cache

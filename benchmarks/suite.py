@@ -13,7 +13,8 @@ every test its call time (setup and teardown included) and what it did while it 
 - sleep: it slept (time.sleep, in any thread) for 0.5 s or more in all;
 - in-process: none of these - the stage's code ran in the test's own process.
 
-A test counts under the first kind that applies. The figures are wall-clock seconds on whatever machine
+A test counts under the first kind that applies. A parallel run (pytest-xdist) writes one part per
+worker, joined into one report at the end; the seconds are then the tests' own, summed over workers. The figures are wall-clock seconds on whatever machine
 runs it: print the load average beside them (this script does), and compare two runs only side by side.
 """
 import json
@@ -44,8 +45,9 @@ class Watch:
             self.processes, self.nested, self.slept = 0, 0, 0.0
 
     def started(self, argv):
-        words = [argv] if isinstance(argv, (str, bytes)) else list(argv or ())
-        nested = any("pytest" in str(word) for word in words)
+        words = [str(argv)] if isinstance(argv, (str, bytes)) else [str(word) for word in argv or ()]
+        nested = any(a == "-m" and b == "pytest" for a, b in zip(words, words[1:])) or \
+            any(Path(word).name in ("pytest", "py.test") for word in words[:1])
         with self.lock:
             self.processes += 1
             self.nested += nested
@@ -94,9 +96,22 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_unconfigure(config):
+    """Each process writes its own part (a parallel run's workers and its controller); main() joins them."""
     path = os.environ.get(REPORT_ENV)
-    if path:
-        Path(path).write_text(json.dumps({"tests": RESULTS, "load": os.getloadavg()}, indent=1), encoding="utf-8")
+    if path and RESULTS:
+        worker = getattr(config, "workerinput", {}).get("workerid", "main")
+        Path(f"{path}.{worker}").write_text(json.dumps({"tests": RESULTS, "load": os.getloadavg()}), encoding="utf-8")
+
+
+def joined(path):
+    """The parts of one run as one report (and the parts removed)."""
+    tests, load = [], ()
+    for part in sorted(Path(path).parent.glob(Path(path).name + ".*")):
+        data = json.loads(part.read_text(encoding="utf-8"))
+        tests += data["tests"]
+        load = data["load"]
+        part.unlink()
+    return {"tests": tests, "load": load}
 
 
 def stage_of(nodeid):
@@ -145,9 +160,11 @@ def main(argv):
     env = {**os.environ, REPORT_ENV: str(out)}
     started, load = time.monotonic(), os.getloadavg()
     code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "benchmarks.suite", *argv], env=env)
+    data = joined(out)
+    out.write_text(json.dumps(data, indent=1), encoding="utf-8")
     print(f"\nwall {time.monotonic() - started:.0f} s; load average at the start: "
           f"{', '.join(f'{x:.1f}' for x in load)}; pytest exit {code}; the figures: {out}\n")
-    report(json.loads(out.read_text(encoding="utf-8")))
+    report(data)
     return code
 
 

@@ -20,7 +20,31 @@ HOME_VARIABLES = ("HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", 
                   "TINYHARNESS_PROGRESS", "PYTHONUSERBASE")
 
 
+WORKERS_ENV = "TINYHARNESS_TEST_WORKERS"
+
+
 def pytest_configure(config):
+    spread_over_two_workers(config)
+    keep_a_home_of_its_own(config)
+
+
+def spread_over_two_workers(config):
+    """The whole suite on two worker processes, a test file each at a time, when pytest-xdist is installed
+    (the [test] extra has it): most of a test's time is waiting - for a server thread, a command, a
+    child Python - so two keep a 2-core machine busy where one leaves half of it idle. Serial instead
+    when -n is given, with -p no:xdist, TINYHARNESS_TEST_WORKERS=1, --stage (one stage's checks, as
+    `course check` runs them), or without xdist. A whole file stays on one worker: its tests share what
+    its first test builds (a stage's attack run, the try-it outputs, an exercise sweep)."""
+    option = config.option
+    wanted = int(os.environ.get(WORKERS_ENV) or 2)
+    if (not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput") or wanted < 2
+            or getattr(option, "numprocesses", None) is not None or option.collectonly
+            or config.getoption("--stage") or getattr(option, "usepdb", False)):
+        return
+    option.numprocesses, option.dist, option.tx = wanted, "loadfile", ["popen"] * wanted
+
+
+def keep_a_home_of_its_own(config):
     """The suite runs in a home folder of its own: a session, a trust answer, an MCP config or quiz
     progress written by any test (or by a harness a test starts) lands in a temporary folder, never
     in the user's real store. Python's user site stays where it was, so a `pip install --user`
@@ -53,8 +77,8 @@ def pytest_collection_modifyitems(config, items):
     # cases in, for tests/test_tiers.py's "every behaviour runs at least once in the README's command".
     config._tiers = {}
     for item in items:
-        tiers = config._tiers.setdefault((item.path.name, getattr(item, "originalname", item.name)), set())
-        tiers.add("deep" if item.get_closest_marker("deep") else "quick")
+        function = (getattr(getattr(item, "path", None), "name", "?"), getattr(item, "originalname", None))
+        config._tiers.setdefault(function, set()).add("deep" if item.get_closest_marker("deep") else "quick")
     stage = config.getoption("--stage")
     if not stage:
         return
@@ -66,8 +90,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_collection_finish(session):
-    """Start the scripted evals that the selected tests read (tests/test_m7_eval.py) in the background."""
-    if session.config.option.collectonly:
+    """Start the scripted evals that the selected tests read (tests/test_m7_eval.py) in the background.
+    Not on a worker of a parallel run, which does not yet know which files it will get: there the
+    first test that reads an eval starts it (tests/test_m7_eval.py:scripted_eval_run)."""
+    if session.config.option.collectonly or hasattr(session.config, "workerinput"):
         return
     stages = []
     for item in session.items:

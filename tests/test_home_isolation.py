@@ -15,7 +15,7 @@ def test_a_test_run_leaves_the_real_home_untouched(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("XDG_", "TINYHARNESS_")) and k not in ("HOME", "PYTHONUSERBASE")}
     env.update(HOME=str(real_home), PYTHONIOENCODING="utf-8")
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
                              "tests/test_fuzz.py", "-k", "test_forty_odd_replies and tinyharness"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

@@ -1,4 +1,5 @@
-"""The README's quick start is what CI runs: .ci/run runs exactly its two lines, each in a new shell."""
+"""The README's quick start is what CI runs: .ci/run runs exactly its two lines, each in a new shell,
+then the deep tier in the same environment."""
 import re
 import shlex
 from pathlib import Path
@@ -19,7 +20,8 @@ def ci_commands():
 
 
 def test_ci_runs_exactly_the_readme_quick_start():
-    assert ci_commands() == readme_quick_start()
+    assert ci_commands()[:2] == readme_quick_start()
+    assert ci_commands()[2:] == [". .venv/bin/activate && python -m pytest -q -m deep"]   # then the deep tier
 
 
 def test_the_quick_start_makes_and_uses_a_virtual_environment_in_each_line():

@@ -1,5 +1,6 @@
 """The quizzes: well-formed, keys out of sight, no giveaways, every code reference real; and the runner."""
 import ast
+import functools
 import json
 import random
 import re
@@ -114,6 +115,7 @@ NOT_OURS = {  # fields of the chat-completions format, an environment variable, 
 SUBCOMMANDS = {"run", "demo", "fake-server", "course", "eval"}
 
 
+@functools.cache   # the tests folder is parsed once, not once per stage
 def defined_names(folder):
     """Every function, class, assigned name and dict key string in the .py files under folder."""
     names = set()

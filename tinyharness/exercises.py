@@ -277,7 +277,7 @@ def run_tests(root: Path, stage_dir: Path, copy: Path, first_failure=False) -> d
     """Run the stage's own tests against the copy in a pytest subprocess; the plugin's JSON report."""
     with tempfile.TemporaryDirectory(prefix="tinyharness-check-") as scratch:
         report_path = Path(scratch) / "report.json"
-        command = [sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "no:cacheprovider",
+        command = [sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "no:cacheprovider", "-p", "no:xdist",
                    *(["-x"] if first_failure else []), *stage_tests(root, stage_dir)]
         env = {**os.environ, STAGE_DIR_ENV: str(copy), REPORT_ENV: str(report_path), "PYTHONIOENCODING": "utf-8"}
         done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, encoding="utf-8",
