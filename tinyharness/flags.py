@@ -26,6 +26,7 @@ import sys
 from urllib.parse import urlsplit
 
 from .console import printable
+from .filedoor import check_writable, read_bytes
 
 
 def usage_problem(args, extra):
@@ -39,14 +40,11 @@ def usage_problem(args, extra):
     if problem := base_url_problem(args.base_url):
         return problem
     path = args.transcript
-    if path is not None:  # open it as the transcript will be, without emptying it (O_NONBLOCK: a FIFO cannot hang us)
-        existed = os.path.lexists(path)
+    if path is not None:  # as filedoor.py will write it: no link on the way, nothing but a regular file there
         try:
-            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK))
-        except OSError as e:  # '' or a folder, a missing folder, no permission
+            check_writable(path)
+        except OSError as e:  # '' or a folder, a missing folder, no permission, a link, a FIFO
             return f"--transcript {path!r} cannot be written ({e.strerror}); for example --transcript run.json"
-        if not existed:
-            os.remove(path)  # it was only a test: leave nothing behind
     return None
 
 
@@ -205,6 +203,25 @@ def check_agent_flags(args, parser):
     if args.api not in API_CHOICES:  # from TINYHARNESS_API, which argparse does not check
         parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
     extensions.check_flags(args, parser)
+
+
+def image_from_flag(source, workspace):
+    """--image: (mime, bytes) of a file anywhere the user can read (the user chose it; the workspace limit
+    is for the paths the *model* asks for), or of an http(s) URL. The file is read through filedoor.py:
+    a name in the workspace the model made a link leading out (`shot.png -> a private picture`) is
+    refused, as is a FIFO or device anywhere, and at most the image limit is read. ImageError says why."""
+    from .imageload import MAX_IMAGE_BYTES, ImageError, checked_type, is_url, load_image, too_big
+    if not source or is_url(source) or "://" in source:
+        return load_image(source, workspace)
+    try:
+        data, size = read_bytes(os.path.join(workspace, source), MAX_IMAGE_BYTES, workspace)
+    except FileNotFoundError:
+        raise ImageError(f"no such file: {source}.") from None
+    except (OSError, ValueError) as e:  # a refusal of the door, a folder, a NUL byte in the name
+        raise ImageError(f"cannot read {source}: {getattr(e, 'strerror', None) or e}") from None
+    if size > MAX_IMAGE_BYTES:
+        raise too_big(source, size, MAX_IMAGE_BYTES)
+    return checked_type(data, source), data
 
 
 def sandbox_from_args(args, parser):

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from .compact import SUMMARY_MARK
 from .console import printable
+from .filedoor import write_text
 from .context import STUB_PREFIX, estimate_tokens, json_chars
 from .sessions import FORMAT, SessionError, find, message_problem, message_text, parse, read_regular
 
@@ -390,7 +391,7 @@ def view_command(file, output=None, open_it=False):
         return 1
     target = Path(output) if output else Path(file).with_suffix(".html")
     try:
-        target.write_text(page, encoding="utf-8", errors="backslashreplace")  # a lone surrogate shows as \udcff
+        write_text(target, page, errors="backslashreplace")  # filedoor.py; a lone surrogate shows as \udcff
     except OSError as e:
         print(printable(f"error: cannot write {target}: {e.strerror or e}"), file=sys.stderr)
         return 1
