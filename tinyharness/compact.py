@@ -31,8 +31,6 @@ and a reply of about 400 words), so in a small window it fires before 80%. A sum
 still does not fit is sent once more with every old tool result stubbed; if the history is past the
 window even then, only `/clear` or a model with a longer context helps.
 """
-import os
-
 from .context import estimate_tokens, sliding_scissors
 from .filedoor import read_bytes
 from .llm import ContextOverflow, LLMError
@@ -115,7 +113,7 @@ def kept_from(messages, keep_turns=KEEP_TURNS):
 def notes_text(workspace):
     """The newest notes (they matter most), through filedoor.py: a link leading out or a FIFO reads as none."""
     try:
-        data, _ = read_bytes(os.path.join(workspace, NOTES_FILE), NOTES_QUOTED * 4, workspace, tail=True)
+        data, _ = read_bytes(NOTES_FILE, NOTES_QUOTED * 4, workspace, tail=True)
     except OSError:
         return ""
     text = data.decode("utf-8", errors="replace")

@@ -63,7 +63,7 @@ def inside(path, workspace):
 
 def open_folder(path, workspace, shown):
     """(descriptor of the folder that holds path, the file's name), by the rules above."""
-    full = os.path.abspath(path)
+    full = os.path.abspath(os.path.join(workspace, path))
     folder, name = os.path.split(full)
     if name in ("", ".", "..") or os.path.basename(os.fspath(path)) in ("", ".", ".."):
         raise refuse(shown, "names a folder, not a file")
@@ -87,10 +87,11 @@ def open_folder(path, workspace, shown):
 
 
 def write_bytes(path, data, workspace=None):
-    """Write data to path by a new file renamed over it; DoorError (or OSError) says why not."""
+    """Write data to path (relative to the workspace, by default the current folder) by a new file
+    renamed over it; DoorError (or OSError) says why not."""
     workspace = workspace or os.getcwd()
     if not BENEATH:  # Windows: no descriptors; the name is still never written through
-        return replace(None, os.path.abspath(path), data, path)
+        return replace(None, os.path.join(workspace, path), data, path)
     folder, name = open_folder(path, workspace, path)
     try:
         replace(folder, name, data, path)
@@ -149,10 +150,11 @@ def check_writable(path, workspace=None):
 
 
 def read_bytes(path, cap, workspace=None, tail=False):
-    """(at most cap bytes of the regular file at path, its whole size): the first cap bytes, or the
-    last with tail=True. DoorError for a link leading out, a FIFO, socket, device or folder."""
+    """(at most cap bytes of the regular file at path, its whole size): the first cap bytes, or the last
+    with tail=True. A relative path is the workspace's. DoorError for a link leading out, a FIFO, a socket,
+    a device or a folder."""
     workspace = workspace or os.getcwd()
-    full = os.path.abspath(path)
+    full = os.path.abspath(os.path.join(workspace, path))
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     below = inside(full, workspace)
     if not BENEATH:
@@ -188,11 +190,11 @@ def read_workspace_text(workspace, name, cap=INSTRUCTIONS_CAP, err=None):
     at most cap bytes of it with a last line that says it was cut; None when there is none, or when the
     door refuses it (a link leading out, a FIFO): then one line on stderr says why, and the run goes on."""
     try:
-        data, size = read_bytes(os.path.join(workspace, name), cap, workspace)
+        data, size = read_bytes(name, cap, workspace)
     except FileNotFoundError:
         return None
     except OSError as e:
-        print(f"warning: {name} is not read: {e.strerror or e}", file=err or sys.stderr, flush=True)
+        print(f"warning: not read: {e}", file=err or sys.stderr, flush=True)
         return None
     text = data.decode("utf-8", errors="replace")
     if size > cap:

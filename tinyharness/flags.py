@@ -214,7 +214,7 @@ def image_from_flag(source, workspace):
     if not source or is_url(source) or "://" in source:
         return load_image(source, workspace)
     try:
-        data, size = read_bytes(os.path.join(workspace, source), MAX_IMAGE_BYTES, workspace)
+        data, size = read_bytes(source, MAX_IMAGE_BYTES, workspace)
     except FileNotFoundError:
         raise ImageError(f"no such file: {source}.") from None
     except (OSError, ValueError) as e:  # a refusal of the door, a folder, a NUL byte in the name
