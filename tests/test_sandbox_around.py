@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.ladder import ROOT, run_stage, tool_results
-from tinyharness import trust
+from tinyharness import extensions, trust
 from tinyharness.sandbox import unavailable_reason, workspace_problem
 from tinyharness.testing import ScriptedServer
 
@@ -91,6 +91,40 @@ def test_allow_image_urls_lets_them_through_without_asking(place, listener):
     assert listener.seen == ["/a.png"] and "Allow view_image(" not in result.stdout, results
     result, results, _ = run(place, [("view_image", {"path": f"{listener.url}/b.png"})])  # the next run asks again
     assert listener.seen == ["/a.png"] and results["c0"].startswith("DENIED")
+
+
+# --- the user's own MCP servers never start in the workspace ----------------------------------------------------
+
+def test_a_user_s_python_dash_m_server_never_imports_a_module_planted_in_the_workspace(place, monkeypatch):
+    """~/.config/tinyharness/mcp.json starts `python -m notes_server`; the model left a notes_server.py in
+    the workspace. Started in the config's folder with PYTHONSAFEPATH=1, the planted module never runs -
+    not even when the user's config asks for the workspace as the server's folder ("cwd": "${PWD}")."""
+    config = place.home / ".config"
+    (config / "tinyharness").mkdir(parents=True)
+    (place.ws / "notes_server.py").write_text(f"import pathlib\npathlib.Path({str(place.pwned)!r}).write_text('pwned')\n")
+    env = {**place.env, "XDG_CONFIG_HOME": str(config)}
+    for extra in ({}, {"cwd": "${PWD}"}):
+        (config / "tinyharness" / "mcp.json").write_text(json.dumps(
+            {"servers": {"notes": {"command": PY, "args": ["-m", "notes_server"], **extra}}}))
+        result, _, server = run(SimpleNamespace(**{**vars(place), "env": env}), [])
+        assert result.returncode == 0 and len(server.requests) == 1, result.stderr
+        assert "notes" in result.stderr and not place.pwned.exists(), result.stderr
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    monkeypatch.setenv("PWD", str(place.ws))
+    [(_, started, _, trusted)] = extensions.server_configs(place.ws)
+    assert started["env"]["PYTHONSAFEPATH"] == "1" and trusted, started
+
+
+def test_a_user_s_server_starts_in_its_config_s_folder_and_a_workspace_s_in_the_workspace(place, monkeypatch):
+    config = place.home / ".config"
+    (config / "tinyharness").mkdir(parents=True)
+    (config / "tinyharness" / "mcp.json").write_text(json.dumps({"servers": {"mine": {"command": "npx -y some-mcp"}}}))
+    (place.ws / ".tinyharness").mkdir()
+    (place.ws / ".tinyharness" / "mcp.json").write_text(json.dumps({"servers": {"theirs": {"command": "./srv"}}}))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    found = {name: config for name, config, _, _ in extensions.server_configs(place.ws)}
+    assert found["mine"]["cwd"] == str(config / "tinyharness") and "PYTHONSAFEPATH" not in found["mine"]["env"]
+    assert "cwd" not in found["theirs"]  # the workspace's own: its folder, behind the trust question
 
 
 # --- the workspace must not hold what runs outside the sandbox later ---------------------------------------------
