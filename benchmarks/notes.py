@@ -82,7 +82,8 @@ def run_stage(stage, *args, script=None, policy=None, example=None, stdin="", dr
         command = [sys.executable, "-m", *(["tinyharness", "run"] if stage == "tinyharness" else [stage])]
         with ScriptedServer(**replies, drop_images=drop_images) as server:
             done = subprocess.run([*command, "--base-url", server.base_url, *args, task], cwd=workspace,
-                                  input=stdin, capture_output=True, text=True, timeout=120, env=_env(tmp))
+                                  input=stdin, capture_output=True, text=True, timeout=120,
+                                  env=_env(Path(tmp) / "data"))  # beside the workspace: never a workspace's parent
             return stats_of(done.stderr), done.stdout, list(server.requests)
 
 
@@ -202,7 +203,7 @@ def _eval_table(command):
     with ScriptedServer(policy=by_model(), model="competent") as server:
         with tempfile.TemporaryDirectory() as tmp:
             done = subprocess.run([sys.executable, "-m", *command, "--base-url", server.base_url],
-                                  cwd=tmp, capture_output=True, text=True, timeout=600, env=_env(tmp))
+                                  cwd=tmp, capture_output=True, text=True, timeout=600, env=_env(Path(tmp) / "data"))
     rows = {}
     header = None
     for line in done.stdout.splitlines():

@@ -8,6 +8,7 @@ is fired through `tinyharness run --yes` and its canary checked.
 """
 import http.server
 import json
+import os
 import sys
 import threading
 from types import SimpleNamespace
@@ -101,7 +102,8 @@ def test_a_user_s_python_dash_m_server_never_imports_a_module_planted_in_the_wor
     not even when the user's config asks for the workspace as the server's folder ("cwd": "${PWD}")."""
     config = place.home / ".config"
     (config / "tinyharness").mkdir(parents=True)
-    (place.ws / "notes_server.py").write_text(f"import pathlib\npathlib.Path({str(place.pwned)!r}).write_text('pwned')\n")
+    planted = f"import pathlib\npathlib.Path({str(place.pwned)!r}).write_text('pwned')\n"
+    (place.ws / "notes_server.py").write_text(planted)
     env = {**place.env, "XDG_CONFIG_HOME": str(config)}
     for extra in ({}, {"cwd": "${PWD}"}):
         (config / "tinyharness" / "mcp.json").write_text(json.dumps(
@@ -148,6 +150,31 @@ def test_no_start_in_a_folder_holding_the_xdg_folders_or_the_harness(place):
     assert "tinyharness's own code" in workspace_problem(ROOT, home=place.home, environ=place.env)
     assert "Python environment" in workspace_problem(sys.prefix, home=place.home, environ=place.env)
     assert workspace_problem(place.ws, home=place.home, environ=place.env) is None
+
+
+def test_no_start_inside_a_folder_other_programs_read_as_settings_or_run_from(place):
+    """Started in ~/.config/tinyharness the model writes an mcp.json every later run starts; in ~/.config/git
+    a core.fsmonitor; in ~/.local/bin a fake `git`; in ~/.ssh a `Match exec`; in the data folder a
+    trusted.json. Each is refused (exit 2, the reason said) unless --workspace-anyway."""
+    home, on_path = place.home, place.outside / "bin"
+    environ = {"HOME": str(home), "PATH": f"/usr/bin{os.pathsep}{on_path}{os.pathsep}relative"}
+    inside = {".config/tinyharness": "XDG_CONFIG_HOME", ".config/git": "XDG_CONFIG_HOME", ".cache/x": "XDG_CACHE_HOME",
+              ".local/share/tinyharness": "XDG_DATA_HOME", ".local/state/x": "XDG_STATE_HOME",
+              ".local/bin": "~/.local/bin", ".ssh": "~/.ssh", ".gnupg/x": "GnuPG"}
+    for below, what in inside.items():
+        (home / below).mkdir(parents=True, exist_ok=True)
+        assert what in (workspace_problem(home / below, home=home, environ=environ) or ""), below
+    on_path.mkdir()
+    assert "a folder on PATH" in workspace_problem(on_path, home=home, environ=environ)
+    assert workspace_problem(place.ws, home=home, environ=environ) is None
+    assert workspace_problem(home / "projects", home=home, environ=environ) is None  # home's other folders are fine
+    started = SimpleNamespace(**{**vars(place), "ws": home / ".config" / "tinyharness",
+                                 "env": {**place.env, "XDG_CONFIG_HOME": str(home / ".config")}})
+    result, _, server = run(started, [])
+    assert result.returncode == 2 and "is inside your config folder" in result.stderr and server.requests == []
+    assert "--workspace-anyway" in result.stderr and not (started.ws / ".tinyharness").exists()
+    result, _, server = run(started, [], "--workspace-anyway")
+    assert result.returncode == 0 and "warning: --workspace-anyway:" in result.stderr and len(server.requests) == 1
 
 
 # --- a command's Python finds the workspace's modules, as a developer's does ----------------------------------

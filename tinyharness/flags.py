@@ -172,6 +172,12 @@ def add_sandbox_flags(parser):
                         help="pass the environment variable NAME on to sandboxed commands too (repeatable); by "
                              "default they get only PATH, HOME, LANG, LC_*, TERM, TMPDIR, USER, LOGNAME, SHELL, TZ "
                              "and PWD (SSH_AUTH_SOCK, TMUX, STY and DBUS_SESSION_BUS_ADDRESS never)")
+    parser.add_argument("--workspace-anyway", action="store_true",
+                        help="start even in a folder that holds your home folder, your config or data folder or "
+                             "tinyharness itself, or that lies inside a folder other programs read as settings or "
+                             "run from (XDG config, data, state and cache folders, ~/.local/bin, every folder on "
+                             "PATH, ~/.ssh, ~/.gnupg): the model's commands may then change what runs outside the "
+                             "sandbox later. Refused (exit 2) without it")
 
 
 def add_window_flag(parser):
@@ -232,8 +238,10 @@ def sandbox_from_args(args, parser):
     if missing:
         parser.error(f"--sandbox-read: {missing[0]} does not exist")
     if problem := workspace_problem(os.getcwd()):  # run and chat both come here first
-        print(printable(f"error: {problem}."), file=sys.stderr)
-        raise SystemExit(2)
+        if not args.workspace_anyway:
+            print(printable(f"error: {problem} (or --workspace-anyway, if you mean it)."), file=sys.stderr)
+            raise SystemExit(2)
+        print(printable(f"warning: --workspace-anyway: {problem}."), file=sys.stderr)
     for name in args.sandbox_env:
         if refusal := env_refusal(name):
             parser.error(f"--sandbox-env: {refusal}")

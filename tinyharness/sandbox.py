@@ -184,7 +184,8 @@ def workspace_problem(workspace, home=None, environ=None):
     commands may write anything in the workspace, so it must not hold what runs or configures things
     outside the sandbox later: the home folder (dotfiles, ~/.ssh, the harness's trust store), the XDG
     config and data folders, or the harness's own code and the Python it runs on (a planted
-    `tinyharness/__init__.py` or a `.pth` file would run at the next launch, unconfined)."""
+    `tinyharness/__init__.py` or a `.pth` file would run at the next launch, unconfined); nor be inside
+    a folder other programs read or run from (read_or_run_from). --workspace-anyway skips this check."""
     environ = os.environ if environ is None else environ
     home = os.path.realpath(home or os.path.expanduser("~"))
     workspace = os.path.realpath(workspace)
@@ -199,7 +200,29 @@ def workspace_problem(workspace, home=None, environ=None):
                     "the workspace, including what runs outside the sandbox later; start tinyharness in a project "
                     "folder that holds neither" + (" (install tinyharness outside it: pipx, or a virtualenv elsewhere)"
                                                    if "tinyharness" in what or "Python" in what else ""))
+    for what, path in read_or_run_from(environ, home):
+        if workspace == path or workspace.startswith(path.rstrip(os.sep) + os.sep):
+            return (f"the workspace {workspace} is inside {what} ({path}), whose files other programs read as "
+                    "their settings or run, outside the sandbox; shell commands may change anything in the "
+                    "workspace; start tinyharness in a project folder")
     return None
+
+
+def read_or_run_from(environ, home):
+    """(what, folder) of every folder whose files other programs read as their settings or run: a
+    workspace inside one (~/.config/git, ~/.local/bin, ~/.ssh, the harness's own stores) would let a
+    command plant a core.fsmonitor, a fake `git`, a `Match exec` or a trusted.json for later."""
+    state, cache = xdg(environ, "XDG_STATE_HOME", home, ".local/state"), xdg(environ, "XDG_CACHE_HOME", home, ".cache")
+    folders = [("your config folder (XDG_CONFIG_HOME; tinyharness's mcp.json too)",
+                xdg(environ, "XDG_CONFIG_HOME", home, ".config")),
+               ("your data folder (XDG_DATA_HOME; tinyharness's sessions and trust answers too)",
+                xdg(environ, "XDG_DATA_HOME", home, ".local/share")),
+               ("your state folder (XDG_STATE_HOME)", state), ("your cache folder (XDG_CACHE_HOME)", cache),
+               ("~/.local/bin", os.path.join(home, ".local", "bin")), ("~/.ssh", os.path.join(home, ".ssh")),
+               ("your GnuPG folder", os.path.realpath(environ.get("GNUPGHOME") or os.path.join(home, ".gnupg")))]
+    on_path = [p for p in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    folders += [("a folder on PATH", os.path.realpath(p)) for p in on_path if os.path.realpath(p) != os.sep]
+    return folders
 
 
 def xdg(environ, name, home, default):
