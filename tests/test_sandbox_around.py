@@ -9,7 +9,10 @@ is fired through `tinyharness run --yes` and its canary checked.
 import http.server
 import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 from types import SimpleNamespace
 
@@ -175,6 +178,43 @@ def test_no_start_inside_a_folder_other_programs_read_as_settings_or_run_from(pl
     assert "--workspace-anyway" in result.stderr and not (started.ws / ".tinyharness").exists()
     result, _, server = run(started, [], "--workspace-anyway")
     assert result.returncode == 0 and "warning: --workspace-anyway:" in result.stderr and len(server.requests) == 1
+
+
+# --- what the sandbox leaves behind, and what it cannot cover -------------------------------------------------
+
+@pytest.mark.skipif(NO_SANDBOX is not None, reason=f"needs the sandbox: {NO_SANDBOX}")
+def test_the_private_tmpdir_is_removed_whatever_modes_the_command_left():
+    """chmod 000 on a folder inside the private TMPDIR (and 500 on TMPDIR itself) stops a plain rmtree for
+    a user who is not root: the harness takes its rights back as it walks. As `nobody` when the tests run as
+    root (root's removal ignores modes)."""
+    prefix = [] if os.geteuid() != 0 else ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    root = tempfile.mkdtemp(prefix="tinyharness-user-")  # in /tmp: nobody can reach it there
+    env = {**os.environ, "HOME": root, "TMPDIR": root, "PYTHONPATH": str(ROOT)}
+    as_user = lambda *command: subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=60, env=env)
+    try:
+        os.chmod(root, 0o777)
+        if prefix and as_user(PY, "-c", "from tinyharness import tools").returncode:
+            pytest.skip("running as root, and setpriv to nobody does not work here")
+        as_user("mkdir", f"{root}/ws")
+        command = ('mkdir -p "$TMPDIR/a/b" && touch "$TMPDIR/a/b/f" && chmod 000 "$TMPDIR/a" && chmod 500 "$TMPDIR" '
+                   '&& echo "tmp=$TMPDIR"')
+        result = as_user(PY, "-c", f"from tinyharness import tools\nprint(tools.shell({root + '/ws'!r}, {command!r}))")
+        tmpdir = result.stdout.split("tmp=", 1)[1].split()[0]
+        assert tmpdir.startswith(root) and not os.path.lexists(tmpdir), result
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", root])
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_hard_link_to_a_file_outside_is_named_once_at_start(place):
+    (place.outside / "data.csv").write_text("shared")
+    os.link(place.outside / "data.csv", place.ws / "data.csv")
+    (place.ws / "a.txt").write_text("inside")
+    os.link(place.ws / "a.txt", place.ws / "b.txt")  # two names inside the workspace: nothing to say
+    result, _, server = run(place, [])
+    assert result.returncode == 0 and len(server.requests) == 1
+    [note] = [line for line in result.stderr.splitlines() if "hard link" in line]
+    assert note.startswith("[sandbox] not covered: data.csv in the workspace is a hard link to a file outside")
 
 
 # --- a command's Python finds the workspace's modules, as a developer's does ----------------------------------

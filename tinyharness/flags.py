@@ -233,7 +233,7 @@ def image_from_flag(source, workspace):
 def sandbox_from_args(args, parser):
     """The Sandbox that --sandbox and --sandbox-read ask for (a usage error if a path is missing),
     with the warning that --sandbox off prints on every run."""
-    from .sandbox import NOT_ISOLATED, Sandbox, env_refusal, workspace_problem
+    from .sandbox import NOT_ISOLATED, Sandbox, env_refusal, hard_link_note, workspace_problem
     missing = [p for p in args.sandbox_read if not os.path.exists(p)]
     if missing:
         parser.error(f"--sandbox-read: {missing[0]} does not exist")
@@ -251,6 +251,8 @@ def sandbox_from_args(args, parser):
     sandbox = Sandbox(enabled=args.sandbox == "on", extra_read=args.sandbox_read, extra_env=args.sandbox_env)
     if sandbox.enabled and not sandbox.problem() and not sandbox.isolated:
         print(NOT_ISOLATED, file=sys.stderr)
+    if sandbox.enabled and (note := hard_link_note(os.getcwd())):
+        print(printable(note), file=sys.stderr)
     return sandbox
 
 

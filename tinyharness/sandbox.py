@@ -56,6 +56,7 @@ WORKSPACE -- sh -c 'touch ~/x'`.
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -225,6 +226,38 @@ def read_or_run_from(environ, home):
     return folders
 
 
+def linked_outside(workspace, limit=20_000):
+    """(how many, one of them) of the workspace's regular files that are hard links with a name outside it
+    (more links than names found inside): the kernel sees the workspace's name, so a command may change
+    the file for the other name too. The walk stops after `limit` entries (a huge tree is not scanned)."""
+    names, seen = {}, 0
+    for folder, subfolders, files in os.walk(workspace):
+        for name in files:
+            seen += 1
+            try:
+                info = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                key = (info.st_dev, info.st_ino)
+                names[key] = [names.get(key, [0])[0] + 1, info.st_nlink, os.path.join(folder, name)]
+        if seen > limit:
+            break
+    outside = [path for count, links, path in names.values() if links > count]
+    return len(outside), (os.path.relpath(outside[0], workspace) if outside else None)
+
+
+def hard_link_note(workspace):
+    """The line said once at start when the workspace holds hard links to files outside it, or None."""
+    count, example = linked_outside(workspace)
+    if not count:
+        return None
+    more = f" and {count - 1} more file{'s' * (count > 2)}" if count > 1 else ""
+    linked = "are hard links to files" if more else "is a hard link to a file"
+    return (f"[sandbox] not covered: {example}{more} in the workspace {linked} outside it: a command that writes "
+            "into one changes the file outside too (the kernel sees the workspace's name); copy it to break the link")
+
+
 def xdg(environ, name, home, default):
     value = environ.get(name, "")
     return os.path.realpath(value if os.path.isabs(value) else os.path.join(home, default))
@@ -243,10 +276,24 @@ def hint_for(output):
 
 
 def remove_tmpdir(tmpdir):
+    """The command's private TMPDIR, removed whatever modes the command left in it: a folder made
+    unreadable or unwritable (chmod 000) gets its owner's rights back as the walk reaches it. Every process
+    of the command is gone by now, and the walk follows no link."""
     try:
         os.rmdir(tmpdir)  # most commands leave it empty: 2 ms cheaper than rmtree
+        return
     except OSError:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        pass
+    folders = [tmpdir]
+    while folders:
+        folder = folders.pop()
+        try:
+            os.chmod(folder, 0o700)  # a folder found by scandir below, never a link (is_dir without following)
+            with os.scandir(folder) as entries:
+                folders += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+    shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 HELPER_USAGE = "usage: python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp DIR] -- PROGRAM [ARGS...]"
