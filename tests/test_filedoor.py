@@ -107,6 +107,24 @@ def test_view_writes_no_page_through_a_planted_link(place, monkeypatch, capsys):
     assert view_command("t.json") == 0 and "<html" in (place.ws / "t.html").read_text().lower()
 
 
+def test_eval_out_writes_neither_report_nor_page_through_planted_links(place, monkeypatch, capsys):
+    """`tinyharness eval --out results.json` in a folder the model has worked in: results.json made a link
+    outside, then results.html. The runner is a stand-in (the runs are not the point here)."""
+    from tinyharness import eval as ev
+    monkeypatch.chdir(place.ws)
+    (place.ws / "results.json").symlink_to(place.canary)
+    with ScriptedServer(script=[]) as server:
+        argv = ["--base-url", server.base_url, "--models", "m", "--tasks", "fact", "--tier", "easy",
+                "--out", "results.json"]
+        runner = lambda job: ev.Output(0, "Done.\n", "[stats] turns=1 tool_calls=0 prompt_tokens=1 completion_tokens=1")
+        assert ev.main(argv, runner=runner) == 1 and untouched(place)
+        assert "could not write results.json: results.json is a symbolic link" in capsys.readouterr().err
+        (place.ws / "results.json").unlink()
+        (place.ws / "results.html").symlink_to(place.canary)
+        assert ev.main(argv, runner=runner) == 1 and untouched(place)
+        assert "could not write results.html: results.html is a symbolic link" in capsys.readouterr().err
+
+
 def test_a_hard_linked_transcript_is_replaced_not_written_through(place):
     """A hard link shares the file: writing into it would change the file outside. The door renames a
     new file over the name, so the other name keeps its bytes."""
