@@ -107,6 +107,15 @@ def test_view_writes_no_page_through_a_planted_link(place, monkeypatch, capsys):
     assert view_command("t.json") == 0 and "<html" in (place.ws / "t.html").read_text().lower()
 
 
+def test_view_reads_no_transcript_through_a_planted_link(place, monkeypatch, capsys):
+    """t.json made a link to a secret JSON list outside: its page, in the workspace, would hand it to the model."""
+    (place.outside / "tokens.json").write_text(json.dumps([{"role": "user", "content": SECRET}]))
+    (place.ws / "t.json").symlink_to(place.outside / "tokens.json")
+    monkeypatch.chdir(place.ws)
+    assert view_command("t.json") == 1 and not (place.ws / "t.html").exists()
+    assert "cannot read t.json: t.json leads out of the workspace" in capsys.readouterr().err
+
+
 def test_eval_out_writes_neither_report_nor_page_through_planted_links(place, monkeypatch, capsys):
     """`tinyharness eval --out results.json` in a folder the model has worked in: results.json made a link
     outside, then results.html. The runner is a stand-in (the runs are not the point here)."""
