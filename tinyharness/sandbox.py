@@ -13,8 +13,8 @@ itself and everything it will start. This module is the front that composes the 
 |---|---|---|
 | sandbox_rules.py | what the child applies: no new privileges, limits | setuid gains, a 1 GiB file, a fork bomb |
 | sandbox_landlock.py | Landlock | writes outside the workspace, reads of your files, TCP, signals out |
-| sandbox_seccomp.py | seccomp | UDP, raw and netlink sockets, io_uring, setuid bits, renice of others |
-| sandbox_namespaces.py | namespaces, where they work | sockets in /tmp, /run and home; other processes |
+| sandbox_seccomp.py | seccomp | UDP, raw and netlink sockets, io_uring, setuid bits, renice of others, keyrings |
+| sandbox_namespaces.py | namespaces, where they work | sockets in /tmp, /run and home; other processes; SysV IPC |
 | sandbox_env.py | an allowlist environment | secrets in variables, the SSH agent, tmux, D-Bus |
 | sandbox_reaping.py | no process left behind | what a command leaves running |
 | sandbox_git.py | `.git` and `.tinyharness` put back | a git hook or setting that runs later, unconfined |
@@ -22,6 +22,11 @@ itself and everything it will start. This module is the front that composes the 
 
 (sandbox_syscalls.py makes the system calls Python has no function for.) Each module's docstring says
 what its layer cannot do.
+
+Around the layers, this module keeps the start folder safe (`workspace_problem`: no workspace that holds
+the home folder or the harness, or lies inside a folder other programs read as settings or run from),
+removes each command's private TMPDIR whatever modes it left, and names at start a hard link to a file
+outside. The harness's own files go through filedoor.py.
 
 The model only reads text, and `Permission denied` alone sends a small model looking for another
 way (sudo, another path): when a command's output shows a refusal, the result ends with one
@@ -41,8 +46,10 @@ files there are readable too. `/tmp` itself is closed (empty, with namespaces): 
 to a socket file: with namespaces only those outside `/tmp`, `/run` and the home folder are left to
 reach; without them every one the user may use (an SSH agent's, tmux's, `/var/run/docker.sock`). The
 user's command hooks and MCP servers, and the harness itself (its `view_image` URLs, its model
-server), run unconfined. Memory is not capped, CPU only per process by the CPU-seconds limit, and the
-disk can still fill with many 1 GiB files; as root, the task limit is not enforced. What the command
+server, its own files: filedoor.py), run unconfined; what the user runs in the workspace afterwards
+(`make`, `npm install`, `pytest`) runs what the model wrote, and a hard link there writes through.
+Memory is not capped, CPU only per process by the CPU-seconds limit, and the disk can still fill with
+many 1 GiB files; as root, the task limit is not enforced. What the command
 prints, and what the model reads in the workspace, may still carry a prompt injection: the kernel stops
 what a command does, not what the model believes. And it is Linux only. (The README's sandbox table
 names, for each rule, the test that attacks it, and lists what a user can do about each of these.)
