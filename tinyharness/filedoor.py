@@ -162,9 +162,11 @@ def read_bytes(path, cap, workspace=None, tail=False):
     elif below is not None:
         try:
             fd = open_beneath(os.path.abspath(workspace), below, flags)
-        except PermissionError:
-            raise refuse(path, "leads out of the workspace (a symbolic link, or '..'), and the harness reads "
-                               "its files only inside") from None
+        except OSError as e:  # EXDEV from openat2; ELOOP from the walk that follows no link (no openat2)
+            if e.errno in (errno.EXDEV, errno.ELOOP):
+                raise refuse(path, "leads out of the workspace (a symbolic link), and the harness reads its "
+                                   "files only inside") from None
+            raise
     else:
         folder, name = open_folder(path, workspace, path)
         try:
