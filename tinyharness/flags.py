@@ -11,7 +11,8 @@ library at the top, nothing that imports it back. `add_agent_flags` and `add_dia
 shared flags (their defaults come from the modules that use them: the client, the guards, the
 context, the sandbox); `usage_problem`, `base_url_problem` and `check_agent_flags` find what makes a
 command line unusable; `irregular_config` refuses a hooks or MCP file that is not a regular file;
-`sandbox_from_args` builds the Sandbox the flags ask for, with its warnings. The modules the flags'
+`image_from_flag` reads --image through filedoor.py; `sandbox_from_args` builds the Sandbox the flags
+ask for, with its warnings (and refuses a start folder the commands must not hold or be inside). The modules the flags'
 defaults come from are imported inside the functions, so that `tinyharness --help` does not pay for
 `requests`, the loop and the sandbox: that is for speed, none of them imports this module.
 
@@ -26,7 +27,6 @@ import sys
 from urllib.parse import urlsplit
 
 from .console import printable
-from .filedoor import check_writable, read_bytes
 
 
 def usage_problem(args, extra):
@@ -40,10 +40,11 @@ def usage_problem(args, extra):
     if problem := base_url_problem(args.base_url):
         return problem
     path = args.transcript
-    if path is not None:  # as filedoor.py will write it: no link on the way, nothing but a regular file there
+    if path is not None:  # as filedoor.py will write it: no link on its way, a folder it may write in
+        from .filedoor import check_writable
         try:
             check_writable(path)
-        except OSError as e:  # '' or a folder, a missing folder, no permission, a link, a FIFO
+        except OSError as e:  # '' or a folder, a missing folder, no permission, a symbolic link on the way
             return f"--transcript {path!r} cannot be written ({e.strerror}); for example --transcript run.json"
     return None
 
@@ -216,6 +217,7 @@ def image_from_flag(source, workspace):
     is for the paths the *model* asks for), or of an http(s) URL. The file is read through filedoor.py:
     a name in the workspace the model made a link leading out (`shot.png -> a private picture`) is
     refused, as is a FIFO or device anywhere, and at most the image limit is read. ImageError says why."""
+    from .filedoor import read_bytes
     from .imageload import MAX_IMAGE_BYTES, ImageError, checked_type, is_url, load_image, too_big
     if not source or is_url(source) or "://" in source:
         return load_image(source, workspace)
