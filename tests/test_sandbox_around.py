@@ -160,17 +160,19 @@ def test_no_start_inside_a_folder_other_programs_read_as_settings_or_run_from(pl
     a core.fsmonitor; in ~/.local/bin a fake `git`; in ~/.ssh a `Match exec`; in the data folder a
     trusted.json. Each is refused (exit 2, the reason said) unless --workspace-anyway."""
     home, on_path = place.home, place.outside / "bin"
-    environ = {"HOME": str(home), "PATH": f"/usr/bin{os.pathsep}{on_path}{os.pathsep}relative"}
+    environ = {"HOME": str(home), "PATH": os.pathsep.join(["/usr/bin", str(on_path), "relative", str(home)])}
     inside = {".config/tinyharness": "XDG_CONFIG_HOME", ".config/git": "XDG_CONFIG_HOME", ".cache/x": "XDG_CACHE_HOME",
               ".local/share/tinyharness": "XDG_DATA_HOME", ".local/state/x": "XDG_STATE_HOME",
               ".local/bin": "~/.local/bin", ".ssh": "~/.ssh", ".gnupg/x": "GnuPG"}
     for below, what in inside.items():
         (home / below).mkdir(parents=True, exist_ok=True)
         assert what in (workspace_problem(home / below, home=home, environ=environ) or ""), below
-    on_path.mkdir()
-    assert "a folder on PATH" in workspace_problem(on_path, home=home, environ=environ)
+    (on_path / "sub").mkdir(parents=True)
+    assert "is a folder on PATH" in workspace_problem(on_path, home=home, environ=environ)
+    assert "is inside a folder on PATH" in workspace_problem(on_path / "sub", home=home, environ=environ)
     assert workspace_problem(place.ws, home=home, environ=environ) is None
-    assert workspace_problem(home / "projects", home=home, environ=environ) is None  # home's other folders are fine
+    # home's other folders are fine, even with ~ itself on PATH (PATH is not searched below a folder)
+    assert workspace_problem(home / "projects", home=home, environ=environ) is None
     started = SimpleNamespace(**{**vars(place), "ws": home / ".config" / "tinyharness",
                                  "env": {**place.env, "XDG_CONFIG_HOME": str(home / ".config")}})
     result, _, server = run(started, [])

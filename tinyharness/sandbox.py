@@ -209,17 +209,18 @@ def workspace_problem(workspace, home=None, environ=None):
                     "folder that holds neither" + (" (install tinyharness outside it: pipx, or a virtualenv elsewhere)"
                                                    if "tinyharness" in what or "Python" in what else ""))
     for what, path in read_or_run_from(environ, home):
-        if workspace == path or workspace.startswith(path.rstrip(os.sep) + os.sep):
-            return (f"the workspace {workspace} is inside {what} ({path}), whose files other programs read as "
-                    "their settings or run, outside the sandbox; shell commands may change anything in the "
-                    "workspace; start tinyharness in a project folder")
+        if workspace == path or workspace.startswith(path.rstrip(os.sep) + os.sep) and not holds(path, home):
+            return (f"the workspace {workspace} is {'inside ' * (workspace != path)}{what} ({path}), whose files "
+                    "other programs read as their settings or run, outside the sandbox; shell commands may change "
+                    "anything in the workspace; start tinyharness in a project folder")
     return None
 
 
 def read_or_run_from(environ, home):
     """(what, folder) of every folder whose files other programs read as their settings or run: a
     workspace inside one (~/.config/git, ~/.local/bin, ~/.ssh, the harness's own stores) would let a
-    command plant a core.fsmonitor, a fake `git`, a `Match exec` or a trusted.json for later."""
+    command plant a core.fsmonitor, a fake `git`, a `Match exec` or a trusted.json for later; one that
+    is a folder on PATH, a program your shell finds by name."""
     state, cache = xdg(environ, "XDG_STATE_HOME", home, ".local/state"), xdg(environ, "XDG_CACHE_HOME", home, ".cache")
     folders = [("your config folder (XDG_CONFIG_HOME; tinyharness's mcp.json too)",
                 xdg(environ, "XDG_CONFIG_HOME", home, ".config")),
@@ -229,8 +230,13 @@ def read_or_run_from(environ, home):
                ("~/.local/bin", os.path.join(home, ".local", "bin")), ("~/.ssh", os.path.join(home, ".ssh")),
                ("your GnuPG folder", os.path.realpath(environ.get("GNUPGHOME") or os.path.join(home, ".gnupg")))]
     on_path = [p for p in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
-    folders += [("a folder on PATH", os.path.realpath(p)) for p in on_path if os.path.realpath(p) != os.sep]
-    return folders
+    return folders + [("a folder on PATH", os.path.realpath(p)) for p in on_path]
+
+
+def holds(folder, home):
+    """Whether folder is the home folder or above it (a PATH with `~` or `/` in it): then only the folder
+    itself is refused as a workspace, not every project below it (PATH is not searched below a folder)."""
+    return home == folder or home.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def linked_outside(workspace, limit=20_000):
