@@ -179,6 +179,9 @@ def test_an_image_linked_out_of_the_workspace_is_not_sent(place):
     result, server = run(place, "--image", "shot.png")
     assert result.returncode == 2 and server.requests == []
     assert "--image: cannot read shot.png: shot.png leads out of the workspace" in result.stderr
+    os.mkfifo(place.ws / "pipe.png")  # opened without blocking, and refused
+    result, server = run(place, "--image", "pipe.png")
+    assert result.returncode == 2 and "pipe.png is a named pipe (FIFO), not a regular file" in result.stderr
 
 
 # --- one door: no other code of the package opens a file by a plain call without a reason ---------------------
