@@ -80,7 +80,7 @@ def run_stage(stage, *args, script=None, policy=None, example=None, stdin="", dr
         else:
             workspace.mkdir()
         with ScriptedServer(**replies, drop_images=drop_images) as server:
-            done = run_cli(stage, ["--base-url", server.base_url, *args, task], workspace, stdin, _env(tmp))
+            done = run_cli(stage, ["--base-url", server.base_url, *args, task], workspace, stdin, _env(Path(tmp) / "data")))  # beside the workspace: never a workspace's parent
             return stats_of(done.stderr), done.stdout, list(server.requests)
 
 
@@ -212,7 +212,7 @@ def _eval_table(command):
     with ScriptedServer(policy=by_model(), model="competent") as server:
         with tempfile.TemporaryDirectory() as tmp:
             done = subprocess.run([sys.executable, "-m", *command, "--base-url", server.base_url],
-                                  cwd=tmp, capture_output=True, text=True, timeout=600, env=_env(tmp))
+                                  cwd=tmp, capture_output=True, text=True, timeout=600, env=_env(Path(tmp) / "data"))
     rows = {}
     header = None
     for line in done.stdout.splitlines():

@@ -8,14 +8,18 @@ is fired through `tinyharness run --yes` and its canary checked.
 """
 import http.server
 import json
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 from types import SimpleNamespace
 
 import pytest
 
 from tests.ladder import ROOT, run_stage, tool_results
-from tinyharness import trust
+from tinyharness import extensions, trust
 from tinyharness.sandbox import unavailable_reason, workspace_problem
 from tinyharness.testing import ScriptedServer
 
@@ -93,6 +97,41 @@ def test_allow_image_urls_lets_them_through_without_asking(place, listener):
     assert listener.seen == ["/a.png"] and results["c0"].startswith("DENIED")
 
 
+# --- the user's own MCP servers never start in the workspace ----------------------------------------------------
+
+def test_a_user_s_python_dash_m_server_never_imports_a_module_planted_in_the_workspace(place, monkeypatch):
+    """~/.config/tinyharness/mcp.json starts `python -m notes_server`; the model left a notes_server.py in
+    the workspace. Started in the config's folder with PYTHONSAFEPATH=1, the planted module never runs -
+    not even when the user's config asks for the workspace as the server's folder ("cwd": "${PWD}")."""
+    config = place.home / ".config"
+    (config / "tinyharness").mkdir(parents=True)
+    planted = f"import pathlib\npathlib.Path({str(place.pwned)!r}).write_text('pwned')\n"
+    (place.ws / "notes_server.py").write_text(planted)
+    env = {**place.env, "XDG_CONFIG_HOME": str(config)}
+    for extra in ({}, {"cwd": "${PWD}"}):
+        (config / "tinyharness" / "mcp.json").write_text(json.dumps(
+            {"servers": {"notes": {"command": PY, "args": ["-m", "notes_server"], **extra}}}))
+        result, _, server = run(SimpleNamespace(**{**vars(place), "env": env}), [])
+        assert result.returncode == 0 and len(server.requests) == 1, result.stderr
+        assert "notes" in result.stderr and not place.pwned.exists(), result.stderr
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    monkeypatch.setenv("PWD", str(place.ws))
+    [(_, started, _, trusted)] = extensions.server_configs(place.ws)
+    assert started["env"]["PYTHONSAFEPATH"] == "1" and trusted, started
+
+
+def test_a_user_s_server_starts_in_its_config_s_folder_and_a_workspace_s_in_the_workspace(place, monkeypatch):
+    config = place.home / ".config"
+    (config / "tinyharness").mkdir(parents=True)
+    (config / "tinyharness" / "mcp.json").write_text(json.dumps({"servers": {"mine": {"command": "npx -y some-mcp"}}}))
+    (place.ws / ".tinyharness").mkdir()
+    (place.ws / ".tinyharness" / "mcp.json").write_text(json.dumps({"servers": {"theirs": {"command": "./srv"}}}))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    found = {name: config for name, config, _, _ in extensions.server_configs(place.ws)}
+    assert found["mine"]["cwd"] == str(config / "tinyharness") and "PYTHONSAFEPATH" not in found["mine"]["env"]
+    assert "cwd" not in found["theirs"]  # the workspace's own: its folder, behind the trust question
+
+
 # --- the workspace must not hold what runs outside the sandbox later ---------------------------------------------
 
 def test_no_start_in_home_or_a_folder_holding_it(place):
@@ -114,6 +153,70 @@ def test_no_start_in_a_folder_holding_the_xdg_folders_or_the_harness(place):
     assert "tinyharness's own code" in workspace_problem(ROOT, home=place.home, environ=place.env)
     assert "Python environment" in workspace_problem(sys.prefix, home=place.home, environ=place.env)
     assert workspace_problem(place.ws, home=place.home, environ=place.env) is None
+
+
+def test_no_start_inside_a_folder_other_programs_read_as_settings_or_run_from(place):
+    """Started in ~/.config/tinyharness the model writes an mcp.json every later run starts; in ~/.config/git
+    a core.fsmonitor; in ~/.local/bin a fake `git`; in ~/.ssh a `Match exec`; in the data folder a
+    trusted.json. Each is refused (exit 2, the reason said) unless --workspace-anyway."""
+    home, on_path = place.home, place.outside / "bin"
+    environ = {"HOME": str(home), "PATH": os.pathsep.join(["/usr/bin", str(on_path), "relative", str(home)])}
+    inside = {".config/tinyharness": "XDG_CONFIG_HOME", ".config/git": "XDG_CONFIG_HOME", ".cache/x": "XDG_CACHE_HOME",
+              ".local/share/tinyharness": "XDG_DATA_HOME", ".local/state/x": "XDG_STATE_HOME",
+              ".local/bin": "~/.local/bin", ".ssh": "~/.ssh", ".gnupg/x": "GnuPG"}
+    for below, what in inside.items():
+        (home / below).mkdir(parents=True, exist_ok=True)
+        assert what in (workspace_problem(home / below, home=home, environ=environ) or ""), below
+    (on_path / "sub").mkdir(parents=True)
+    assert "is a folder on PATH" in workspace_problem(on_path, home=home, environ=environ)
+    assert "is inside a folder on PATH" in workspace_problem(on_path / "sub", home=home, environ=environ)
+    assert workspace_problem(place.ws, home=home, environ=environ) is None
+    # home's other folders are fine, even with ~ itself on PATH (PATH is not searched below a folder)
+    assert workspace_problem(home / "projects", home=home, environ=environ) is None
+    started = SimpleNamespace(**{**vars(place), "ws": home / ".config" / "tinyharness",
+                                 "env": {**place.env, "XDG_CONFIG_HOME": str(home / ".config")}})
+    result, _, server = run(started, [])
+    assert result.returncode == 2 and "is inside your config folder" in result.stderr and server.requests == []
+    assert "--workspace-anyway" in result.stderr and not (started.ws / ".tinyharness").exists()
+    result, _, server = run(started, [], "--workspace-anyway")
+    assert result.returncode == 0 and "warning: --workspace-anyway:" in result.stderr and len(server.requests) == 1
+
+
+# --- what the sandbox leaves behind, and what it cannot cover -------------------------------------------------
+
+@pytest.mark.skipif(NO_SANDBOX is not None, reason=f"needs the sandbox: {NO_SANDBOX}")
+def test_the_private_tmpdir_is_removed_whatever_modes_the_command_left():
+    """chmod 000 on a folder inside the private TMPDIR (and 500 on TMPDIR itself) stops a plain rmtree for
+    a user who is not root: the harness takes its rights back as it walks. As `nobody` when the tests run as
+    root (root's removal ignores modes)."""
+    prefix = [] if os.geteuid() != 0 else ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    root = tempfile.mkdtemp(prefix="tinyharness-user-")  # in /tmp: nobody can reach it there
+    env = {**os.environ, "HOME": root, "TMPDIR": root, "PYTHONPATH": str(ROOT)}
+    as_user = lambda *command: subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=60, env=env)
+    try:
+        os.chmod(root, 0o777)
+        if prefix and as_user(PY, "-c", "from tinyharness import tools").returncode:
+            pytest.skip("running as root, and setpriv to nobody does not work here")
+        as_user("mkdir", f"{root}/ws")
+        command = ('mkdir -p "$TMPDIR/a/b" && touch "$TMPDIR/a/b/f" && chmod 000 "$TMPDIR/a" && chmod 500 "$TMPDIR" '
+                   '&& echo "tmp=$TMPDIR"')
+        result = as_user(PY, "-c", f"from tinyharness import tools\nprint(tools.shell({root + '/ws'!r}, {command!r}))")
+        tmpdir = result.stdout.split("tmp=", 1)[1].split()[0]
+        assert tmpdir.startswith(root) and not os.path.lexists(tmpdir), result
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", root])
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_hard_link_to_a_file_outside_is_named_once_at_start(place):
+    (place.outside / "data.csv").write_text("shared")
+    os.link(place.outside / "data.csv", place.ws / "data.csv")
+    (place.ws / "a.txt").write_text("inside")
+    os.link(place.ws / "a.txt", place.ws / "b.txt")  # two names inside the workspace: nothing to say
+    result, _, server = run(place, [])
+    assert result.returncode == 0 and len(server.requests) == 1
+    [note] = [line for line in result.stderr.splitlines() if "hard link" in line]
+    assert note.startswith("[sandbox] not covered: data.csv in the workspace is a hard link to a file outside")
 
 
 # --- a command's Python finds the workspace's modules, as a developer's does ----------------------------------

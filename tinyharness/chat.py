@@ -39,7 +39,8 @@ from pathlib import Path
 
 from . import compact as compaction
 from .console import StreamPrinter, printable
-from .flags import check_agent_flags, client_from_args, irregular_config, sandbox_from_args
+from .filedoor import write_text
+from .flags import check_agent_flags, client_from_args, image_from_flag, irregular_config, sandbox_from_args
 from .guards import Stopped
 from .hooks import approve_everything, ask_user
 from .llm import LLMError
@@ -167,7 +168,7 @@ class Conversation:
             text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate from the model: ASCII escapes, the same JSON
             text = json.dumps(self.messages, indent=2)
-        Path(path).write_text(text, encoding="utf-8")
+        write_text(path, text, self.workspace)  # filedoor.py: never through a link the model planted
 
 
 def close_open_calls(messages):
@@ -452,10 +453,10 @@ def chat_command(args, parser):
 
 def first_image(args, workspace, parser):
     """--image, read and checked before anything else (a bad one is a usage error, exit 2)."""
-    from .imageload import ImageError, load_attachment
+    from .imageload import ImageError
     from .vision import image_part
     try:
-        image = image_part(*load_attachment(args.image, workspace)) if args.image else None
+        image = image_part(*image_from_flag(args.image, workspace)) if args.image else None
     except ImageError as e:
         parser.error(f"--image: {e}")
     if image and not args.task:

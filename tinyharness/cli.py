@@ -21,7 +21,7 @@ import os
 import sys
 
 from .console import StreamPrinter, printable
-from .flags import check_agent_flags, client_from_args, irregular_config, sandbox_from_args, usage_problem
+from .flags import check_agent_flags, client_from_args, image_from_flag, irregular_config, sandbox_from_args, usage_problem
 from .parsers import build_parser, version
 
 # Only the console, the flags and the parsers are imported here (the standard library below them): `tinyharness
@@ -78,7 +78,7 @@ def run_command(args, parser):
     servers, the sandbox and the client; then the run."""
     from . import extensions
     from .hooks import ask_user
-    from .imageload import ImageError, load_attachment
+    from .imageload import ImageError
     from .vision import image_part
     if args.task == "-":  # `echo "fix the tests" | tinyharness run -`
         args.task = sys.stdin.read()
@@ -87,7 +87,7 @@ def run_command(args, parser):
     check_agent_flags(args, parser)
     sandbox = sandbox_from_args(args, parser)
     try:  # a bad image is a usage error (exit 2), found before any model call
-        image = image_part(*load_attachment(args.image, os.getcwd())) if args.image is not None else None
+        image = image_part(*image_from_flag(args.image, os.getcwd())) if args.image is not None else None
     except ImageError as e:
         parser.error(f"--image: {e}")
     if args.json:  # stdout is for the JSON lines alone: the tool lines and a streamed answer go to stderr

@@ -31,9 +31,8 @@ and a reply of about 400 words), so in a small window it fires before 80%. A sum
 still does not fit is sent once more with every old tool result stubbed; if the history is past the
 window even then, only `/clear` or a model with a longer context helps.
 """
-from pathlib import Path
-
 from .context import estimate_tokens, sliding_scissors
+from .filedoor import read_bytes
 from .llm import ContextOverflow, LLMError
 from .tools import NOTES_FILE, SCHEMAS
 
@@ -112,12 +111,13 @@ def kept_from(messages, keep_turns=KEEP_TURNS):
 
 
 def notes_text(workspace):
-    path = Path(workspace) / NOTES_FILE
+    """The newest notes (they matter most), through filedoor.py: a link leading out or a FIFO reads as none."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        data, _ = read_bytes(NOTES_FILE, NOTES_QUOTED * 4, workspace, tail=True)
     except OSError:
         return ""
-    return text if len(text) <= NOTES_QUOTED else text[-NOTES_QUOTED:]  # the newest notes matter most
+    text = data.decode("utf-8", errors="replace")
+    return text if len(text) <= NOTES_QUOTED else text[-NOTES_QUOTED:]
 
 
 def run_hooks(messages, workspace):

@@ -27,10 +27,10 @@ line in the loop where it arises.
 import json
 import sys
 import time
-from pathlib import Path
 
 from .arrival import ArrivalWatch
 from .context import ContextWatch, estimate_tokens
+from .filedoor import write_text
 from .guards import REPEAT_LIMIT, Record, Stopped, brief, repeat_warning
 from .llm import LLMError
 from .overflow import ask, window_in_force
@@ -218,6 +218,10 @@ def watch_context(watch, usage, messages, tools=()):
 
 
 def save_transcript(path, messages):
-    """Rewritten every turn, so a crash still leaves the story so far."""
+    """Rewritten every turn, so a crash still leaves the story so far; through the door (filedoor.py):
+    never through a link the model planted, never into a FIFO. A refusal is said on stderr, the run goes on."""
     if path:
-        Path(path).write_text(json.dumps(messages, indent=2), encoding="utf-8")
+        try:
+            write_text(path, json.dumps(messages, indent=2))
+        except OSError as e:
+            print(f"warning: the transcript is not written: {e.strerror or e}", file=sys.stderr, flush=True)

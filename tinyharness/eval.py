@@ -50,6 +50,7 @@ from .evals.claims import claims_success
 from .evals.common import judge
 from .evals.policies import POLICIES, SCRIPTED, by_model
 from .evals.runs import run_process, snapshot
+from .filedoor import write_text
 from .flags import base_url_problem
 
 ROOT = Path(__file__).resolve().parents[1]          # the repository: stages are importable from here
@@ -462,7 +463,7 @@ def main(argv=None, runner=None, prog="python -m tinyharness.eval"):
     show_setting = len(args.settings) > 1
     print(markdown(report["per_task"], report["overall"], show_setting))
     try:
-        Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
+        write_text(args.out, json.dumps(report, indent=2))  # filedoor.py: no link followed, temp and rename
     except OSError as e:
         print(f"error: could not write {args.out}: {e.strerror or e}", file=sys.stderr)
         return 1
@@ -470,7 +471,7 @@ def main(argv=None, runner=None, prog="python -m tinyharness.eval"):
     from .eval_page import render           # only now: the eval's runs do not need it
     page = page_path(args.out)
     try:
-        page.write_text(render(report), encoding="utf-8")
+        write_text(page, render(report))
     except OSError as e:
         print(f"error: could not write {page}: {e.strerror or e}", file=sys.stderr)
         return 1

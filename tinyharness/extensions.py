@@ -247,8 +247,9 @@ def server_configs(workspace, flags=()):
             configs = mcp.load_config(path)
         except ValueError as e:
             raise SetupError(str(e)) from None
-        for name, config in configs.items():
-            found[name] = (name, config, path, trusted)
+        for name, config in configs.items():  # the user's own servers never start in the workspace
+            found[name] = (name, config if workspace_file else mcp.outside_the_workspace(config, path.parent), path,
+                           trusted)
     for text in flags:
         name, config = mcp.parse_flag(text)
         found[name] = (name, config, "--mcp", True)

@@ -11,7 +11,8 @@ library at the top, nothing that imports it back. `add_agent_flags` and `add_dia
 shared flags (their defaults come from the modules that use them: the client, the guards, the
 context, the sandbox); `usage_problem`, `base_url_problem` and `check_agent_flags` find what makes a
 command line unusable; `irregular_config` refuses a hooks or MCP file that is not a regular file;
-`sandbox_from_args` builds the Sandbox the flags ask for, with its warnings. The modules the flags'
+`image_from_flag` reads --image through filedoor.py; `sandbox_from_args` builds the Sandbox the flags
+ask for, with its warnings (and refuses a start folder the commands must not hold or be inside). The modules the flags'
 defaults come from are imported inside the functions, so that `tinyharness --help` does not pay for
 `requests`, the loop and the sandbox: that is for speed, none of them imports this module.
 
@@ -39,14 +40,12 @@ def usage_problem(args, extra):
     if problem := base_url_problem(args.base_url):
         return problem
     path = args.transcript
-    if path is not None:  # open it as the transcript will be, without emptying it (O_NONBLOCK: a FIFO cannot hang us)
-        existed = os.path.lexists(path)
+    if path is not None:  # as filedoor.py will write it: no link on its way, a folder it may write in
+        from .filedoor import check_writable
         try:
-            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK))
-        except OSError as e:  # '' or a folder, a missing folder, no permission
+            check_writable(path)
+        except OSError as e:  # '' or a folder, a missing folder, no permission, a symbolic link on the way
             return f"--transcript {path!r} cannot be written ({e.strerror}); for example --transcript run.json"
-        if not existed:
-            os.remove(path)  # it was only a test: leave nothing behind
     return None
 
 
@@ -174,6 +173,12 @@ def add_sandbox_flags(parser):
                         help="pass the environment variable NAME on to sandboxed commands too (repeatable); by "
                              "default they get only PATH, HOME, LANG, LC_*, TERM, TMPDIR, USER, LOGNAME, SHELL, TZ "
                              "and PWD (SSH_AUTH_SOCK, TMUX, STY and DBUS_SESSION_BUS_ADDRESS never)")
+    parser.add_argument("--workspace-anyway", action="store_true",
+                        help="start even in a folder that holds your home folder, your config or data folder or "
+                             "tinyharness itself, or that lies inside a folder other programs read as settings or "
+                             "run from (XDG config, data, state and cache folders, ~/.local/bin, every folder on "
+                             "PATH, ~/.ssh, ~/.gnupg): the model's commands may then change what runs outside the "
+                             "sandbox later. Refused (exit 2) without it")
 
 
 def add_window_flag(parser):
@@ -207,16 +212,38 @@ def check_agent_flags(args, parser):
     extensions.check_flags(args, parser)
 
 
+def image_from_flag(source, workspace):
+    """--image: (mime, bytes) of a file anywhere the user can read (the user chose it; the workspace limit
+    is for the paths the *model* asks for), or of an http(s) URL. The file is read through filedoor.py:
+    a name in the workspace the model made a link leading out (`shot.png -> a private picture`) is
+    refused, as is a FIFO or device anywhere, and at most the image limit is read. ImageError says why."""
+    from .filedoor import read_bytes
+    from .imageload import MAX_IMAGE_BYTES, ImageError, checked_type, is_url, load_image, too_big
+    if not source or is_url(source) or "://" in source:
+        return load_image(source, workspace)
+    try:
+        data, size = read_bytes(source, MAX_IMAGE_BYTES, workspace)
+    except FileNotFoundError:
+        raise ImageError(f"no such file: {source}.") from None
+    except (OSError, ValueError) as e:  # a refusal of the door, a folder, a NUL byte in the name
+        raise ImageError(f"cannot read {source}: {getattr(e, 'strerror', None) or e}") from None
+    if size > MAX_IMAGE_BYTES:
+        raise too_big(source, size, MAX_IMAGE_BYTES)
+    return checked_type(data, source), data
+
+
 def sandbox_from_args(args, parser):
     """The Sandbox that --sandbox and --sandbox-read ask for (a usage error if a path is missing),
     with the warning that --sandbox off prints on every run."""
-    from .sandbox import NOT_ISOLATED, Sandbox, env_refusal, workspace_problem
+    from .sandbox import NOT_ISOLATED, Sandbox, env_refusal, hard_link_note, workspace_problem
     missing = [p for p in args.sandbox_read if not os.path.exists(p)]
     if missing:
         parser.error(f"--sandbox-read: {missing[0]} does not exist")
     if problem := workspace_problem(os.getcwd()):  # run and chat both come here first
-        print(printable(f"error: {problem}."), file=sys.stderr)
-        raise SystemExit(2)
+        if not args.workspace_anyway:
+            print(printable(f"error: {problem} (or --workspace-anyway, if you mean it)."), file=sys.stderr)
+            raise SystemExit(2)
+        print(printable(f"warning: --workspace-anyway: {problem}."), file=sys.stderr)
     for name in args.sandbox_env:
         if refusal := env_refusal(name):
             parser.error(f"--sandbox-env: {refusal}")
@@ -226,6 +253,8 @@ def sandbox_from_args(args, parser):
     sandbox = Sandbox(enabled=args.sandbox == "on", extra_read=args.sandbox_read, extra_env=args.sandbox_env)
     if sandbox.enabled and not sandbox.problem() and not sandbox.isolated:
         print(NOT_ISOLATED, file=sys.stderr)
+    if sandbox.enabled and (note := hard_link_note(os.getcwd())):
+        print(printable(note), file=sys.stderr)
     return sandbox
 
 

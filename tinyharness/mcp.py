@@ -63,7 +63,8 @@ from .mcp_client import (CALL_TIMEOUT, MAX_LINE, MAX_LOG_BYTES, MAX_LOGS_KEPT, M
                          SUPPORTED_VERSIONS, TRANSPORT, Log, MCPError, Server, kill_group, log_folder, prune,
                          reply_result, running_pids)
 from .mcp_config import (MAX_SERVER_NAME, SERVER_NAME, VARIABLE, check_server_name, config_files,  # noqa: F401
-                         expand, http_part, load_config, parse_flag, parse_server, stdio_part)
+                         expand, http_part, load_config, outside_the_workspace, parse_flag, parse_server,
+                         stdio_part)
 from .mcp_http import HttpServer
 from .mcp_results import MAX_RESULT_CHARS, MAX_SCHEMA_CHARS, cap, picture, result_text, tool_problem  # noqa: F401
 

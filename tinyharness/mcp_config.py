@@ -148,6 +148,23 @@ def http_part(config, where):
     return {"url": expand(url, where), "headers": headers}
 
 
+PYTHON = re.compile(r"python[0-9.]*(?:\.exe)?")
+
+
+def outside_the_workspace(config, folder):
+    """A stdio server from the user's own config, started in that config's folder (one the model cannot
+    write; a "cwd" of the config's own wins), never in the workspace, where a planted notes_server.py or
+    node_modules/.bin/ would run in its place, unconfined. A `python -m` server gets PYTHONSAFEPATH=1 too,
+    so that no folder but the installed packages is searched for its module. The workspace reaches the
+    server only where the config asks for it: "${PWD}" in "args" or "env"."""
+    if config.get("type") != "stdio":
+        return config
+    argv, env = config["command"], config.get("env", {})
+    if PYTHON.fullmatch(os.path.basename(argv[0])) and any(a == "-m" or a.startswith("-m") for a in argv[1:]):
+        env = {"PYTHONSAFEPATH": "1", **env}
+    return {**config, "cwd": config.get("cwd") or str(folder), "env": env}
+
+
 VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 

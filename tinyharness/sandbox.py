@@ -13,8 +13,8 @@ itself and everything it will start. This module is the front that composes the 
 |---|---|---|
 | sandbox_rules.py | what the child applies: no new privileges, limits | setuid gains, a 1 GiB file, a fork bomb |
 | sandbox_landlock.py | Landlock | writes outside the workspace, reads of your files, TCP, signals out |
-| sandbox_seccomp.py | seccomp | UDP, raw and netlink sockets, io_uring, setuid bits, renice of others |
-| sandbox_namespaces.py | namespaces, where they work | sockets in /tmp, /run and home; other processes |
+| sandbox_seccomp.py | seccomp | UDP, raw and netlink sockets, io_uring, setuid bits, renice of others, keyrings |
+| sandbox_namespaces.py | namespaces, where they work | sockets in /tmp, /run and home; other processes; SysV IPC |
 | sandbox_env.py | an allowlist environment | secrets in variables, the SSH agent, tmux, D-Bus |
 | sandbox_reaping.py | no process left behind | what a command leaves running |
 | sandbox_git.py | `.git` and `.tinyharness` put back | a git hook or setting that runs later, unconfined |
@@ -22,6 +22,11 @@ itself and everything it will start. This module is the front that composes the 
 
 (sandbox_syscalls.py makes the system calls Python has no function for.) Each module's docstring says
 what its layer cannot do.
+
+Around the layers, this module keeps the start folder safe (`workspace_problem`: no workspace that holds
+the home folder or the harness, or lies inside a folder other programs read as settings or run from),
+removes each command's private TMPDIR whatever modes it left, and names at start a hard link to a file
+outside. The harness's own files go through filedoor.py.
 
 The model only reads text, and `Permission denied` alone sends a small model looking for another
 way (sudo, another path): when a command's output shows a refusal, the result ends with one
@@ -41,8 +46,10 @@ files there are readable too. `/tmp` itself is closed (empty, with namespaces): 
 to a socket file: with namespaces only those outside `/tmp`, `/run` and the home folder are left to
 reach; without them every one the user may use (an SSH agent's, tmux's, `/var/run/docker.sock`). The
 user's command hooks and MCP servers, and the harness itself (its `view_image` URLs, its model
-server), run unconfined. Memory is not capped, CPU only per process by the CPU-seconds limit, and the
-disk can still fill with many 1 GiB files; as root, the task limit is not enforced. What the command
+server, its own files: filedoor.py), run unconfined; what the user runs in the workspace afterwards
+(`make`, `npm install`, `pytest`) runs what the model wrote, and a hard link there writes through.
+Memory is not capped, CPU only per process by the CPU-seconds limit, and the disk can still fill with
+many 1 GiB files; as root, the task limit is not enforced. What the command
 prints, and what the model reads in the workspace, may still carry a prompt injection: the kernel stops
 what a command does, not what the model believes. And it is Linux only. (The README's sandbox table
 names, for each rule, the test that attacks it, and lists what a user can do about each of these.)
@@ -56,6 +63,7 @@ WORKSPACE -- sh -c 'touch ~/x'`.
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -184,7 +192,8 @@ def workspace_problem(workspace, home=None, environ=None):
     commands may write anything in the workspace, so it must not hold what runs or configures things
     outside the sandbox later: the home folder (dotfiles, ~/.ssh, the harness's trust store), the XDG
     config and data folders, or the harness's own code and the Python it runs on (a planted
-    `tinyharness/__init__.py` or a `.pth` file would run at the next launch, unconfined)."""
+    `tinyharness/__init__.py` or a `.pth` file would run at the next launch, unconfined); nor be inside
+    a folder other programs read or run from (read_or_run_from). --workspace-anyway skips this check."""
     environ = os.environ if environ is None else environ
     home = os.path.realpath(home or os.path.expanduser("~"))
     workspace = os.path.realpath(workspace)
@@ -199,7 +208,67 @@ def workspace_problem(workspace, home=None, environ=None):
                     "the workspace, including what runs outside the sandbox later; start tinyharness in a project "
                     "folder that holds neither" + (" (install tinyharness outside it: pipx, or a virtualenv elsewhere)"
                                                    if "tinyharness" in what or "Python" in what else ""))
+    for what, path in read_or_run_from(environ, home):
+        if workspace == path or workspace.startswith(path.rstrip(os.sep) + os.sep) and not holds(path, home):
+            return (f"the workspace {workspace} is {'inside ' * (workspace != path)}{what} ({path}), whose files "
+                    "other programs read as their settings or run, outside the sandbox; shell commands may change "
+                    "anything in the workspace; start tinyharness in a project folder")
     return None
+
+
+def read_or_run_from(environ, home):
+    """(what, folder) of every folder whose files other programs read as their settings or run: a
+    workspace inside one (~/.config/git, ~/.local/bin, ~/.ssh, the harness's own stores) would let a
+    command plant a core.fsmonitor, a fake `git`, a `Match exec` or a trusted.json for later; one that
+    is a folder on PATH, a program your shell finds by name."""
+    state, cache = xdg(environ, "XDG_STATE_HOME", home, ".local/state"), xdg(environ, "XDG_CACHE_HOME", home, ".cache")
+    folders = [("your config folder (XDG_CONFIG_HOME; tinyharness's mcp.json too)",
+                xdg(environ, "XDG_CONFIG_HOME", home, ".config")),
+               ("your data folder (XDG_DATA_HOME; tinyharness's sessions and trust answers too)",
+                xdg(environ, "XDG_DATA_HOME", home, ".local/share")),
+               ("your state folder (XDG_STATE_HOME)", state), ("your cache folder (XDG_CACHE_HOME)", cache),
+               ("~/.local/bin", os.path.join(home, ".local", "bin")), ("~/.ssh", os.path.join(home, ".ssh")),
+               ("your GnuPG folder", os.path.realpath(environ.get("GNUPGHOME") or os.path.join(home, ".gnupg")))]
+    on_path = [p for p in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    return folders + [("a folder on PATH", os.path.realpath(p)) for p in on_path]
+
+
+def holds(folder, home):
+    """Whether folder is the home folder or above it (a PATH with `~` or `/` in it): then only the folder
+    itself is refused as a workspace, not every project below it (PATH is not searched below a folder)."""
+    return home == folder or home.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def linked_outside(workspace, limit=20_000):
+    """(how many, one of them) of the workspace's regular files that are hard links with a name outside it
+    (more links than names found inside): the kernel sees the workspace's name, so a command may change
+    the file for the other name too. The walk stops after `limit` entries (a huge tree is not scanned)."""
+    names, seen = {}, 0
+    for folder, subfolders, files in os.walk(workspace):
+        for name in files:
+            seen += 1
+            try:
+                info = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                key = (info.st_dev, info.st_ino)
+                names[key] = [names.get(key, [0])[0] + 1, info.st_nlink, os.path.join(folder, name)]
+        if seen > limit:
+            break
+    outside = [path for count, links, path in names.values() if links > count]
+    return len(outside), (os.path.relpath(outside[0], workspace) if outside else None)
+
+
+def hard_link_note(workspace):
+    """The line said once at start when the workspace holds hard links to files outside it, or None."""
+    count, example = linked_outside(workspace)
+    if not count:
+        return None
+    more = f" and {count - 1} more file{'s' * (count > 2)}" if count > 1 else ""
+    linked = "are hard links to files" if more else "is a hard link to a file"
+    return (f"[sandbox] not covered: {example}{more} in the workspace {linked} outside it: a command that writes "
+            "into one changes the file outside too (the kernel sees the workspace's name); copy it to break the link")
 
 
 def xdg(environ, name, home, default):
@@ -220,10 +289,24 @@ def hint_for(output):
 
 
 def remove_tmpdir(tmpdir):
+    """The command's private TMPDIR, removed whatever modes the command left in it: a folder made
+    unreadable or unwritable (chmod 000) gets its owner's rights back as the walk reaches it. Every process
+    of the command is gone by now, and the walk follows no link."""
     try:
         os.rmdir(tmpdir)  # most commands leave it empty: 2 ms cheaper than rmtree
+        return
     except OSError:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        pass
+    folders = [tmpdir]
+    while folders:
+        folder = folders.pop()
+        try:
+            os.chmod(folder, 0o700)  # a folder found by scandir below, never a link (is_dir without following)
+            with os.scandir(folder) as entries:
+                folders += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+    shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 HELPER_USAGE = "usage: python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp DIR] -- PROGRAM [ARGS...]"

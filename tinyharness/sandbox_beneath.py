@@ -21,19 +21,20 @@ from .sandbox_syscalls import EACCES, ENOSYS, EXDEV, syscall
 
 SYS_OPENAT2 = 437  # every arch; Linux 5.6
 BENEATH = sys.platform != "win32" and os.open in os.supports_dir_fd  # folders as descriptors: not on Windows
-RESOLVE_NO_MAGICLINKS, RESOLVE_BENEATH = 0x02, 0x08
+RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, RESOLVE_BENEATH = 0x02, 0x04, 0x08
 
 
 class OpenHow(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
 
-def open_beneath(workspace, path, flags, mode=0o666):
+def open_beneath(workspace, path, flags, mode=0o666, no_links=False):
     """os.open(workspace/path), except that the kernel refuses, while it resolves the path, any step
     that leaves the workspace: '..' above it, an absolute path, a symbolic link pointing out (even one
     swapped in after the hooks checked the path), /proc/self/root. openat2(RESOLVE_BENEATH) on Linux;
     on other POSIX systems a walk one component at a time that follows no symbolic link at all; on
-    Windows (no *at() calls) the plain path, as checked by the hooks just before."""
+    Windows (no *at() calls) the plain path, as checked by the hooks just before. no_links: no symbolic
+    link at all on the way, even one that stays inside (filedoor.py: the harness's own writes)."""
     if not BENEATH:
         return os.open(os.path.join(workspace, path), flags, mode)
     path = below(workspace, path)
@@ -42,7 +43,8 @@ def open_beneath(workspace, path, flags, mode=0o666):
         if sys.platform == "linux":
             try:
                 creates = flags & os.O_CREAT or flags & os.O_TMPFILE == os.O_TMPFILE  # else a mode is EINVAL
-                how = OpenHow(flags | os.O_CLOEXEC, mode if creates else 0, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+                resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | (RESOLVE_NO_SYMLINKS if no_links else 0)
+                how = OpenHow(flags | os.O_CLOEXEC, mode if creates else 0, resolve)
                 return syscall(SYS_OPENAT2, ctypes.c_int(root), ctypes.c_char_p(os.fsencode(path)),
                                ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
             except OSError as e:

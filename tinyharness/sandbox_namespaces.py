@@ -4,9 +4,10 @@ The problem: Landlock stops reads and writes, not connecting to a socket file (u
 command may start processes that outlive it. An SSH agent's socket (`/tmp/ssh-*/agent.*`,
 `/run/user/UID/...`, `~/.1password/agent.sock`), a tmux or screen server's, D-Bus's would be reachable,
 and `/proc/net/unix` lists them all. The mechanism, where unprivileged user namespaces work (most
-distributions): the child unshares a user, mount, PID and network namespace of its own, as the same
-user inside as outside. `/tmp`, `/run` and the home folder become empty, with only what the sandbox
-grants mounted back (the workspace, the private TMPDIR, a virtualenv, git's settings); in its own
+distributions): the child unshares a user, mount, PID, network and IPC namespace of its own, as the same
+user inside as outside (the IPC one: no SysV shared memory, message queue or semaphore of a program
+outside can be read, written or zeroed, nor a POSIX message queue). `/tmp`, `/run` and the home folder
+become empty, with only what the sandbox grants mounted back (the workspace, the private TMPDIR, a virtualenv, git's settings); in its own
 network namespace `/proc/net/unix` lists nothing. The command is PID 1 of its PID namespace, with a
 /proc of its own: no process outside can be seen or named, and when it ends the kernel ends every
 process left in the namespace, however it forked.
@@ -24,8 +25,9 @@ import sys
 
 from .sandbox_syscalls import libc, prctl
 
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
-NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG = 1
 _namespaces_work = None
@@ -42,7 +44,7 @@ def mount(source, target, fstype, flags, data=None):
 
 
 def enter_namespaces():
-    """unshare a user, mount, PID and network namespace, as the same user inside as outside."""
+    """unshare a user, mount, PID, network and IPC namespace, as the same user inside as outside."""
     uid, gid = os.geteuid(), os.getegid()
     if libc.unshare(ctypes.c_int(NAMESPACES)) != 0:
         code = ctypes.get_errno()

@@ -7,7 +7,9 @@ system call's number and arguments and answers allow, or fail with an errno. It 
 every family but AF_UNIX (so UDP, raw sockets and netlink are gone too), `io_uring_setup` (io_uring opens
 sockets and files without those calls), a change to another process (`prlimit64` on any pid but 0,
 `setpriority` and `ioprio_set` on anything but itself or for a whole user, the `sched_set*` calls on
-another pid: `prlimit --pid $PPID --nofile=0:0`, `renice`, `taskset`), and a setuid or setgid bit in a
+another pid: `prlimit --pid $PPID --nofile=0:0`, `renice`, `taskset`), the kernel's keyrings (`keyctl`,
+`add_key`, `request_key`: the session keyring the harness was started in holds Kerberos tickets and
+cifscreds), SysV IPC where there is no IPC namespace (sandbox_namespaces.py), and a setuid or setgid bit in a
 mode (`chmod`, `fchmod*`, `open*`, `creat`, `mknod*`: as root, `chmod 4755` leaves a program that runs as
 root for whoever starts it later). Why not a network namespace instead? It would cut the network as
 well, but unprivileged user namespaces are switched off on many systems; seccomp needs no privilege and
@@ -32,18 +34,28 @@ ARCHITECTURES = {
         "socket": 41, "io_uring_setup": 425, "prlimit64": 302, "setpriority": 141, "sched_setaffinity": 203,
         "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314, "ioprio_set": 251,
         "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "open": 2, "creat": 85, "openat": 257,
-        "openat2": 437, "mknod": 133, "mknodat": 259, "setsid": 112, "setpgid": 109}),
+        "openat2": 437, "mknod": 133, "mknodat": 259, "setsid": 112, "setpgid": 109,
+        "add_key": 248, "request_key": 249, "keyctl": 250, "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67,
+        "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70,
+        "msgctl": 71}),
     "aarch64": (0xC00000B7, False, {
         "socket": 198, "io_uring_setup": 425, "prlimit64": 261, "setpriority": 140, "sched_setaffinity": 122,
         "sched_setscheduler": 119, "sched_setparam": 118, "sched_setattr": 274, "ioprio_set": 30,
         "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "openat": 56, "openat2": 437, "mknodat": 33,
-        "setsid": 157, "setpgid": 154}),
+        "setsid": 157, "setpgid": 154, "add_key": 217, "request_key": 218, "keyctl": 219, "shmget": 194,
+        "shmctl": 195, "shmat": 196, "shmdt": 197, "semget": 190, "semctl": 191, "semtimedop": 192, "semop": 193,
+        "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189}),
 }
 # Without a PID namespace, what the command starts must stay in its process group: one kill of the group
 # is then exact (the kernel fails a fork that races with it), where a sweep of the process tree can be
 # outrun by a fork-and-exit chain. So setsid and setpgid fail there (a daemon that insists on its own
 # session does not start).
-KEEP_IN_GROUP = [("setsid", None, "always", 0, EPERM), ("setpgid", None, "always", 0, EPERM)]
+# SysV IPC is shared too without an IPC namespace: every call of it fails there (ids are small numbers,
+# so refusing the *get calls alone would leave shmat and msgrcv on a guessed id).
+SYSV_IPC = ("shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop", "msgget", "msgsnd",
+            "msgrcv", "msgctl")
+KEEP_IN_GROUP = [("setsid", None, "always", 0, EPERM), ("setpgid", None, "always", 0, EPERM),
+                 *((name, None, "always", 0, EPERM) for name in SYSV_IPC)]
 # (system call, argument, test, errno): the call fails with errno when the test holds for the argument.
 #   "not": the argument is anything but the value (a process other than the caller: pid/who 0 is "me");
 #   "is": the argument is the value; "bits": it has one of these bits (a mode with setuid or setgid);
@@ -51,6 +63,9 @@ KEEP_IN_GROUP = [("setsid", None, "always", 0, EPERM), ("setpgid", None, "always
 CHECKS = [
     ("socket", 0, "not", AF_UNIX, EACCES),            # only AF_UNIX: no TCP, UDP, raw, netlink (Landlock lets UDP out)
     ("io_uring_setup", None, "always", 0, ENOSYS),    # io_uring opens sockets and files without these calls
+    ("keyctl", None, "always", 0, EPERM),             # the session keyring it was started in (Kerberos tickets,
+    ("add_key", None, "always", 0, EPERM),            # cifscreds), the user's keyring: none is read or added to
+    ("request_key", None, "always", 0, EPERM),
     ("openat2", None, "always", 0, ENOSYS),           # its mode sits in a struct BPF cannot read; libc falls back
     ("prlimit64", 0, "not", 0, EPERM),                # another process's limits: `prlimit --pid P --nofile=0:0`
     ("setpriority", 0, "is", 2, EPERM),               # PRIO_USER: every process of the user, even with who 0

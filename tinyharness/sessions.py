@@ -51,6 +51,7 @@ import sys
 from pathlib import Path
 
 from .console import printable
+from .filedoor import write_text
 from .session_checks import (HEADER_TEXTS, call_problem, content_problem, event_problem,  # noqa: F401
                              header_problem, is_text, message_problem, messages_problem)
 from .session_writer import (FORMAT, MESSAGE_TYPES, VERSION, SessionError, SessionWriter,  # noqa: F401
@@ -337,7 +338,7 @@ class TranscriptWriter:
         if not self.path or self.failed:
             return
         try:
-            Path(self.path).write_text(json.dumps(messages, indent=2), encoding="utf-8")
+            write_text(self.path, json.dumps(messages, indent=2))  # filedoor.py: no link, no FIFO, temp and rename
         except OSError as e:
             self.failed = e.strerror or str(e)
             print(printable(f"warning: the transcript {self.path} could not be written ({self.failed}): it is not "

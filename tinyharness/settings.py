@@ -15,10 +15,10 @@ What it cannot do. It checks nothing: a `max_turns` of 0 is the command line's m
 server's real context window lives on the client (overflow.py), the counts in `Stats` (edges.py).
 """
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY
+from .filedoor import read_workspace_text
 from .guards import MAX_SECONDS, MAX_TURNS
 from .hooks import ask_user
 from .tools import SHELL_TIMEOUT
@@ -30,10 +30,11 @@ keep what you will need later with save_note. When the task is done, answer brie
 
 
 def system_prompt(workspace):
-    """The built-in prompt plus the workspace's INSTRUCTIONS.md, when it has one."""
-    extra = Path(workspace) / "INSTRUCTIONS.md"
-    if extra.is_file():
-        return SYSTEM_PROMPT + "\n\nInstructions from the workspace (INSTRUCTIONS.md):\n" + extra.read_text(errors="replace")
+    """The built-in prompt plus the workspace's INSTRUCTIONS.md, when it has one (read through filedoor.py:
+    no link leading out, no FIFO, at most 64 KiB, and a cut is said)."""
+    extra = read_workspace_text(workspace, "INSTRUCTIONS.md")
+    if extra is not None:
+        return SYSTEM_PROMPT + "\n\nInstructions from the workspace (INSTRUCTIONS.md):\n" + extra
     return SYSTEM_PROMPT
 
 

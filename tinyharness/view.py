@@ -32,14 +32,16 @@ from pathlib import Path
 
 from .compact import SUMMARY_MARK
 from .console import printable
+from .filedoor import read_bytes, write_text
 from .context import STUB_PREFIX, estimate_tokens, json_chars
-from .sessions import FORMAT, SessionError, find, message_problem, message_text, parse, read_regular
+from .sessions import FORMAT, SessionError, find, message_problem, message_text, parse
 
 FOLD_CHARS, FOLD_LINES = 600, 12   # results longer than this are folded
 VERDICTS = ("BLOCKED", "DENIED", "ERROR")
 DATA_IMAGE = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]+")
 CUT_REPLY = "[harness] Your last reply was cut off"
 CAPPED = "characters omitted by the harness"
+VIEW_CAP = 256 << 20  # bytes of a session or transcript a page is made from: a bigger one is refused, not held
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:16px;color:#1d1d1f;background:#fafafa}
@@ -76,10 +78,12 @@ def read_file(path):
     """(title lines, events, warning). A transcript's messages become message events; a message of it
     that fails the session's checks ends it there, with a warning, as a damaged session line does."""
     path = Path(path)
-    try:
-        data = read_regular(path)  # a FIFO or a folder is an error, never a hang
+    try:  # filedoor.py: a FIFO or a folder is an error, never a hang; no link the model planted is followed
+        data, size = read_bytes(path, VIEW_CAP)
     except OSError as e:
         raise ViewError(f"cannot read {path}: {e.strerror or e}") from None
+    if size > VIEW_CAP:
+        raise ViewError(f"{path} is {size:,} bytes, more than the {VIEW_CAP >> 20} MiB a page is made from")
     start = data.lstrip()[:1]
     if start == b"[":
         try:
@@ -390,7 +394,7 @@ def view_command(file, output=None, open_it=False):
         return 1
     target = Path(output) if output else Path(file).with_suffix(".html")
     try:
-        target.write_text(page, encoding="utf-8", errors="backslashreplace")  # a lone surrogate shows as \udcff
+        write_text(target, page, errors="backslashreplace")  # filedoor.py; a lone surrogate shows as \udcff
     except OSError as e:
         print(printable(f"error: cannot write {target}: {e.strerror or e}"), file=sys.stderr)
         return 1
