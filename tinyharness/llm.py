@@ -322,7 +322,7 @@ def explain_status(status, body, url, model):
         base = url[: -len("/chat/completions")]
         return (f"The server at {url} answered HTTP 404: {body}. OpenAI-compatible servers answer under /v1: "
                 f"try --base-url {base}/v1")
-    hint = "Set TINYHARNESS_API_KEY if the server needs a key." if status in (401, 403) else "Check the server's log."
+    hint = "Set TINYHARNESS_API_KEY (or OPENAI_API_KEY) if the server needs a key." if status in (401, 403) else "Check the server's log."
     return f"The server at {url} answered HTTP {status}: {body}. {hint}"
 
 

@@ -354,7 +354,7 @@ class OllamaClient:
         if status == 404:
             return LLMError(f"{where} has no native chat route ({said}). Is it an Ollama server? For other servers "
                             "use --api openai.")
-        hint = "Set TINYHARNESS_API_KEY if the server needs a key." if status in (401, 403) else "Check the server's log."
+        hint = "Set TINYHARNESS_API_KEY (or OPENAI_API_KEY) if the server needs a key." if status in (401, 403) else "Check the server's log."
         verb = "reported an error in the middle of its streamed answer" if streamed else "answered"
         return LLMError(f"{where} {verb} {said}. {hint}")
 
