@@ -14,10 +14,14 @@ What it cannot do. It checks nothing: a `max_turns` of 0 is the command line's m
 (cli.py checks the flags). It holds what the run is told, not what it learns on the way: the
 server's real context window lives on the client (overflow.py), the counts in `Stats` (edges.py).
 """
+import errno
+import os
+import stat
+import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Optional
 
+from .console import printable
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY
 from .guards import MAX_SECONDS, MAX_TURNS
 from .hooks import ask_user
@@ -29,12 +33,49 @@ Read before you answer: never invent what a file says. Old tool results may be c
 keep what you will need later with save_note. When the task is done, answer briefly with what you did."""
 
 
+INSTRUCTION_CAP = 64 * 1024  # bytes read of one instructions file: a prompt, not a place for a whole repository
+PROJECT_FILES = ("AGENTS.md", "CLAUDE.md")  # the cross-tool convention first; Claude Code's name when it is missing
+
+
 def system_prompt(workspace):
-    """The built-in prompt plus the workspace's INSTRUCTIONS.md, when it has one."""
-    extra = Path(workspace) / "INSTRUCTIONS.md"
-    if extra.is_file():
-        return SYSTEM_PROMPT + "\n\nInstructions from the workspace (INSTRUCTIONS.md):\n" + extra.read_text(errors="replace")
-    return SYSTEM_PROMPT
+    """The built-in prompt plus the workspace's INSTRUCTIONS.md and its AGENTS.md (else CLAUDE.md), when
+    it has them, each read by `instructions_file` (no link followed, regular files only, capped)."""
+    prompt = SYSTEM_PROMPT
+    extra = instructions_file(workspace, "INSTRUCTIONS.md")
+    if extra is not None:
+        prompt += "\n\nInstructions from the workspace (INSTRUCTIONS.md):\n" + extra
+    for name in PROJECT_FILES:
+        project = instructions_file(workspace, name)
+        if project is not None:
+            return prompt + f"\n\nProject instructions from the workspace ({name}):\n" + project
+    return prompt
+
+
+def instructions_file(workspace, name, cap=INSTRUCTION_CAP):
+    """The text of the workspace's file NAME, or None when there is none (or it cannot be read: a symbolic
+    link, a FIFO, a folder - said on stderr). A workspace file is the model's to write, and a link in its
+    place could carry ~/.ssh/id_rsa into the prompt: it is opened without following a link (O_NOFOLLOW),
+    without waiting on a FIFO (O_NONBLOCK), and read only if fstat says it is a regular file. At most
+    CAP bytes are read; a longer file is cut, and the prompt says so."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(os.path.join(workspace, name), flags)
+    except FileNotFoundError:
+        return None
+    except OSError as e:  # ELOOP: a symbolic link
+        why = "it is a symbolic link" if e.errno == errno.ELOOP else e.strerror
+        print(printable(f"warning: {name} was not read ({why}; the harness follows no link for its own files)."),
+              file=sys.stderr)
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            print(printable(f"warning: {name} was not read (it is not a regular file)."), file=sys.stderr)
+            return None
+        data = file.read(cap + 1)
+    text = data[:cap].decode("utf-8", errors="replace")
+    if len(data) > cap:
+        text += f"\n[cut: {name} is longer than {cap} bytes; only its first {cap} bytes were read.]"
+    return text
 
 
 @dataclass(frozen=True)
