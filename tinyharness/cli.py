@@ -17,12 +17,15 @@ hooks, MCP servers, sandbox and client, and `start_run` runs the loop once, with
 What it cannot do. The checks here see only the command line and the files it names: a server that
 is down or a model that cannot call tools is found by the run itself, or by `tinyharness doctor`.
 """
+import contextlib
 import os
 import sys
+import time
 
 from .console import StreamPrinter, printable
 from .flags import check_agent_flags, client_from_args, irregular_config, sandbox_from_args, usage_problem
 from .parsers import build_parser, version
+from .run_end import Results, Terminated, ending_signals, result_line, write_missing_result
 
 # Only the console, the flags and the parsers are imported here (the standard library below them): `tinyharness
 # --help` and `--version` must not pay for requests, the sandbox and the loop (a fifth of a second). Each command
@@ -30,8 +33,31 @@ from .parsers import build_parser, version
 
 
 def main(argv=None):
+    """The command's exit code. With `run --json`, whatever the exit (a usage error, a signal), the last
+    line on standard output is the result (run_end.py)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    started, code = time.monotonic(), 1
+    Results.written, Results.usage_error = False, None
     try:
-        return dispatch(sys.argv[1:] if argv is None else list(argv))
+        with ending_signals():  # SIGTERM and SIGHUP end a run as Ctrl-C does (run_end.py)
+            code = guarded(argv)
+    except SystemExit as e:  # argparse's usage errors (2) and --help (0)
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        raise
+    except Terminated as e:  # before a run could catch it: in set-up, at a trust question
+        print(f"Terminated ({e.name}).", file=sys.stderr)
+        code = e.code
+    finally:
+        if code != 0:  # a finished run wrote its own; --help and --version are no run
+            write_missing_result(argv, code, started)
+    return code
+
+
+def guarded(argv):
+    try:
+        return dispatch(argv)
+    except Terminated:
+        raise
     except KeyboardInterrupt:  # Ctrl-C anywhere (a run catches its own first, to print its stats)
         print("Interrupted.", file=sys.stderr)
         return 130
@@ -74,8 +100,18 @@ def dispatch(argv):
 
 
 def run_command(args, parser):
-    """`tinyharness run`: the task, the checks a usage error comes from, the workspace's hooks and MCP
-    servers, the sandbox and the client; then the run."""
+    """`tinyharness run`; with --json, standard output is the JSON lines' alone: everything else the run
+    prints there (a trust question, a permission prompt) goes to standard error."""
+    if not args.json:
+        return prepare_run(args, parser)
+    args.json_out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        return prepare_run(args, parser)
+
+
+def prepare_run(args, parser):
+    """The task, the checks a usage error comes from, the workspace's hooks and MCP servers, the sandbox
+    and the client; then the run."""
     from . import extensions
     from .hooks import ask_user
     from .imageload import ImageError, load_attachment
@@ -95,14 +131,19 @@ def run_command(args, parser):
     else:
         stream, printer = sys.stdout.isatty() if args.stream is None else args.stream, StreamPrinter(sys.stdout)
     if problem := irregular_config(os.getcwd()):
-        print(printable(f"error: {problem}"), file=sys.stderr)
-        return 2
+        return usage_failure(problem)
     try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
         hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), report_line)
     except extensions.SetupError as e:
-        print(printable(f"error: {e}"), file=sys.stderr)
-        return 2
+        return usage_failure(str(e))
     return start_run(args, client_from_args(args, stream, printer), printer, stream, image, sandbox, hands)
+
+
+def usage_failure(problem):
+    """Exit code 2, said on stderr (and in the --json result line)."""
+    Results.usage_error = problem
+    print(printable(f"error: {problem}"), file=sys.stderr)
+    return 2
 
 
 def start_run(args, client, printer, stream, image, sandbox, hands):
@@ -158,7 +199,7 @@ def open_records(args, client, hands):
         hands.hooks.transcript_path = str(session.path)
     if session or args.json:
         client = UsageTap(client, session)  # the session notes each call's usage beside its answer
-    lines = JsonLines(sys.stdout, client, session, args.model) if args.json else None
+    lines = JsonLines(args.json_out, client, session, args.model) if args.json else None
     return client, session, lines
 
 
@@ -177,6 +218,10 @@ def run_failed(e, args, result):
         result.update(error=str(e))
         print(printable(f"error: {e}"), file=sys.stderr)  # the server's own words can be in it
         return 1
+    if isinstance(e, Terminated):  # SIGTERM, SIGHUP: cleaned up as after Ctrl-C, exit 128 + the signal
+        result.update(exit_code=e.code, error=f"terminated by {e.name}")
+        print(f"Terminated ({e.name}).", file=sys.stderr)
+        return e.code
     if isinstance(e, KeyboardInterrupt):
         result.update(exit_code=130, error="interrupted")
         print("Interrupted.", file=sys.stderr)
@@ -195,6 +240,7 @@ class JsonLines:
     def __init__(self, out, tap, session, model):
         from .sessions import StreamWriter, now
         self.tap, self.events = tap, StreamWriter(out)
+        self.session_id, self.model = session.id if session else None, model
         self.events.write({"type": "start", "time": now(), "session": session.id if session else None,
                            "folder": os.getcwd(), "model": model, "version": version()})
 
@@ -206,11 +252,8 @@ class JsonLines:
         self.events.event(kind, **fields)
 
     def result(self, result, stats):
-        import time
-        counts = {"turns": stats.turns, "tool_calls": stats.tool_calls, "prompt_tokens": stats.prompt_tokens,
-                  "completion_tokens": stats.completion_tokens, "cached_tokens": stats.cached_tokens,
-                  "uncounted_turns": stats.uncounted, "seconds": round(time.monotonic() - stats.started, 2)}
-        self.events.write({"type": "result", **result, "stats": counts})
+        Results.written = True  # before writing: a closed output must not get a second try from main
+        self.events.write(result_line(result, stats, self.session_id, self.model, stats.started))
 
 
 def report_line(text):

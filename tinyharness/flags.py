@@ -217,6 +217,8 @@ def sandbox_from_args(args, parser):
     if missing:
         parser.error(f"--sandbox-read: {missing[0]} does not exist")
     if problem := workspace_problem(os.getcwd()):  # run and chat both come here first
+        from .run_end import Results
+        Results.usage_error = problem  # for the --json result line
         print(printable(f"error: {problem}."), file=sys.stderr)
         raise SystemExit(2)
     for name in args.sandbox_env:
