@@ -97,3 +97,13 @@ def test_a_signal_ends_with_a_result_line_and_its_exit_code(tmp_path, signum, co
     assert result["session_id"] and result["num_turns"] == 0
     assert json.loads((tmp_path / "t.json").read_text())[-1]["content"] == "go"  # the transcript was flushed
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handlers were put back
+
+
+def test_the_readme_table_names_every_field_of_the_result(tmp_path):
+    from tests.ladder import ROOT
+    row = next(line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("  | `result` |"))
+    with ScriptedServer(["Done."]) as server:
+        result, lines = result_of(run_json(tmp_path, "--base-url", server.base_url, "go"), 0)
+    missing = [key for line in lines for key in line if f"`{key}`" not in row and line is result and key != "type"]
+    assert missing == [] and all(f"`{key}`" in row for key in result["usage"])

@@ -117,7 +117,8 @@ def add_model_flags(parser):
     parser.add_argument("--max-turns", type=int, default=MAX_TURNS, help="most model calls in one run (default %(default)s)")
     parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS, metavar="SECONDS",
                         help="stop before the next model call once this long has passed; what is left is also the "
-                             "longest one model reply may take (default %(default)s)")
+                             "longest one model reply, one shell command, a hook or an MCP call may take "
+                             "(default %(default)s)")
     parser.add_argument("--max-tokens", type=int, metavar="N",
                         help="stop before the next model call once the run has used N tokens, prompt plus completion, "
                              "as the server counted them (default: no limit)")
