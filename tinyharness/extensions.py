@@ -191,8 +191,9 @@ def add_flags(parser):
     """The flags `run` and `chat` share for season two's hands."""
     parser.add_argument("--mcp", action="append", default=[], metavar="NAME=COMMAND",
                         help="start an MCP server over stdio and offer its tools as mcp__NAME__TOOL (repeatable; "
-                             "COMMAND is split as a shell would split it). Servers are also read from "
-                             ".tinyharness/mcp.json and ~/.config/tinyharness/mcp.json. Each MCP call asks "
+                             "COMMAND is split as a shell would split it). Servers are also read from the workspace's "
+                             ".mcp.json, .vscode/mcp.json and .tinyharness/mcp.json (each trusted first) and "
+                             "~/.config/tinyharness/mcp.json. Each MCP call asks "
                              "permission unless the config marks the tool read-only")
     parser.add_argument("--no-subagents", dest="subagents", action="store_false",
                         help="do not offer the task tool (a sub-task run by a helper agent in a fresh context)")
@@ -244,7 +245,7 @@ def server_configs(workspace, flags=()):
         workspace_file = Path(workspace) in path.parents
         trusted = True if not workspace_file or trust.is_trusted(path) else None
         try:
-            configs = mcp.load_config(path)
+            configs = mcp.load_config(path, workspace)
         except ValueError as e:
             raise SetupError(str(e)) from None
         for name, config in configs.items():
@@ -264,7 +265,8 @@ def list_servers(workspace, flags=(), out=print):
         out(f"error: {e}")
         return 2
     if not servers:
-        out("No MCP servers are configured (.tinyharness/mcp.json, ~/.config/tinyharness/mcp.json, --mcp).")
+        out("No MCP servers are configured (.mcp.json, .vscode/mcp.json, .tinyharness/mcp.json, "
+            "~/.config/tinyharness/mcp.json, --mcp).")
         return 0
     status = 0
     for name, config, source, trusted in servers:

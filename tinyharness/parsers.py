@@ -98,7 +98,7 @@ def add_chat_parser(sub, command):
 
 def add_mcp_parser(sub, command):
     mcp_parser = sub.add_parser("mcp", help="the MCP servers this folder would start: `mcp list` shows their tools",
-                                description="List the configured MCP servers (.tinyharness/mcp.json, "
+                                description="List the configured MCP servers (.mcp.json, .vscode/mcp.json, .tinyharness/mcp.json, "
                                             "~/.config/tinyharness/mcp.json, --mcp), whether each is trusted, and the "
                                             "tools each offers (trusted servers are started to ask them).")
     mcp_parser.add_argument("mcp_command", choices=["list"], metavar="list", help="list servers and their tools")
