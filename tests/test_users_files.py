@@ -90,3 +90,94 @@ def test_mcp_list_says_which_file_each_server_came_from(ws, home):
         f"  NOT trusted yet: {tmp_path / '.mcp.json'} (run or chat asks once; until then it is never started)"
     assert lines[lines.index("b  [stdio] /nonexistent/b") + 1].startswith(
         f"  NOT trusted yet: {Path(tmp_path) / '.vscode' / 'mcp.json'}")
+
+
+# --- hooks and permission rules in Claude Code's project settings ------------------------------------
+
+GUARD = ("import json, sys; e = json.load(sys.stdin); "
+         "sys.exit(2) if 'rm ' in e['tool_input'].get('command', '') and print('no rm here', file=sys.stderr) is None "
+         "else sys.exit(0)")
+
+
+def claude_settings(ws, name="settings.json", **data):
+    return write(ws / ".claude" / name, data)
+
+
+def run_with(ws, home, script, *args, stdin="y\n"):
+    with ScriptedServer(script) as server:
+        done = run_stage(FINAL, ws, "--base-url", server.base_url, *args, "go", stdin=stdin, env=home)
+    return done, server
+
+
+def test_a_deny_hook_and_deny_rules_in_claude_settings_hold_without_copying_anything(ws, home):
+    (ws / "keep.txt").write_text("keep")
+    (ws / ".env").write_text("SECRET=1")
+    (ws / "guard.py").write_text(GUARD)
+    path = claude_settings(ws, hooks={"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": f"{sys.executable} guard.py"},
+        {"type": "prompt", "prompt": "is this safe?"}]}]}, permissions={"deny": ["Read(./.env)"]})
+    script = [calls(tool_call("shell", command="rm keep.txt"), tool_call("read_file", path=".env"),
+                    tool_call("read_file", path="./sub/../.env")), "Done."]
+    done, server = run_with(ws, home, script, "--yes", "--sandbox", "off")
+    assert done.returncode == 0, done.stderr
+    results = list(tool_results(server.requests[1]).values())
+    assert results[0].startswith("BLOCKED: no rm here") and (ws / "keep.txt").exists()
+    assert results[1] == results[2] == ("DENIED: the rule Read(./.env) (.claude/settings.json) denies this read_file "
+                                        "call, so it did not run.")
+    assert f"This workspace has a hooks or settings file ({path})" in done.stdout
+    assert 'a PreToolUse hook of "type": "prompt" is skipped' in done.stderr
+
+
+def test_settings_local_json_adds_its_rules_and_an_untrusted_one_stops_the_run(ws, home):
+    claude_settings(ws, permissions={"deny": ["Bash(git push:*)"]})  # deny only: no question
+    local = claude_settings(ws, "settings.local.json", permissions={"allow": ["Bash(echo hi)"]})
+    done, _ = run_with(ws, home, ["Done."], stdin="")
+    assert done.returncode == 2 and ".claude/settings.local.json was not trusted" in done.stderr
+    assert f"({local})" in done.stdout
+
+
+def test_allow_and_deny_flags_in_claudes_spelling(ws, home):
+    (ws / "src").mkdir()
+    script = [calls(tool_call("shell", command="echo hi"), tool_call("shell", command="npm test --watch"),
+                    tool_call("shell", command="npm test && echo chained"), tool_call("write_file", path="src/a.txt",
+                                                                                      content="a")), "Done."]
+    done, server = run_with(ws, home, script, "--sandbox", "off", "--allow", "Bash(echo hi)", "--allow",
+                            "Bash(npm test:*)", "--allow", "Edit(src/**)", "--deny", "Bash(npm test --watch)",
+                            stdin="")  # nobody answers: only what a rule allows runs
+    results = list(tool_results(server.requests[1]).values())
+    assert results[0] == "exit status 0\nhi\n"
+    assert results[1].startswith("DENIED: the rule Bash(npm test --watch) (--deny) denies")  # deny wins over allow
+    assert results[2].startswith("DENIED: the user did not allow")  # a chain is never allowed by a rule
+    assert results[3].startswith("OK: wrote 1 characters") and (ws / "src" / "a.txt").read_text() == "a"
+    assert "standard input is not a terminal" not in done.stderr  # there are allow rules
+
+
+def test_deny_wins_over_yes_and_a_headless_run_without_rules_says_what_will_happen(ws, home):
+    script = [calls(tool_call("write_file", path="a.txt", content="a")), "Done."]
+    done, server = run_with(ws, home, script, "--yes", "--deny", "Write")
+    assert tool_results(server.requests[1]).popitem()[1].startswith("DENIED: the rule Write (--deny)")
+    assert not (ws / "a.txt").exists() and "standard input is not a terminal" not in done.stderr
+    done, _ = run_with(ws, home, ["Done."])
+    assert "warning: standard input is not a terminal and neither --yes nor an allow rule was given: every write " \
+           "and command will be DENIED" in done.stderr
+    bad = run_stage(FINAL, ws, "--deny", "Bash(", "go", env=home)
+    assert bad.returncode == 2 and "is not a rule" in bad.stderr
+
+
+@pytest.mark.parametrize("spec, path, hit", [
+    ("./.env", ".env", True), ("./.env", "sub/.env", False), (".env", "sub/.env", True), ("src/**", "src/a/b.py", True),
+    ("src/**", "srcx/a", False), ("src", "src/a.py", True), ("*.pem", "keys/k.pem", True), ("/docs/*.md", "docs/a.md", True),
+    ("/docs/*.md", "docs/x/a.md", False)])
+def test_file_specifiers_are_read_as_gitignore_reads_them(tmp_path, spec, path, hit):
+    from tinyharness.permissions import path_matches
+    assert path_matches(spec, path, str(tmp_path)) is hit
+
+
+def test_a_link_to_a_denied_file_is_denied_too(tmp_path):
+    from tinyharness.permissions import Rules
+    (tmp_path / ".env").write_text("x")
+    (tmp_path / "innocent").symlink_to(tmp_path / ".env")
+    rules = Rules(tmp_path)
+    rules.add(["Read(./.env)"], "deny", "--deny", [])
+    assert rules.decide("read_file", {"path": "innocent"}).text == "Read(./.env)"
+    assert rules.decide("read_file", {"path": "other"}) is None

@@ -7,7 +7,8 @@ command, it gets the event as JSON on stdin, and its exit code decides. Many alr
 written for Claude Code; they should run here unchanged.
 
 The mechanism. `.tinyharness/hooks.json` in the workspace lists commands per event, in our shape or
-in Claude Code's settings shape (both may sit in one file; `{"hooks": {...}}` around them is optional):
+in Claude Code's settings shape (both may sit in one file; `{"hooks": {...}}` around them is optional);
+the "hooks" of Claude Code's `.claude/settings.json` and `.claude/settings.local.json` run too:
 
     {"pre_tool_use":  [{"matcher": "shell|write_file", "command": "python3 .tinyharness/policy.py"}],
      "post_tool_use": [{"matcher": "write_file", "command": "ruff check --quiet .", "timeout": 20}],
@@ -58,7 +59,8 @@ could ship one. The first time a workspace's hooks file is seen, or after it cha
 asked to trust it (trust.py) - and `--yes`, which approves the model's calls, does not answer that
 question. A hook sees the call, not what the call will do: `pre_tool_use` on `shell` reads the same
 text the regex policy reads, with the same blind spots. A child that calls `setsid` leaves the group
-and survives. Claude's `prompt`-type hooks (an LLM decides) are refused when the file is loaded.
+and survives. Claude's `prompt`, `http` and `agent` hooks (an LLM or a URL decides) are skipped with a
+warning when the file is loaded.
 """
 import json
 import os
@@ -86,6 +88,9 @@ CLAUDE_TOOLS = {"shell": ("Bash",), "write_file": ("Write", "Edit", "MultiEdit")
                 "save_note": ("Edit",)}
 PATH_TOOLS = ("write_file", "read_file", "view_image", "list_dir")
 HOOKS_FILE = Path(".tinyharness") / "hooks.json"
+# Claude Code's project settings, then ours: each file's hooks run, each file trusted on its own.
+HOOK_FILES = (Path(".claude") / "settings.json", Path(".claude") / "settings.local.json", HOOKS_FILE)
+SKIPPED_TYPES = ("prompt", "http", "agent")  # Claude Code's hooks that are not a command: warned about, skipped
 HOOK_TIMEOUT = 30  # seconds; a hook that hangs blocks, it never waits forever
 MIN_TIMEOUT = 0.5  # seconds a hook still gets when the run's time is nearly out (it blocks if it needs more)
 MAX_OUTPUT = 4000  # characters of a hook's stdout/stderr kept for the model
@@ -121,17 +126,42 @@ def load(workspace):
 
 
 def load_with_notes(workspace):
-    """({event: [Hook]}, [notes for the user about entries that never fire here])."""
-    path = Path(workspace) / HOOKS_FILE
-    if not path.exists():
-        return {}, []
+    """({event: [Hook]}, [notes for the user about entries that never fire here]) of every hooks file."""
+    hooks, notes = {}, []
+    for _, _, found, said in load_files(workspace):
+        for event, entries in found.items():
+            hooks.setdefault(event, []).extend(entries)
+        notes += said
+    return hooks, notes
+
+
+def load_files(workspace):
+    """[(path, the file's JSON, {event: [Hook]}, notes)] for each hooks file the workspace has: Claude
+    Code's project settings (their "hooks"), then ours."""
+    loaded = []
+    for name in HOOK_FILES:
+        path = Path(workspace) / name
+        if not os.path.lexists(path):
+            continue
+        try:
+            loaded.append((path, *load_file(path, claude_settings=name != HOOKS_FILE)))
+        except HooksFileError as e:  # the checks below name ours: say which file it was
+            raise HooksFileError(str(e).replace(str(HOOKS_FILE), str(name))) from None
+    return loaded
+
+
+def load_file(path, claude_settings=False):
+    """(the file's JSON, {event: [Hook]}, notes) of one file."""
     if not path.is_file():
         raise HooksFileError(f"{HOOKS_FILE}: not a regular file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        whole = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as e:
         raise HooksFileError(f"{HOOKS_FILE}: cannot read it as JSON ({e})") from e
-    data = data.get("hooks", data) if isinstance(data, dict) else None
+    if claude_settings:  # a settings file holds more than hooks (permissions, env, model...)
+        data = whole.get("hooks", {}) if isinstance(whole, dict) else None
+    else:
+        data = whole.get("hooks", whole) if isinstance(whole, dict) else None
     if not isinstance(data, dict):
         raise HooksFileError(f"{HOOKS_FILE}: expected an object of events, e.g. "
                              '{"pre_tool_use": [{"matcher": "shell", "command": "..."}]}')
@@ -146,11 +176,12 @@ def load_with_notes(workspace):
                                  f"(or Claude Code's {', '.join(CLAUDE_EVENTS)})")
         ours, agents = CLAUDE_EVENTS.get(event, (event, None))
         for entry in entries if isinstance(entries, list) else [entries]:
-            hooks.setdefault(ours, []).extend(parse_entry(event, entry, agents))
-    return hooks, notes
+            hooks.setdefault(ours, []).extend(parse_entry(event, entry, agents, notes))
+    name = path.relative_to(path.parent.parent)
+    return whole, hooks, [note.replace(str(HOOKS_FILE), str(name)) for note in notes]
 
 
-def parse_entry(event, entry, agents=None):
+def parse_entry(event, entry, agents=None, notes=None):
     """The Hooks of one entry: ours {"matcher", "command", "timeout"} or Claude Code's
     {"matcher", "hooks": [{"type": "command", "command", "timeout"}]}."""
     if not isinstance(entry, dict):
@@ -165,8 +196,12 @@ def parse_entry(event, entry, agents=None):
                                  "{\"type\": \"command\", \"command\": \"...\"}")
         commands = []
         for hook in inner:
-            if not isinstance(hook, dict) or hook.get("type", "command") != "command":
-                kind = hook.get("type") if isinstance(hook, dict) else hook
+            kind = hook.get("type", "command") if isinstance(hook, dict) else hook
+            if kind in SKIPPED_TYPES and notes is not None:  # an LLM or a URL decides in Claude Code: not here
+                notes.append(f"[hook] warning: {HOOKS_FILE}: a {event} hook of \"type\": {json.dumps(kind)} is "
+                             "skipped (tinyharness runs only \"type\": \"command\" hooks)")
+                continue
+            if kind != "command":
                 raise HooksFileError(f"{HOOKS_FILE}: {event}: only hooks of \"type\": \"command\" are supported, "
                                      f"not {kind!r}")
             commands.append((command_of(event, hook), timeout_of(event, hook)))

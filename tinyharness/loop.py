@@ -160,7 +160,10 @@ class CallRunner:
         reason = pre_tool_use(workspace, name, arguments) or ext.pre_tool_use(name, arguments)
         if reason:
             return f"BLOCKED: {reason}"
-        asks = needs_permission(name, arguments) if ours else ext.needs_permission(name)
+        rule = ext.rule_for(name, arguments)  # --deny/--allow, settings' permissions: a deny wins, even over --yes
+        if rule and rule.kind == "deny":
+            return f"DENIED: the rule {rule.text} ({rule.source}) denies this {name} call, so it did not run."
+        asks = (needs_permission(name, arguments) if ours else ext.needs_permission(name)) and not rule
         if asks and not settings.approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
             return f"DENIED: the user did not allow this {name} call, so it did not run."
         timeout = self.command_time()
