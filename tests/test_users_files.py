@@ -181,3 +181,14 @@ def test_a_link_to_a_denied_file_is_denied_too(tmp_path):
     rules.add(["Read(./.env)"], "deny", "--deny", [])
     assert rules.decide("read_file", {"path": "innocent"}).text == "Read(./.env)"
     assert rules.decide("read_file", {"path": "other"}) is None
+
+
+def test_every_matching_hook_runs_and_a_block_from_any_blocks(ws, home):
+    (ws / "audit.py").write_text("import json, sys; open('audit.log', 'a').write(json.load(sys.stdin)['tool_name'] + '\\n')")
+    claude_settings(ws, hooks={"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "exit 1"},  # a guard that fails: blocks here (Claude Code would run the call)
+        {"type": "command", "command": f"{sys.executable} audit.py"}]}]})
+    done, server = run_with(ws, home, [calls(tool_call("shell", command="echo x")), "Done."], "--yes", "--sandbox", "off")
+    result = tool_results(server.requests[1]).popitem()[1]
+    assert result.startswith("BLOCKED: the hook `exit 1` failed with exit code 1") and "Claude Code would" in result
+    assert (ws / "audit.log").read_text() == "Bash\n"  # the audit hook saw the blocked call

@@ -70,6 +70,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -249,21 +250,25 @@ class CommandHooks:
         return any(self.hooks.values())
 
     def run(self, event, tool=None, arguments=None, agent="parent", deadline=None, **extra):
-        """Run every matching hook of `event` in order; the first that blocks decides. `deadline`
-        (time.monotonic()) is when the run's time is out: no hook runs past it."""
+        """Run every matching hook of `event`, together (as Claude Code does, each with its own timeout),
+        so an audit hook sees a call another hook blocks; a block from any of them blocks (the first in
+        the file's order is the reason). `deadline` (time.monotonic()) is when the run's time is out."""
+        chosen = [hook for hook in self.hooks.get(event, []) if not (hook.agents and agent not in hook.agents)
+                  and (tool is None or matches(hook.matcher, tool))]
+        run = lambda hook: self.run_one(event, hook, tool, arguments, dict(extra, agent=agent), deadline)
+        if len(chosen) > 1:
+            with ThreadPoolExecutor(len(chosen)) as pool:
+                verdicts = list(pool.map(run, chosen))
+        else:
+            verdicts = [run(hook) for hook in chosen]
         outputs, asks = [], []
-        for hook in self.hooks.get(event, []):
-            if hook.agents and agent not in hook.agents:
-                continue
-            if tool is not None and not matches(hook.matcher, tool):
-                continue
-            verdict = self.run_one(event, hook, tool, arguments, dict(extra, agent=agent), deadline)
+        for hook, verdict in zip(chosen, verdicts):
             if not verdict.allowed:
                 self.report(f"[hook] {event} `{hook.command}` blocked{' ' + tool if tool else ''}: {verdict.reason}")
-                return verdict
             outputs += [verdict.output] if verdict.output else []
             asks += [verdict.ask] if verdict.ask else []
-        return Verdict(True, output="\n".join(outputs), ask="; ".join(asks))
+        blocked = next((verdict for verdict in verdicts if not verdict.allowed), None)
+        return blocked or Verdict(True, output="\n".join(outputs), ask="; ".join(asks))
 
     def time_for(self, hook, deadline=None):
         limit = hook.timeout if self.timeout is None else min(hook.timeout, self.timeout)
@@ -293,7 +298,8 @@ class CommandHooks:
                            hook=command)
         if code != 0:
             return Verdict(False, f"the hook `{command}` failed with exit code {code}"
-                                  f"{': ' + err[:500] if err else ''}, so the call is refused", hook=command)
+                                  f"{': ' + err[:500] if err else ''}, so the call is refused (fail closed: Claude "
+                                  "Code would have let it run)", hook=command)
         return decision(event, out, command)
 
     def payload(self, event, hook, tool, arguments, extra):
