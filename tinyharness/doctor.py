@@ -71,10 +71,10 @@ class Report:
     """Prints each finding as it is made, and remembers whether any was a FAIL."""
 
     def __init__(self, out=None):
-        self.out, self.failed = out or sys.stdout, False
+        self.out, self.failed, self.warned = out or sys.stdout, False, 0
 
     def line(self, status, check, text, fix=None):
-        self.failed = self.failed or status == "FAIL"
+        self.failed, self.warned = self.failed or status == "FAIL", self.warned + (status == "WARN")
         print(printable(f"{status:<5} {check:<11} {text}" + (f" Fix: {fix}" if fix else "")), file=self.out, flush=True)
 
 
@@ -374,12 +374,13 @@ def probe_tool_call(report, args, api):
     message = answer[0]
     calls = message.get("tool_calls") or []
     problems = message.get("_problems") or {}
-    if cut_short(report, "tool call", answer[2], TOOL_PROBE_REPLY_TOKENS):
-        return seconds, False
-    if not calls:
+    if not calls:  # cut or not, text instead of a call is what a run would get: an agent that cannot act
         said = (message.get("content") or "").strip().replace("\n", " ")[:120]
-        report.line("FAIL", "tool call", f"asked for a call to `report`, the model answered in text: {said!r}.",
+        cut = f" (cut at the probe's cap of {TOOL_PROBE_REPLY_TOKENS} tokens)" if answer[2] == "length" else ""
+        report.line("FAIL", "tool call", f"asked for a call to `report`, the model answered in text{cut}: {said!r}.",
                     TOOL_CALL_FIX)
+    elif cut_short(report, "tool call", answer[2], TOOL_PROBE_REPLY_TOKENS):
+        return seconds, False
     elif problems or calls[0]["function"].get("name") != "report":
         what = "; ".join(problems.values()) or f"it called {calls[0]['function'].get('name')!r}"
         report.line("WARN", "tool call", f"a tool call came back, but not a clean one: {what}.",
@@ -455,7 +456,8 @@ def verdict(report):
     if report.failed:
         print("Verdict: a run will not work until the FAIL lines are fixed.", file=report.out, flush=True)
         return 1
-    print("Verdict: a run can work.", file=report.out, flush=True)
+    warned = f" ({report.warned} WARN line{'s' * (report.warned > 1)} above: read them)" if report.warned else ""
+    print(f"Verdict: a run can work{warned}.", file=report.out, flush=True)
     return 0
 
 
