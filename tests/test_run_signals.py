@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ladder import FINAL, ROOT, calls, run_stage, tool_call, tool_results
+from tests.ladder import FINAL, ROOT, calls, run_stage, tool_call
 from tinyharness.sandbox import unavailable_reason
 from tinyharness.testing import ScriptedServer
 
