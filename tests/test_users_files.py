@@ -158,7 +158,7 @@ def test_deny_wins_over_yes_and_a_headless_run_without_rules_says_what_will_happ
     assert tool_results(server.requests[1]).popitem()[1].startswith("DENIED: the rule Write (--deny)")
     assert not (ws / "a.txt").exists() and "standard input is not a terminal" not in done.stderr
     done, _ = run_with(ws, home, ["Done."])
-    assert "warning: standard input is not a terminal and neither --yes nor an allow rule was given: every write " \
+    assert "[permissions] standard input is not a terminal and neither --yes nor an allow rule was given: every write " \
            "and command will be DENIED" in done.stderr
     bad = run_stage(FINAL, ws, "--deny", "Bash(", "go", env=home)
     assert bad.returncode == 2 and "is not a rule" in bad.stderr

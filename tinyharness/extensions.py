@@ -245,7 +245,7 @@ def from_flags(args, workspace, ask, report):
     hooks, rules = load_policy(workspace, ask, report, args)
     approve = approve_everything if getattr(args, "yes", False) else ask
     if not getattr(args, "yes", False) and not rules.allows_any() and not sys.stdin.isatty():
-        report("warning: standard input is not a terminal and neither --yes nor an allow rule was given: every "
+        report("[permissions] standard input is not a terminal and neither --yes nor an allow rule was given: every "
                "write and command will be DENIED (nobody is there to answer the prompt). Pass --yes, or allow what "
                "may run, e.g. --allow 'Bash(npm test:*)' --allow 'Edit(src/**)'.")
     configs = {}
