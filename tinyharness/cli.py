@@ -39,7 +39,8 @@ def main(argv=None):
     started, code = time.monotonic(), 1
     Results.written, Results.usage_error = False, None
     try:
-        with ending_signals():  # SIGTERM and SIGHUP end a run as Ctrl-C does (run_end.py)
+        # SIGTERM and SIGHUP end a run as Ctrl-C does (run_end.py); chat, eval and the rest keep the default
+        with ending_signals() if argv[:1] == ["run"] else contextlib.nullcontext():
             code = guarded(argv)
     except SystemExit as e:  # argparse's usage errors (2) and --help (0)
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
