@@ -107,3 +107,18 @@ def test_the_readme_table_names_every_field_of_the_result(tmp_path):
         result, lines = result_of(run_json(tmp_path, "--base-url", server.base_url, "go"), 0)
     missing = [key for line in lines for key in line if f"`{key}`" not in row and line is result and key != "type"]
     assert missing == [] and all(f"`{key}`" in row for key in result["usage"])
+
+
+def test_sessions_json_lists_each_session_as_one_object(tmp_path, monkeypatch, capsys):
+    from tinyharness.cli import main
+    workspace, data = tmp_path / "ws", tmp_path / "data"
+    workspace.mkdir()
+    with ScriptedServer(["Done."]) as server:
+        done = run_json(workspace, "--base-url", server.base_url, "--model", "m3", "first  task", env={
+            "XDG_DATA_HOME": str(data)})
+    result, _ = result_of(done, 0)
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    assert main(["sessions", "--json"]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert json.loads(line) == {"id": result["session_id"], "turns": 1, "folder": str(workspace.resolve()),
+                                "model": "m3", "first_task": "first task"}

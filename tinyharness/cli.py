@@ -279,7 +279,7 @@ def list_mcp(args, usage):
 
 def list_sessions(args, usage):
     from .sessions import sessions_command
-    return sessions_command(show_all=args.all, here=args.here)
+    return sessions_command(show_all=args.all, here=args.here, as_json=args.json)
 
 
 def view_session(args, usage):

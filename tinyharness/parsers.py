@@ -115,6 +115,9 @@ def add_sessions_parser(sub, command):
                                           "`chat --resume ID` and `view ID` take the id as listed.")
     sessions.add_argument("--all", action="store_true", help="list every session, not only the newest 50")
     sessions.add_argument("--here", action="store_true", help="only the sessions started in the current folder")
+    sessions.add_argument("--json", action="store_true",
+                          help="for scripts: one JSON object per session and line (id, turns, folder, model, "
+                               "first_task), newest first; nothing else on standard output")
     sessions.set_defaults(usage=sessions)
 
 
