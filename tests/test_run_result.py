@@ -122,3 +122,22 @@ def test_sessions_json_lists_each_session_as_one_object(tmp_path, monkeypatch, c
     [line] = capsys.readouterr().out.splitlines()
     assert json.loads(line) == {"id": result["session_id"], "turns": 1, "folder": str(workspace.resolve()),
                                 "model": "m3", "first_task": "first task"}
+
+
+def test_run_continue_and_resume_go_on_with_the_session(tmp_path):
+    workspace, env = tmp_path / "ws", {"XDG_DATA_HOME": str(tmp_path / "data")}
+    workspace.mkdir()
+    with ScriptedServer(["The word is plum.", "You said plum.", "Still plum."]) as server:
+        first, _ = result_of(run_json(workspace, "--base-url", server.base_url, "remember plum", env=env), 0)
+        again, lines = result_of(run_json(workspace, "--base-url", server.base_url, "--continue", "what word?",
+                                          env=env), 0)
+        third, _ = result_of(run_json(workspace, "--base-url", server.base_url, "--resume", first["session_id"],
+                                      "and now?", env=env), 0)
+    assert first["session_id"] == again["session_id"] == third["session_id"]
+    sent = [m["content"] for m in server.requests[2]["messages"][1:]]
+    assert sent == ["remember plum", "The word is plum.", "what word?", "You said plum.", "and now?"]
+    assert [line["type"] for line in lines] == ["start", "user", "assistant", "result"]  # this run's events only
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    refused, _ = result_of(run_json(elsewhere, "--resume", first["session_id"], "hi", env=env), 2)
+    assert "was started in" in refused["error"]

@@ -122,6 +122,10 @@ def prepare_run(args, parser):
     if not args.task.strip():
         parser.error("the task is empty")
     check_agent_flags(args, parser)
+    if args.continue_session and args.resume:
+        parser.error("give --continue or --resume ID, not both")
+    if (args.continue_session or args.resume) and args.no_session:
+        parser.error("--continue and --resume go on with a session: they cannot be used with --no-session")
     sandbox = sandbox_from_args(args, parser)
     try:  # a bad image is a usage error (exit 2), found before any model call
         image = image_part(*load_attachment(args.image, os.getcwd())) if args.image is not None else None
@@ -133,11 +137,34 @@ def prepare_run(args, parser):
         stream, printer = sys.stdout.isatty() if args.stream is None else args.stream, StreamPrinter(sys.stdout)
     if problem := irregular_config(os.getcwd()):
         return usage_failure(problem)
+    from .sessions import SessionError
+    try:
+        args.resumed = resumed_session(args)
+    except SessionError as e:
+        return usage_failure(str(e))
     try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
         hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), report_line)
     except extensions.SetupError as e:
         return usage_failure(str(e))
     return start_run(args, client_from_args(args, stream, printer), printer, stream, image, sandbox, hands)
+
+
+def resumed_session(args):
+    """(writer, messages) of the session --continue or --resume names (started in this folder), or
+    (None, None). Raises SessionError."""
+    from . import sessions
+    if not (args.continue_session or args.resume):
+        return None, None
+    path = sessions.find(args.resume) if args.resume else sessions.latest_for(os.getcwd())
+    if path is None:
+        raise sessions.SessionError(f"no session was started in {os.getcwd()} yet (`tinyharness sessions` lists them)")
+    session, writer = sessions.resume(path, sys.stderr)  # locked: one writer per session
+    folder = session.header.get("folder")
+    if folder != os.path.realpath(os.getcwd()):
+        writer.close()
+        raise sessions.SessionError(f"session {session.id} was started in {folder}: run it from there")
+    writer.notice(f"resumed in {folder}")
+    return writer, session.messages()
 
 
 def usage_failure(problem):
@@ -156,6 +183,7 @@ def start_run(args, client, printer, stream, image, sandbox, hands):
     stats = Stats()
     echo = printer.echo
     client, session, lines = open_records(args, client, hands)
+    history = args.resumed[1] or None  # --continue, --resume: the conversation goes on
     result = {"exit_code": 1, "answer": None}
 
     def ask(prompt):
@@ -168,7 +196,7 @@ def start_run(args, client, printer, stream, image, sandbox, hands):
                                approve=approve_everything if args.yes else ask, extensions=hands, echo=echo,
                                on_update=keeper(session, lines, TranscriptWriter(args.transcript)),  # --transcript too
                                on_subagent=session_keeper(session, lines), image=image)
-        answer = run_agent(args.task, client, os.getcwd(), settings, stats)
+        answer = run_agent(args.task, client, os.getcwd(), settings, stats, messages=history)
         printer.end_line()
         result.update(exit_code=0, answer=answer)
         if not args.json and (not stream or answer.strip() != printer.since_tool.strip()):  # streamed: not twice
@@ -194,13 +222,16 @@ def open_records(args, client, hands):
     """(client, session, lines): the session file a run is appended to (none with --no-session) and the
     --json lines; the client wrapped so that each call's usage is noted beside its answer."""
     from .sessions import UsageTap, start_or_warn
-    session = None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr)
+    resumed, history = getattr(args, "resumed", (None, None))
+    session = resumed or (None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr))
     if session and hands.hooks:
         hands.hooks.session_id = session.id  # a hook can tell one run's events from another's
         hands.hooks.transcript_path = str(session.path)
     if session or args.json:
         client = UsageTap(client, session)  # the session notes each call's usage beside its answer
     lines = JsonLines(args.json_out, client, session, args.model) if args.json else None
+    if lines and history:
+        lines.events.written = len(history)  # the events of this run, not the history again
     return client, session, lines
 
 

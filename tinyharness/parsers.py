@@ -35,6 +35,9 @@ def add_run_flags(parser):
                              "{\"type\": \"result\", \"exit_code\", \"is_error\", \"answer\", \"session_id\", "
                              "\"model\", \"num_turns\", \"duration_ms\", \"usage\" (null: never reported), \"stats\", "
                              "...}; the tool lines and warnings go to standard error")
+    parser.add_argument("--continue", dest="continue_session", action="store_true",
+                        help="go on with the latest session started in this folder: TASK is its next message")
+    parser.add_argument("--resume", metavar="ID", help="go on with the session ID (`tinyharness sessions` lists them)")
     add_agent_flags(parser)
     add_dialect_flags(parser)
 
