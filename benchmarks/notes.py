@@ -80,7 +80,7 @@ def run_stage(stage, *args, script=None, policy=None, example=None, stdin="", dr
         else:
             workspace.mkdir()
         with ScriptedServer(**replies, drop_images=drop_images) as server:
-            done = run_cli(stage, ["--base-url", server.base_url, *args, task], workspace, stdin, _env(Path(tmp) / "data")))  # beside the workspace: never a workspace's parent
+            done = run_cli(stage, ["--base-url", server.base_url, *args, task], workspace, stdin, _env(Path(tmp) / "data"))  # beside the workspace: never a workspace's parent
             return stats_of(done.stderr), done.stdout, list(server.requests)
 
 

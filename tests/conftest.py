@@ -18,6 +18,8 @@ def pytest_addoption(parser):
 
 HOME_VARIABLES = ("HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
                   "TINYHARNESS_PROGRESS", "PYTHONUSERBASE")
+# Read by tinyharness after TINYHARNESS_* (endpoint.py): a user's own must not send the suite's runs elsewhere.
+ENDPOINT_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OLLAMA_HOST")
 
 
 WORKERS_ENV = "TINYHARNESS_TEST_WORKERS"
@@ -49,7 +51,9 @@ def keep_a_home_of_its_own(config):
     progress written by any test (or by a harness a test starts) lands in a temporary folder, never
     in the user's real store. Python's user site stays where it was, so a `pip install --user`
     requests still imports in the processes the tests start."""
-    config._real_home = {name: os.environ.get(name) for name in HOME_VARIABLES}
+    config._real_home = {name: os.environ.get(name) for name in HOME_VARIABLES + ENDPOINT_VARIABLES}
+    for name in ENDPOINT_VARIABLES:
+        os.environ.pop(name, None)
     user_base = site.getuserbase()
     home = tempfile.mkdtemp(prefix="tinyharness-tests-home-")
     config._test_home = home

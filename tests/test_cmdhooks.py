@@ -164,7 +164,7 @@ def test_claude_names_in_matchers_and_on_stdin(workspace):
 @pytest.mark.parametrize("settings, problem", [
     ({"pre_tool_use": [{"matcher": 5, "command": "x"}]}, '"matcher" must be a string'),
     ({"PreToolUse": [{"matcher": ["Bash"], "hooks": [{"type": "command", "command": "x"}]}]}, "must be a string"),
-    ({"PreToolUse": [{"hooks": [{"type": "prompt", "prompt": "is it safe?"}]}]}, "only hooks of \"type\": \"command\""),
+    ({"PreToolUse": [{"hooks": [{"type": "script", "script": "x"}]}]}, "only hooks of \"type\": \"command\""),
     ({"PreToolUse": [{"hooks": []}]}, '"hooks" must be a list'),
     ({"PreToolUse": [{"hooks": [{"type": "command", "command": "x", "timeout": "60"}]}]}, '"timeout" must be'),
     ({"pre_tool_use": [{"command": "x", "timeout": 0}]}, '"timeout" must be'),

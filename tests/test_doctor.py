@@ -32,7 +32,7 @@ def test_a_healthy_ollama_passes(capsys):
     # the window's memory, as arithmetic: qwen3:8b's 36 layers x 8 KV heads x (128 + 128) x 2 bytes a token
     assert "its KV cache: about 1.12 GiB (144 KiB a token x 8192, arithmetic from the model's shape" in out
     assert 'report({"word": "ok"}) came back as a real tool call' in out
-    assert out.strip().endswith("Verdict: a run can work.")
+    assert out.strip().endswith("Verdict: a run can work (1 WARN line above: read them).")  # vision
     chats = [r for r in server.requests if "options" in r]
     assert chats and all(r["options"]["num_ctx"] == 8192 for r in chats)    # probed as a run would talk
 
@@ -115,9 +115,19 @@ def test_a_reply_cut_at_the_cap_is_its_own_finding(capsys):
     rambling = {"content": "Let me think about this " * 20, "finish_reason": "length"}
     with ScriptedServer(script=[rambling, rambling]) as server:
         code, out, status = doctor(capsys, "--base-url", server.base_url)
-    assert status["tool call"] == "WARN" and status["streaming"] == "WARN"
-    assert 'cut at the probe\'s cap of 128 tokens (finish_reason "length")' in out
+    # text instead of a call is a FAIL, cut or not: an unforced run would end with tool_calls=0
+    assert code == 1 and status["tool call"] == "FAIL" and status["streaming"] == "WARN"
+    assert "the model answered in text (cut at the probe's cap of 128 tokens): 'Let me think" in out and "--jinja" in out
     assert 'cut at the probe\'s cap of 64 tokens' in out and "did not answer" not in out
+    assert out.strip().endswith("Verdict: a run will not work until the FAIL lines are fixed.")
+
+
+def test_a_stream_without_usage_is_a_warn_the_verdict_counts(capsys):
+    replies = [{"tool_calls": [{"name": "report", "arguments": {"word": "ready"}}]}, "OK"]
+    with ScriptedServer(script=replies, stream_usage=False) as server:
+        code, out, status = doctor(capsys, "--base-url", server.base_url)
+    assert code == 0 and status["tool call"] == "OK" and status["streaming"] == "WARN"
+    assert out.strip().endswith("(2 WARN lines above: read them).")  # the stream's usage, and the context
 
 
 # --- Three ways of getting no answer, three different lines ------------------------------------------

@@ -452,3 +452,25 @@ def test_a_stream_that_runs_past_the_time_left_is_given_up():
     thread.join()
     listener.close()
     assert "did not finish its streamed answer within 0.3 s" in str(caught.value)
+
+
+class Chunks:
+    """A response whose body arrives in 512-byte pieces, as requests hands a chunked stream over."""
+
+    def __init__(self, body):
+        self.body = body
+
+    def iter_content(self, size):
+        return (self.body[i:i + size] for i in range(0, len(self.body), size))
+
+
+def test_lines_are_cut_as_requests_cuts_them_and_a_30_mb_line_in_linear_time():
+    from tinyharness.llm import stream_lines
+    for body, lines in [(b"a\nb\r\n\r\nc", [b"a", b"b", b"", b"c"]), (b"data: x\n\n", [b"data: x", b""]), (b"", [])]:
+        assert list(stream_lines(Chunks(body))) == lines
+    huge = b'data: {"choices": [{"delta": {"content": "' + b"x" * 30_000_000 + b'"}}]}\n\n'
+    started = time.monotonic()
+    lines = list(stream_lines(Chunks(huge)))
+    assert [len(line) for line in lines] == [len(huge) - 2, 0]
+    assert time.monotonic() - started < 10  # requests' iter_lines re-joins the pending line per piece: minutes
+

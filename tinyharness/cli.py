@@ -17,12 +17,15 @@ hooks, MCP servers, sandbox and client, and `start_run` runs the loop once, with
 What it cannot do. The checks here see only the command line and the files it names: a server that
 is down or a model that cannot call tools is found by the run itself, or by `tinyharness doctor`.
 """
+import contextlib
 import os
 import sys
+import time
 
 from .console import StreamPrinter, printable
 from .flags import check_agent_flags, client_from_args, image_from_flag, irregular_config, sandbox_from_args, usage_problem
 from .parsers import build_parser, version
+from .run_end import Results, Terminated, ending_signals, result_line, write_missing_result
 
 # Only the console, the flags and the parsers are imported here (the standard library below them): `tinyharness
 # --help` and `--version` must not pay for requests, the sandbox and the loop (a fifth of a second). Each command
@@ -30,8 +33,32 @@ from .parsers import build_parser, version
 
 
 def main(argv=None):
+    """The command's exit code. With `run --json`, whatever the exit (a usage error, a signal), the last
+    line on standard output is the result (run_end.py)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    started, code = time.monotonic(), 1
+    Results.written, Results.usage_error = False, None
     try:
-        return dispatch(sys.argv[1:] if argv is None else list(argv))
+        # SIGTERM and SIGHUP end a run as Ctrl-C does (run_end.py); chat, eval and the rest keep the default
+        with ending_signals() if argv[:1] == ["run"] else contextlib.nullcontext():
+            code = guarded(argv)
+    except SystemExit as e:  # argparse's usage errors (2) and --help (0)
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        raise
+    except Terminated as e:  # before a run could catch it: in set-up, at a trust question
+        print(f"Terminated ({e.name}).", file=sys.stderr)
+        code = e.code
+    finally:
+        if code != 0:  # a finished run wrote its own; --help and --version are no run
+            write_missing_result(argv, code, started)
+    return code
+
+
+def guarded(argv):
+    try:
+        return dispatch(argv)
+    except Terminated:
+        raise
     except KeyboardInterrupt:  # Ctrl-C anywhere (a run catches its own first, to print its stats)
         print("Interrupted.", file=sys.stderr)
         return 130
@@ -74,8 +101,18 @@ def dispatch(argv):
 
 
 def run_command(args, parser):
-    """`tinyharness run`: the task, the checks a usage error comes from, the workspace's hooks and MCP
-    servers, the sandbox and the client; then the run."""
+    """`tinyharness run`; with --json, standard output is the JSON lines' alone: everything else the run
+    prints there (a trust question, a permission prompt) goes to standard error."""
+    if not args.json:
+        return prepare_run(args, parser)
+    args.json_out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        return prepare_run(args, parser)
+
+
+def prepare_run(args, parser):
+    """The task, the checks a usage error comes from, the workspace's hooks and MCP servers, the sandbox
+    and the client; then the run."""
     from . import extensions
     from .hooks import ask_user
     from .imageload import ImageError
@@ -85,6 +122,10 @@ def run_command(args, parser):
     if not args.task.strip():
         parser.error("the task is empty")
     check_agent_flags(args, parser)
+    if args.continue_session and args.resume:
+        parser.error("give --continue or --resume ID, not both")
+    if (args.continue_session or args.resume) and args.no_session:
+        parser.error("--continue and --resume go on with a session: they cannot be used with --no-session")
     sandbox = sandbox_from_args(args, parser)
     try:  # a bad image is a usage error (exit 2), found before any model call
         image = image_part(*image_from_flag(args.image, os.getcwd())) if args.image is not None else None
@@ -95,14 +136,42 @@ def run_command(args, parser):
     else:
         stream, printer = sys.stdout.isatty() if args.stream is None else args.stream, StreamPrinter(sys.stdout)
     if problem := irregular_config(os.getcwd()):
-        print(printable(f"error: {problem}"), file=sys.stderr)
-        return 2
+        return usage_failure(problem)
+    from .sessions import SessionError
+    try:
+        args.resumed = resumed_session(args)
+    except SessionError as e:
+        return usage_failure(str(e))
     try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
         hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), report_line)
     except extensions.SetupError as e:
-        print(printable(f"error: {e}"), file=sys.stderr)
-        return 2
+        return usage_failure(str(e))
     return start_run(args, client_from_args(args, stream, printer), printer, stream, image, sandbox, hands)
+
+
+def resumed_session(args):
+    """(writer, messages) of the session --continue or --resume names (started in this folder), or
+    (None, None). Raises SessionError."""
+    from . import sessions
+    if not (args.continue_session or args.resume):
+        return None, None
+    path = sessions.find(args.resume) if args.resume else sessions.latest_for(os.getcwd())
+    if path is None:
+        raise sessions.SessionError(f"no session was started in {os.getcwd()} yet (`tinyharness sessions` lists them)")
+    session, writer = sessions.resume(path, sys.stderr)  # locked: one writer per session
+    folder = session.header.get("folder")
+    if folder != os.path.realpath(os.getcwd()):
+        writer.close()
+        raise sessions.SessionError(f"session {session.id} was started in {folder}: run it from there")
+    writer.notice(f"resumed in {folder}")
+    return writer, session.messages()
+
+
+def usage_failure(problem):
+    """Exit code 2, said on stderr (and in the --json result line)."""
+    Results.usage_error = problem
+    print(printable(f"error: {problem}"), file=sys.stderr)
+    return 2
 
 
 def start_run(args, client, printer, stream, image, sandbox, hands):
@@ -114,6 +183,7 @@ def start_run(args, client, printer, stream, image, sandbox, hands):
     stats = Stats()
     echo = printer.echo
     client, session, lines = open_records(args, client, hands)
+    history = args.resumed[1] or None  # --continue, --resume: the conversation goes on
     result = {"exit_code": 1, "answer": None}
 
     def ask(prompt):
@@ -126,7 +196,7 @@ def start_run(args, client, printer, stream, image, sandbox, hands):
                                approve=approve_everything if args.yes else ask, extensions=hands, echo=echo,
                                on_update=keeper(session, lines, TranscriptWriter(args.transcript)),  # --transcript too
                                on_subagent=session_keeper(session, lines), image=image)
-        answer = run_agent(args.task, client, os.getcwd(), settings, stats)
+        answer = run_agent(args.task, client, os.getcwd(), settings, stats, messages=history)
         printer.end_line()
         result.update(exit_code=0, answer=answer)
         if not args.json and (not stream or answer.strip() != printer.since_tool.strip()):  # streamed: not twice
@@ -152,13 +222,16 @@ def open_records(args, client, hands):
     """(client, session, lines): the session file a run is appended to (none with --no-session) and the
     --json lines; the client wrapped so that each call's usage is noted beside its answer."""
     from .sessions import UsageTap, start_or_warn
-    session = None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr)
+    resumed, history = getattr(args, "resumed", (None, None))
+    session = resumed or (None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr))
     if session and hands.hooks:
         hands.hooks.session_id = session.id  # a hook can tell one run's events from another's
         hands.hooks.transcript_path = str(session.path)
     if session or args.json:
         client = UsageTap(client, session)  # the session notes each call's usage beside its answer
-    lines = JsonLines(sys.stdout, client, session, args.model) if args.json else None
+    lines = JsonLines(args.json_out, client, session, args.model) if args.json else None
+    if lines and history:
+        lines.events.written = len(history)  # the events of this run, not the history again
     return client, session, lines
 
 
@@ -177,6 +250,10 @@ def run_failed(e, args, result):
         result.update(error=str(e))
         print(printable(f"error: {e}"), file=sys.stderr)  # the server's own words can be in it
         return 1
+    if isinstance(e, Terminated):  # SIGTERM, SIGHUP: cleaned up as after Ctrl-C, exit 128 + the signal
+        result.update(exit_code=e.code, error=f"terminated by {e.name}")
+        print(f"Terminated ({e.name}).", file=sys.stderr)
+        return e.code
     if isinstance(e, KeyboardInterrupt):
         result.update(exit_code=130, error="interrupted")
         print("Interrupted.", file=sys.stderr)
@@ -195,6 +272,7 @@ class JsonLines:
     def __init__(self, out, tap, session, model):
         from .sessions import StreamWriter, now
         self.tap, self.events = tap, StreamWriter(out)
+        self.session_id, self.model = session.id if session else None, model
         self.events.write({"type": "start", "time": now(), "session": session.id if session else None,
                            "folder": os.getcwd(), "model": model, "version": version()})
 
@@ -206,11 +284,8 @@ class JsonLines:
         self.events.event(kind, **fields)
 
     def result(self, result, stats):
-        import time
-        counts = {"turns": stats.turns, "tool_calls": stats.tool_calls, "prompt_tokens": stats.prompt_tokens,
-                  "completion_tokens": stats.completion_tokens, "cached_tokens": stats.cached_tokens,
-                  "uncounted_turns": stats.uncounted, "seconds": round(time.monotonic() - stats.started, 2)}
-        self.events.write({"type": "result", **result, "stats": counts})
+        Results.written = True  # before writing: a closed output must not get a second try from main
+        self.events.write(result_line(result, stats, self.session_id, self.model, stats.started))
 
 
 def report_line(text):
@@ -235,7 +310,7 @@ def list_mcp(args, usage):
 
 def list_sessions(args, usage):
     from .sessions import sessions_command
-    return sessions_command(show_all=args.all, here=args.here)
+    return sessions_command(show_all=args.all, here=args.here, as_json=args.json)
 
 
 def view_session(args, usage):

@@ -7,7 +7,8 @@ command, it gets the event as JSON on stdin, and its exit code decides. Many alr
 written for Claude Code; they should run here unchanged.
 
 The mechanism. `.tinyharness/hooks.json` in the workspace lists commands per event, in our shape or
-in Claude Code's settings shape (both may sit in one file; `{"hooks": {...}}` around them is optional):
+in Claude Code's settings shape (both may sit in one file; `{"hooks": {...}}` around them is optional);
+the "hooks" of Claude Code's `.claude/settings.json` and `.claude/settings.local.json` run too:
 
     {"pre_tool_use":  [{"matcher": "shell|write_file", "command": "python3 .tinyharness/policy.py"}],
      "post_tool_use": [{"matcher": "write_file", "command": "ruff check --quiet .", "timeout": 20}],
@@ -58,7 +59,8 @@ could ship one. The first time a workspace's hooks file is seen, or after it cha
 asked to trust it (trust.py) - and `--yes`, which approves the model's calls, does not answer that
 question. A hook sees the call, not what the call will do: `pre_tool_use` on `shell` reads the same
 text the regex policy reads, with the same blind spots. A child that calls `setsid` leaves the group
-and survives. Claude's `prompt`-type hooks (an LLM decides) are refused when the file is loaded.
+and survives. Claude's `prompt`, `http` and `agent` hooks (an LLM or a URL decides) are skipped with a
+warning when the file is loaded.
 """
 import json
 import os
@@ -68,8 +70,11 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .filedoor import read_bytes
 
 EVENTS = ("pre_tool_use", "post_tool_use", "user_prompt_submit", "stop", "pre_compact", "session_start")
 # Claude Code's event name -> (ours, the agents it fires for: Claude's Stop is the main agent's only)
@@ -86,6 +91,10 @@ CLAUDE_TOOLS = {"shell": ("Bash",), "write_file": ("Write", "Edit", "MultiEdit")
                 "save_note": ("Edit",)}
 PATH_TOOLS = ("write_file", "read_file", "view_image", "list_dir")
 HOOKS_FILE = Path(".tinyharness") / "hooks.json"
+# Claude Code's project settings, then ours: each file's hooks run, each file trusted on its own.
+CONFIG_CAP = 1024 * 1024  # bytes: a hooks file is a page of JSON, not a place for a megabyte
+HOOK_FILES = (Path(".claude") / "settings.json", Path(".claude") / "settings.local.json", HOOKS_FILE)
+SKIPPED_TYPES = ("prompt", "http", "agent")  # Claude Code's hooks that are not a command: warned about, skipped
 HOOK_TIMEOUT = 30  # seconds; a hook that hangs blocks, it never waits forever
 MIN_TIMEOUT = 0.5  # seconds a hook still gets when the run's time is nearly out (it blocks if it needs more)
 MAX_OUTPUT = 4000  # characters of a hook's stdout/stderr kept for the model
@@ -121,17 +130,45 @@ def load(workspace):
 
 
 def load_with_notes(workspace):
-    """({event: [Hook]}, [notes for the user about entries that never fire here])."""
-    path = Path(workspace) / HOOKS_FILE
-    if not path.exists():
-        return {}, []
+    """({event: [Hook]}, [notes for the user about entries that never fire here]) of every hooks file."""
+    hooks, notes = {}, []
+    for _, _, found, said in load_files(workspace):
+        for event, entries in found.items():
+            hooks.setdefault(event, []).extend(entries)
+        notes += said
+    return hooks, notes
+
+
+def load_files(workspace):
+    """[(path, the file's JSON, {event: [Hook]}, notes)] for each hooks file the workspace has: Claude
+    Code's project settings (their "hooks"), then ours."""
+    loaded = []
+    for name in HOOK_FILES:
+        path = Path(workspace) / name
+        if not os.path.lexists(path):
+            continue
+        try:
+            loaded.append((path, *load_file(path, claude_settings=name != HOOKS_FILE)))
+        except HooksFileError as e:  # the checks below name ours: say which file it was
+            raise HooksFileError(str(e).replace(str(HOOKS_FILE), str(name))) from None
+    return loaded
+
+
+def load_file(path, claude_settings=False):
+    """(the file's JSON, {event: [Hook]}, notes) of one file."""
     if not path.is_file():
         raise HooksFileError(f"{HOOKS_FILE}: not a regular file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data, size = read_bytes(path, CONFIG_CAP)  # the harness's one door: no link leading out, no FIFO
+        if size > CONFIG_CAP:
+            raise ValueError(f"it is {size:,} bytes, more than the {CONFIG_CAP:,} a hooks file may have")
+        whole = json.loads(data.decode("utf-8"))
     except (OSError, ValueError, RecursionError) as e:
         raise HooksFileError(f"{HOOKS_FILE}: cannot read it as JSON ({e})") from e
-    data = data.get("hooks", data) if isinstance(data, dict) else None
+    if claude_settings:  # a settings file holds more than hooks (permissions, env, model...)
+        data = whole.get("hooks", {}) if isinstance(whole, dict) else None
+    else:
+        data = whole.get("hooks", whole) if isinstance(whole, dict) else None
     if not isinstance(data, dict):
         raise HooksFileError(f"{HOOKS_FILE}: expected an object of events, e.g. "
                              '{"pre_tool_use": [{"matcher": "shell", "command": "..."}]}')
@@ -146,11 +183,12 @@ def load_with_notes(workspace):
                                  f"(or Claude Code's {', '.join(CLAUDE_EVENTS)})")
         ours, agents = CLAUDE_EVENTS.get(event, (event, None))
         for entry in entries if isinstance(entries, list) else [entries]:
-            hooks.setdefault(ours, []).extend(parse_entry(event, entry, agents))
-    return hooks, notes
+            hooks.setdefault(ours, []).extend(parse_entry(event, entry, agents, notes))
+    name = path.relative_to(path.parent.parent)
+    return whole, hooks, [note.replace(str(HOOKS_FILE), str(name)) for note in notes]
 
 
-def parse_entry(event, entry, agents=None):
+def parse_entry(event, entry, agents=None, notes=None):
     """The Hooks of one entry: ours {"matcher", "command", "timeout"} or Claude Code's
     {"matcher", "hooks": [{"type": "command", "command", "timeout"}]}."""
     if not isinstance(entry, dict):
@@ -165,8 +203,12 @@ def parse_entry(event, entry, agents=None):
                                  "{\"type\": \"command\", \"command\": \"...\"}")
         commands = []
         for hook in inner:
-            if not isinstance(hook, dict) or hook.get("type", "command") != "command":
-                kind = hook.get("type") if isinstance(hook, dict) else hook
+            kind = hook.get("type", "command") if isinstance(hook, dict) else hook
+            if kind in SKIPPED_TYPES and notes is not None:  # an LLM or a URL decides in Claude Code: not here
+                notes.append(f"[hook] warning: {HOOKS_FILE}: a {event} hook of \"type\": {json.dumps(kind)} is "
+                             "skipped (tinyharness runs only \"type\": \"command\" hooks)")
+                continue
+            if kind != "command":
                 raise HooksFileError(f"{HOOKS_FILE}: {event}: only hooks of \"type\": \"command\" are supported, "
                                      f"not {kind!r}")
             commands.append((command_of(event, hook), timeout_of(event, hook)))
@@ -214,21 +256,25 @@ class CommandHooks:
         return any(self.hooks.values())
 
     def run(self, event, tool=None, arguments=None, agent="parent", deadline=None, **extra):
-        """Run every matching hook of `event` in order; the first that blocks decides. `deadline`
-        (time.monotonic()) is when the run's time is out: no hook runs past it."""
+        """Run every matching hook of `event`, together (as Claude Code does, each with its own timeout),
+        so an audit hook sees a call another hook blocks; a block from any of them blocks (the first in
+        the file's order is the reason). `deadline` (time.monotonic()) is when the run's time is out."""
+        chosen = [hook for hook in self.hooks.get(event, []) if not (hook.agents and agent not in hook.agents)
+                  and (tool is None or matches(hook.matcher, tool))]
+        run = lambda hook: self.run_one(event, hook, tool, arguments, dict(extra, agent=agent), deadline)
+        if len(chosen) > 1:
+            with ThreadPoolExecutor(len(chosen)) as pool:
+                verdicts = list(pool.map(run, chosen))
+        else:
+            verdicts = [run(hook) for hook in chosen]
         outputs, asks = [], []
-        for hook in self.hooks.get(event, []):
-            if hook.agents and agent not in hook.agents:
-                continue
-            if tool is not None and not matches(hook.matcher, tool):
-                continue
-            verdict = self.run_one(event, hook, tool, arguments, dict(extra, agent=agent), deadline)
+        for hook, verdict in zip(chosen, verdicts):
             if not verdict.allowed:
                 self.report(f"[hook] {event} `{hook.command}` blocked{' ' + tool if tool else ''}: {verdict.reason}")
-                return verdict
             outputs += [verdict.output] if verdict.output else []
             asks += [verdict.ask] if verdict.ask else []
-        return Verdict(True, output="\n".join(outputs), ask="; ".join(asks))
+        blocked = next((verdict for verdict in verdicts if not verdict.allowed), None)
+        return blocked or Verdict(True, output="\n".join(outputs), ask="; ".join(asks))
 
     def time_for(self, hook, deadline=None):
         limit = hook.timeout if self.timeout is None else min(hook.timeout, self.timeout)
@@ -258,7 +304,8 @@ class CommandHooks:
                            hook=command)
         if code != 0:
             return Verdict(False, f"the hook `{command}` failed with exit code {code}"
-                                  f"{': ' + err[:500] if err else ''}, so the call is refused", hook=command)
+                                  f"{': ' + err[:500] if err else ''}, so the call is refused (fail closed: Claude "
+                                  "Code would have let it run)", hook=command)
         return decision(event, out, command)
 
     def payload(self, event, hook, tool, arguments, extra):

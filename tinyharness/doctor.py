@@ -45,8 +45,9 @@ import requests
 
 from .console import printable  # a server's error text is printed in the FAIL lines
 from .context import CONTEXT_WINDOW
+from .endpoint import ENDPOINT_ORDER, add_base_url_flag, api_key
 from .flags import base_url_problem
-from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
+from .llm import DEFAULT_MODEL, Client, LLMError
 from .ollama import (API_CHOICES, OLLAMA_WINDOW_CAP, capabilities, choose_dialect, could_be_ollama, host_root,
                      kv_cache_bytes, model_context_length, ollama_version, show_model)
 
@@ -70,10 +71,10 @@ class Report:
     """Prints each finding as it is made, and remembers whether any was a FAIL."""
 
     def __init__(self, out=None):
-        self.out, self.failed = out or sys.stdout, False
+        self.out, self.failed, self.warned = out or sys.stdout, False, 0
 
     def line(self, status, check, text, fix=None):
-        self.failed = self.failed or status == "FAIL"
+        self.failed, self.warned = self.failed or status == "FAIL", self.warned + (status == "WARN")
         print(printable(f"{status:<5} {check:<11} {text}" + (f" Fix: {fix}" if fix else "")), file=self.out, flush=True)
 
 
@@ -321,7 +322,7 @@ def loaded_context(args):
 def make_client(args, api, stream, reply_tokens):
     """The client a run would build, for the probes, with the reply capped: a model that does not
     stop must not keep the server busy for minutes (and every later probe waiting behind it)."""
-    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
+    client = Client(args.base_url, args.model, api_key=api_key(),
                     timeout=args.timeout, stream=stream, max_reply_tokens=reply_tokens)
     run_args = SimpleNamespace(api=api, base_url=args.base_url, model=args.model,
                                context_window=args.context_window, think=None)
@@ -373,12 +374,13 @@ def probe_tool_call(report, args, api):
     message = answer[0]
     calls = message.get("tool_calls") or []
     problems = message.get("_problems") or {}
-    if cut_short(report, "tool call", answer[2], TOOL_PROBE_REPLY_TOKENS):
-        return seconds, False
-    if not calls:
+    if not calls:  # cut or not, text instead of a call is what a run would get: an agent that cannot act
         said = (message.get("content") or "").strip().replace("\n", " ")[:120]
-        report.line("FAIL", "tool call", f"asked for a call to `report`, the model answered in text: {said!r}.",
+        cut = f" (cut at the probe's cap of {TOOL_PROBE_REPLY_TOKENS} tokens)" if answer[2] == "length" else ""
+        report.line("FAIL", "tool call", f"asked for a call to `report`, the model answered in text{cut}: {said!r}.",
                     TOOL_CALL_FIX)
+    elif cut_short(report, "tool call", answer[2], TOOL_PROBE_REPLY_TOKENS):
+        return seconds, False
     elif problems or calls[0]["function"].get("name") != "report":
         what = "; ".join(problems.values()) or f"it called {calls[0]['function'].get('name')!r}"
         report.line("WARN", "tool call", f"a tool call came back, but not a clean one: {what}.",
@@ -426,6 +428,8 @@ def check_round_trip(report, seconds):
 def diagnose(args, out=None):
     """Run every check in order; return the exit code (0: a run can work, 1: it cannot)."""
     report = Report(out)
+    report.line("INFO", "endpoint", f"{args.base_url} (from {getattr(args, 'base_url_source', '--base-url')}; the order: "
+                f"{ENDPOINT_ORDER}).")
     found = check_server(report, args)
     if found is None:
         return verdict(report)
@@ -452,7 +456,8 @@ def verdict(report):
     if report.failed:
         print("Verdict: a run will not work until the FAIL lines are fixed.", file=report.out, flush=True)
         return 1
-    print("Verdict: a run can work.", file=report.out, flush=True)
+    warned = f" ({report.warned} WARN line{'s' * (report.warned > 1)} above: read them)" if report.warned else ""
+    print(f"Verdict: a run can work{warned}.", file=report.out, flush=True)
     return 0
 
 
@@ -464,8 +469,7 @@ def build_parser():
                     "Each line says OK, WARN or FAIL, with the fix. Exit 0 when a run can work, 1 when not.")
     parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
                         help="model name (env TINYHARNESS_MODEL, default %(default)s)")
-    parser.add_argument("--base-url", default=os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL),
-                        help="the server's OpenAI-compatible endpoint (env TINYHARNESS_BASE_URL, default %(default)s)")
+    add_base_url_flag(parser, "the server's OpenAI-compatible endpoint")
     parser.add_argument("--api", choices=API_CHOICES, default=os.environ.get("TINYHARNESS_API", "auto"),
                         help="the dialect the run will use, as for `tinyharness run` (default %(default)s)")
     parser.add_argument("--context-window", type=int, default=None, metavar="TOKENS",
@@ -482,7 +486,7 @@ def main(argv=None):
         parser.error("--context-window must be 1 or more")
     if not args.timeout > 0:
         parser.error("--timeout must be more than 0")
-    if problem := base_url_problem(args.base_url):
+    if problem := base_url_problem(args.base_url, args.base_url_source):
         parser.error(problem)
     if args.api not in API_CHOICES:
         parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")

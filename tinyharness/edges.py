@@ -53,9 +53,11 @@ class Stats:
         self.last_reply_tokens = None  # the last reply's length as the server counted it: whose limit cut it
         self.started = time.monotonic()
         self.cached_tokens = None  # only a server with a prompt cache reports it
+        self.reported = set()  # which counts the server ever sent: one never sent is null in --json, not 0
 
     def count_turn(self, usage):
         self.turns += 1
+        self.reported |= {key for key in ("prompt_tokens", "completion_tokens") if key in usage}
         self.uncounted += "prompt_tokens" not in usage and "completion_tokens" not in usage  # some servers send none
         self.prompt_tokens += usage.get("prompt_tokens", 0)
         self.completion_tokens += usage.get("completion_tokens", 0)
@@ -64,6 +66,12 @@ class Stats:
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         if isinstance(cached, int):
             self.cached_tokens = (self.cached_tokens or 0) + cached
+
+    def usage(self):
+        """The token counts for --json: each null when the server never reported it."""
+        return {"prompt_tokens": self.prompt_tokens if "prompt_tokens" in self.reported else None,
+                "completion_tokens": self.completion_tokens if "completion_tokens" in self.reported else None,
+                "cached_tokens": self.cached_tokens}
 
     def line(self):
         unknown = self.uncounted == self.turns  # "?": a 0 would be a measurement nobody made (no answer, no count)

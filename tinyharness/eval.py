@@ -50,6 +50,7 @@ from .evals.claims import claims_success
 from .evals.common import judge
 from .evals.policies import POLICIES, SCRIPTED, by_model
 from .evals.runs import run_process, snapshot
+from .endpoint import base_url_from_env
 from .filedoor import write_text
 from .flags import base_url_problem
 
@@ -318,7 +319,7 @@ def model_endpoints(models, base_url):
             from .testing import ScriptedServer               # only the offline self-check needs it
             server = ScriptedServer(policy=by_model([m[len(SCRIPTED):] for m in scripted]), model=scripted[0])
             local = stack.enter_context(server).base_url
-        default = base_url or os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL)
+        default = base_url or base_url_from_env(DEFAULT_BASE_URL)[0]  # the order of endpoint.py
         yield {m: local if m in scripted else default for m in models}
 
 
@@ -367,7 +368,7 @@ def build_parser(prog="tinyharness eval"):
                "\nexit codes: 0 the eval ran (whatever the scores), 1 runtime failure (server unreachable,\n"
                "harness not runnable), 2 usage error.")
     parser.add_argument("--models", required=True, help="comma-separated model names")
-    parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: env TINYHARNESS_BASE_URL, else "
+    parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: env TINYHARNESS_BASE_URL, OPENAI_BASE_URL or OLLAMA_HOST, else "
                                            f"{DEFAULT_BASE_URL}; scripted:* models get a scripted server)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per model and task (default %(default)s)")
     parser.add_argument("--tier", choices=["easy", "hard", "all"], default="all", help="default %(default)s")

@@ -16,6 +16,7 @@ What it cannot do. It adds hands, not judgement: an MCP tool is as safe as its s
 configuration's word on what only reads, and a command hook is as good as the program the workspace
 wrote. See mcp.py, subagents.py, cmdhooks.py and parallel.py for each piece's own lesson.
 """
+import sys
 import threading
 import time
 from itertools import count
@@ -24,6 +25,7 @@ from pathlib import Path
 from . import cmdhooks, mcp, trust
 from .cmdhooks import Verdict
 from .hooks import approve_everything, needs_permission as ours_needs_permission
+from .permissions import Rules, from_settings
 from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL, run_child
 from .tools import canonical, parse_arguments
 from .imageload import is_url
@@ -37,8 +39,9 @@ _call_numbers = count(1)
 class Extensions:
     def __init__(self, mcp=None, hooks=None, subagents=False, parallel=True,
                  subagent_max_turns=SUBAGENT_MAX_TURNS, subagent_max_seconds=SUBAGENT_MAX_SECONDS,
-                 max_seconds=None, approve=None, agent="parent"):
+                 max_seconds=None, approve=None, agent="parent", rules=None):
         self.mcp, self.hooks = mcp, hooks  # hooks: a cmdhooks.CommandHooks, or None
+        self.rules = rules              # permissions.Rules (--allow, --deny, settings files), or None
         self.subagents, self.parallel = subagents, parallel
         self.subagent_max_turns, self.subagent_max_seconds = subagent_max_turns, subagent_max_seconds
         self.max_seconds = max_seconds  # a run's --max-seconds: hooks and MCP calls end by its end
@@ -54,13 +57,18 @@ class Extensions:
     def for_child(self):
         """The same MCP servers and hooks, without the task tool: a subagent cannot start another (depth 1)."""
         child = Extensions(self.mcp, self.hooks, subagents=False, parallel=self.parallel,
-                           max_seconds=self.subagent_max_seconds, approve=self.approve, agent="subagent")
+                           max_seconds=self.subagent_max_seconds, approve=self.approve, agent="subagent",
+                           rules=self.rules)
         child.outer_deadline, child.started = self.deadline, True
         return child
 
     def time_left(self):
         """Seconds until this run's deadline, or None when it has none."""
         return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def rule_for(self, name, arguments):
+        """The permission rule that decides this call (a deny before any allow), or None."""
+        return self.rules.decide(name, arguments) if self.rules else None
 
     def schemas(self):
         """The tools beyond tools.py's, asked every turn (an MCP server may have changed its list)."""
@@ -191,9 +199,19 @@ def add_flags(parser):
     """The flags `run` and `chat` share for season two's hands."""
     parser.add_argument("--mcp", action="append", default=[], metavar="NAME=COMMAND",
                         help="start an MCP server over stdio and offer its tools as mcp__NAME__TOOL (repeatable; "
-                             "COMMAND is split as a shell would split it). Servers are also read from "
-                             ".tinyharness/mcp.json and ~/.config/tinyharness/mcp.json. Each MCP call asks "
+                             "COMMAND is split as a shell would split it). Servers are also read from the workspace's "
+                             ".mcp.json, .vscode/mcp.json and .tinyharness/mcp.json (each trusted first) and "
+                             "~/.config/tinyharness/mcp.json. Each MCP call asks "
                              "permission unless the config marks the tool read-only")
+    parser.add_argument("--allow", action="append", default=[], metavar="RULE",
+                        help="let calls this rule covers run without asking, in Claude Code's spelling: "
+                             "'Bash(npm test:*)' (a command prefix), 'Bash(git status)', 'Edit(src/**)', "
+                             "'Read', 'mcp__notes__search' (repeatable; also permissions.allow in "
+                             ".claude/settings.json). A chain (;, &&, |) is never allowed by a rule")
+    parser.add_argument("--deny", action="append", default=[], metavar="RULE",
+                        help="never run calls this rule covers, e.g. 'Read(./.env)', 'Bash(git push:*)' "
+                             "(repeatable; also permissions.deny in .claude/settings.json); deny wins over "
+                             "--allow and --yes, and the model reads which rule refused")
     parser.add_argument("--no-subagents", dest="subagents", action="store_false",
                         help="do not offer the task tool (a sub-task run by a helper agent in a fresh context)")
     parser.add_argument("--subagent-max-turns", type=int, default=SUBAGENT_MAX_TURNS, metavar="N",
@@ -214,13 +232,22 @@ def check_flags(args, parser):
             mcp.parse_flag(text)
         except ValueError as e:
             parser.error(str(e))
+    try:  # a rule that is not Tool(specifier) is a usage error (one naming a tool we lack is a note, later)
+        for kind in ("allow", "deny"):
+            Rules(".").add(getattr(args, kind, []), kind, f"--{kind}", [])
+    except ValueError as e:
+        parser.error(str(e))
 
 
 def from_flags(args, workspace, ask, report):
     """Load the workspace's hooks and the MCP servers (asking trust for the workspace's own files with
     `ask`, the real prompt: --yes never answers it), start the servers. Raises SetupError."""
-    hooks = load_hooks(workspace, ask, report)
+    hooks, rules = load_policy(workspace, ask, report, args)
     approve = approve_everything if getattr(args, "yes", False) else ask
+    if not getattr(args, "yes", False) and not rules.allows_any() and not sys.stdin.isatty():
+        report("[permissions] standard input is not a terminal and neither --yes nor an allow rule was given: every "
+               "write and command will be DENIED (nobody is there to answer the prompt). Pass --yes, or allow what "
+               "may run, e.g. --allow 'Bash(npm test:*)' --allow 'Edit(src/**)'.")
     configs = {}
     for name, config, source, trusted in server_configs(workspace, args.mcp):
         if trusted is None and not trust.ensure_trusted(source, "an MCP server list", ask):
@@ -230,7 +257,7 @@ def from_flags(args, workspace, ask, report):
     slots = mcp.Slots.start(configs, report=report) if configs else None
     return Extensions(slots, hooks, subagents=args.subagents, parallel=args.parallel,
                       subagent_max_turns=args.subagent_max_turns, subagent_max_seconds=args.subagent_max_seconds,
-                      max_seconds=getattr(args, "max_seconds", None), approve=approve)
+                      max_seconds=getattr(args, "max_seconds", None), approve=approve, rules=rules)
 
 
 def server_configs(workspace, flags=()):
@@ -244,7 +271,7 @@ def server_configs(workspace, flags=()):
         workspace_file = Path(workspace) in path.parents
         trusted = True if not workspace_file or trust.is_trusted(path) else None
         try:
-            configs = mcp.load_config(path)
+            configs = mcp.load_config(path, workspace)
         except ValueError as e:
             raise SetupError(str(e)) from None
         for name, config in configs.items():  # the user's own servers never start in the workspace
@@ -265,7 +292,8 @@ def list_servers(workspace, flags=(), out=print):
         out(f"error: {e}")
         return 2
     if not servers:
-        out("No MCP servers are configured (.tinyharness/mcp.json, ~/.config/tinyharness/mcp.json, --mcp).")
+        out("No MCP servers are configured (.mcp.json, .vscode/mcp.json, .tinyharness/mcp.json, "
+            "~/.config/tinyharness/mcp.json, --mcp).")
         return 0
     status = 0
     for name, config, source, trusted in servers:
@@ -303,18 +331,28 @@ def list_servers(workspace, flags=(), out=print):
     return status
 
 
-def load_hooks(workspace, ask, report):
+def load_policy(workspace, ask, report, flags=None):
+    """(CommandHooks or None, permissions.Rules): the hooks and permission rules of the workspace's files
+    (Claude Code's .claude/settings.json and settings.local.json, our .tinyharness/hooks.json) and the
+    --allow/--deny flags. A file with hooks or allow rules is trusted first, each on its own (deny rules
+    only narrow what runs: they hold untrusted). Raises SetupError."""
+    rules, notes, merged = Rules(workspace), [], {}
     try:
-        hooks, notes = cmdhooks.load_with_notes(workspace)
-    except cmdhooks.HooksFileError as e:
-        raise SetupError(f"{e}. Fix the file or remove it; the run did not start.") from None
+        for kind in ("allow", "deny"):
+            rules.add(list(getattr(flags, kind, None) or []), kind, f"--{kind}", notes)
+        for path, data, hooks, said in cmdhooks.load_files(workspace):
+            name = path.relative_to(workspace)
+            allows, _ = from_settings(data, str(name), rules, said) if path.name.startswith("settings") else (0, 0)
+            notes += said
+            if (any(hooks.values()) or allows) and not trust.ensure_trusted(path, "a hooks or settings file", ask):
+                raise SetupError(f"{name} was not trusted, so the run did not start: its hooks and rules are this "
+                                 "workspace's policy, and running without them would ignore it. Trust it when "
+                                 "asked, or remove the file.")
+            for event, entries in hooks.items():
+                merged.setdefault(event, []).extend(entries)
+    except (cmdhooks.HooksFileError, ValueError) as e:
+        raise SetupError(f"{e}. Fix it or remove it; the run did not start.") from None
     for note in notes:
         report(note)
-    if not hooks:
-        return None
-    path = Path(workspace) / cmdhooks.HOOKS_FILE
-    if not trust.ensure_trusted(path, "a hooks file", ask):
-        raise SetupError(f"{cmdhooks.HOOKS_FILE} was not trusted, so the run did not start: its hooks are this "
-                         "workspace's policy, and running without them would ignore it. Trust it when asked, or "
-                         "remove the file.")
-    return cmdhooks.CommandHooks(hooks, workspace, report=report)
+    hooks = cmdhooks.CommandHooks(merged, workspace, report=report) if any(merged.values()) else None
+    return hooks, rules

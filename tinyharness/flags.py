@@ -37,7 +37,7 @@ def usage_problem(args, extra):
         task = " ".join([args.task or "", *extra]).strip()  # chat's message is optional: task may be None
         quote = "" if any(e.startswith("-") for e in extra) else f'; put the task in quotes: "{task}"'
         return f"unrecognized arguments: {' '.join(extra)}{quote}"
-    if problem := base_url_problem(args.base_url):
+    if problem := base_url_problem(args.base_url, getattr(args, "base_url_source", "--base-url")):
         return problem
     path = args.transcript
     if path is not None:  # as filedoor.py will write it: no link on its way, a folder it may write in
@@ -49,15 +49,17 @@ def usage_problem(args, extra):
     return None
 
 
-def base_url_problem(base_url):
-    """Why requests cannot use BASE_URL (a usage error, shared by run, chat, doctor and eval), or None."""
+def base_url_problem(base_url, source="--base-url"):
+    """Why requests cannot use BASE_URL (a usage error, shared by run, chat, doctor and eval), or None.
+    SOURCE: where it came from (the flag, or "env OLLAMA_HOST"...), named in the message."""
     from .llm import DEFAULT_BASE_URL
     try:  # urlsplit and .port raise ValueError for 'http://[::1' or a port that is not a number up to 65535
         url = urlsplit(base_url)
         if url.scheme not in ("http", "https") or not url.hostname or url.port == 0:
             raise ValueError
     except ValueError:
-        return (f"--base-url {base_url!r} is not an http(s) URL with a host (and a port from 1 to 65535); "
+        where = "--base-url" if source in ("--base-url", "default") else f"--base-url (from {source})"
+        return (f"{where} {base_url!r} is not an http(s) URL with a host (and a port from 1 to 65535); "
                 f"for example --base-url {DEFAULT_BASE_URL}")
     return None
 
@@ -65,9 +67,9 @@ def base_url_problem(base_url):
 def irregular_config(workspace):
     """A hooks or MCP file that is there but is not a regular file (a FIFO would block the read that
     loads it forever): the usage error that says so, or None."""
-    from .cmdhooks import HOOKS_FILE
+    from .cmdhooks import HOOK_FILES
     from .mcp import config_files
-    for path in [os.path.join(workspace, HOOKS_FILE), *map(str, config_files(workspace))]:
+    for path in [*(os.path.join(workspace, name) for name in HOOK_FILES), *map(str, config_files(workspace))]:
         try:
             mode = os.stat(path).st_mode
         except OSError:
@@ -106,15 +108,16 @@ def add_agent_flags(parser):
 def add_model_flags(parser):
     """Which model, where, and how much of it one run may use."""
     from .guards import MAX_SECONDS, MAX_TURNS
-    from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, MAX_REPLY_TOKENS
+    from .endpoint import add_base_url_flag
+    from .llm import DEFAULT_MODEL, MAX_REPLY_TOKENS
     parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
                         help="model name (env TINYHARNESS_MODEL, default %(default)s)")
-    parser.add_argument("--base-url", default=os.environ.get("TINYHARNESS_BASE_URL", DEFAULT_BASE_URL),
-                        help="OpenAI-compatible endpoint (env TINYHARNESS_BASE_URL, default %(default)s)")
+    add_base_url_flag(parser)
     parser.add_argument("--max-turns", type=int, default=MAX_TURNS, help="most model calls in one run (default %(default)s)")
     parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS, metavar="SECONDS",
                         help="stop before the next model call once this long has passed; what is left is also the "
-                             "longest one model reply may take (default %(default)s)")
+                             "longest one model reply, one shell command, a hook or an MCP call may take "
+                             "(default %(default)s)")
     parser.add_argument("--max-tokens", type=int, metavar="N",
                         help="stop before the next model call once the run has used N tokens, prompt plus completion, "
                              "as the server counted them (default: no limit)")
@@ -241,6 +244,8 @@ def sandbox_from_args(args, parser):
         parser.error(f"--sandbox-read: {missing[0]} does not exist")
     if problem := workspace_problem(os.getcwd()):  # run and chat both come here first
         if not args.workspace_anyway:
+            from .run_end import Results
+            Results.usage_error = problem  # for the --json result line
             print(printable(f"error: {problem} (or --workspace-anyway, if you mean it)."), file=sys.stderr)
             raise SystemExit(2)
         print(printable(f"warning: --workspace-anyway: {problem}."), file=sys.stderr)
@@ -261,9 +266,10 @@ def sandbox_from_args(args, parser):
 def client_from_args(args, stream, printer):
     """The model client the flags ask for, in the dialect --api chooses (and --think); sets the context window."""
     from .context import CONTEXT_WINDOW
+    from .endpoint import api_key
     from .llm import Client
     from .ollama import choose_dialect
-    client = Client(args.base_url, args.model, api_key=os.environ.get("TINYHARNESS_API_KEY"),
+    client = Client(args.base_url, args.model, api_key=api_key(),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
                     max_reply_tokens=args.max_reply_tokens, timeout=reply_wait(args.max_seconds))
     client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window

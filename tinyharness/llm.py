@@ -112,7 +112,7 @@ class Client:
         # iter_lines on bytes, decoded per line: a line never ends inside a UTF-8 character, so a
         # character cut between two network reads is put back together before decoding. Each HTTP
         # chunk is handed over as it arrives (Ollama, llama.cpp and vLLM stream chunked bodies).
-        lines, deadline = response.iter_lines(), deadline or time.monotonic() + wait
+        lines, deadline = stream_lines(response), deadline or time.monotonic() + wait
         too_long = LLMError(f"The model server at {self.url} did not finish its streamed answer within {wait:g} s"
                             + (" (what was left of --max-seconds)" if wait < self.timeout else "") +
                             ". The reply was too long or the server too slow; it was stopped there.")
@@ -198,6 +198,22 @@ class Client:
 def reply_timeout(timeout, limit):
     """The client's own timeout, or less when the caller has less time left."""
     return timeout if limit is None else max(0.1, min(timeout, limit))
+
+
+def stream_lines(response, chunk_size=512):
+    """The body's lines as bytes, as response.iter_lines() gives them, in linear time. requests joins
+    the unfinished line to each new chunk and splits it all again: one 30 MB line (a huge streamed
+    reply) cost minutes. Here each chunk is split once and an unfinished line grows in place."""
+    pending = bytearray()
+    for chunk in response.iter_content(chunk_size):
+        *ended, rest = chunk.split(b"\n")
+        for line in ended:
+            pending += line
+            yield bytes(pending).removesuffix(b"\r")
+            pending.clear()
+        pending += rest
+    if pending:
+        yield bytes(pending).removesuffix(b"\r")
 
 
 def read_body(response, deadline, hang=None):
@@ -322,7 +338,7 @@ def explain_status(status, body, url, model):
         base = url[: -len("/chat/completions")]
         return (f"The server at {url} answered HTTP 404: {body}. OpenAI-compatible servers answer under /v1: "
                 f"try --base-url {base}/v1")
-    hint = "Set TINYHARNESS_API_KEY if the server needs a key." if status in (401, 403) else "Check the server's log."
+    hint = "Set TINYHARNESS_API_KEY (or OPENAI_API_KEY) if the server needs a key." if status in (401, 403) else "Check the server's log."
     return f"The server at {url} answered HTTP {status}: {body}. {hint}"
 
 

@@ -49,8 +49,8 @@ def run_agent(task, client, workspace, settings=None, stats=None, messages=None)
     messages = start(task, workspace, settings, ext, messages)  # Stopped when a hook refuses the task
     edges = Edges(client, settings, stats, ext)  # edges.py: each edge case behind one name
     edges.updated(messages)
-    runner = CallRunner(workspace, settings, ext, Parent(run_agent, client, workspace, stats, settings), edges)
     budget, repeats = Budget(settings.max_turns, settings.max_seconds), RepeatGuard()
+    runner = CallRunner(workspace, settings, ext, Parent(run_agent, client, workspace, stats, settings), edges, budget)
     policy = POLICIES[settings.context_policy]  # how old tool results are cut before each call (context.py)
     for turn in itertools.count():
         save_transcript(settings.transcript, messages)  # before each model call, so a failed call still leaves the story
@@ -94,8 +94,9 @@ class CallRunner:
     """One run's hands: a reply's tool calls, each through the choke point with this run's workspace,
     settings and extensions; reads together, a write or a command alone."""
 
-    def __init__(self, workspace, settings, ext, parent, edges):
+    def __init__(self, workspace, settings, ext, parent, edges, budget=None):
         self.workspace, self.settings, self.ext, self.parent, self.edges = workspace, settings, ext, parent, edges
+        self.budget = budget  # the run's --max-seconds bounds a command too
         self.memory = {}  # what the post_tool_use hooks remember during this run (failing writes per file)
         window = settings.context_window
         self.cap = cap_chars(window) if settings.context_policy in CAPPING_POLICIES and window else None
@@ -138,6 +139,11 @@ class CallRunner:
     def as_sent(self, result):
         return result if self.cap is None else cap_on_insert(result, self.cap)
 
+    def command_time(self):
+        """The longest a command may run: --shell-timeout, or what is left of --max-seconds when less."""
+        left = self.budget.seconds_left() if self.budget else self.settings.shell_timeout
+        return min(self.settings.shell_timeout, left)
+
     def checked_run(self, name, arguments, images):
         """The choke point: every call passes here after it is parsed and before it runs. The hooks come
         first, so a blocked call never reaches the user; then writes, commands and URLs need the user's yes.
@@ -154,9 +160,15 @@ class CallRunner:
         reason = pre_tool_use(workspace, name, arguments) or ext.pre_tool_use(name, arguments)
         if reason:
             return f"BLOCKED: {reason}"
-        asks = needs_permission(name, arguments) if ours else ext.needs_permission(name)
+        rule = ext.rule_for(name, arguments)  # --deny/--allow, settings' permissions: a deny wins, even over --yes
+        if rule and rule.kind == "deny":
+            return f"DENIED: the rule {rule.text} ({rule.source}) denies this {name} call, so it did not run."
+        asks = (needs_permission(name, arguments) if ours else ext.needs_permission(name)) and not rule
         if asks and not settings.approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
             return f"DENIED: the user did not allow this {name} call, so it did not run."
-        result = run_tool(workspace, name, arguments, settings.shell_timeout, images, settings.sandbox) if ours \
+        timeout = self.command_time()
+        if ours and name == "shell" and timeout <= 0:
+            return "ERROR: the run's --max-seconds is spent, so the command did not run."
+        result = run_tool(workspace, name, arguments, timeout, images, settings.sandbox) if ours \
             else ext.run(name, arguments, images, self.parent)
         return ext.post_tool_use(name, arguments, post_tool_use(workspace, name, arguments, result, self.memory))

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shlex
+import stat
 from pathlib import Path
 
 from .mcp_client import CALL_TIMEOUT
@@ -45,16 +46,22 @@ def parse_flag(text):
     return name, {"type": "stdio", "command": argv, "env": {}, "read_only": (), "timeout": CALL_TIMEOUT}
 
 
+# Where users keep their servers, in the workspace: Claude Code's project scope, VS Code's, then ours (a
+# later file overrides a server of the same name in an earlier one).
+WORKSPACE_FILES = (Path(".mcp.json"), Path(".vscode") / "mcp.json", Path(".tinyharness") / "mcp.json")
+
+
 def config_files(workspace):
     """The user's own file first, then the workspace's (which may override a server of the same name)."""
     config = Path(os.environ.get("XDG_CONFIG_HOME", ""))
     config = config if config.is_absolute() else Path.home() / ".config"   # the XDG rule: a relative path is ignored
     home = config / "tinyharness" / "mcp.json"
-    return [home, Path(workspace) / ".tinyharness" / "mcp.json"]
+    return [home, *(Path(workspace) / name for name in WORKSPACE_FILES)]
 
 
-def load_config(path):
-    """{name: config} from one mcp.json; raises ValueError with the file's name on anything malformed."""
+def load_config(path, workspace=None):
+    """{name: config} from one mcp.json; raises ValueError with the file's name on anything malformed.
+    VS Code's ${workspaceFolder} is WORKSPACE (default: the folder that holds the file's folder)."""
     path = Path(path)
     try:
         if not path.is_file():
@@ -62,6 +69,7 @@ def load_config(path):
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as e:
         raise ValueError(f"{path}: cannot read it as JSON ({e})") from e
+    folder = str(workspace or path.resolve().parent.parent)
     if not isinstance(data, dict) or not any(isinstance(data.get(key), dict) for key in ("servers", "mcpServers")):
         raise ValueError(f'{path}: expected {{"servers": {{"NAME": {{"command": ...}}}}}} '
                          '(or "mcpServers", as Claude Code and Cursor write it)')
@@ -73,8 +81,60 @@ def load_config(path):
         if not isinstance(block, dict):
             raise ValueError(f'{path}: "{key}" must be an object of servers')
         for name, config in block.items():
-            configs[name] = parse_server(name, config, f"{path}: server {name!r}")
+            where = f"{path}: server {name!r}"
+            configs[name] = parse_server(name, vs_code_variables(config, folder, where), where)
     return configs
+
+
+VS_CODE_VARIABLE = re.compile(r"\$\{(workspaceFolder|workspaceFolderBasename|userHome|pathSeparator|/)\}")
+OTHER_VARIABLE = re.compile(r"\$\{(?!env:)([A-Za-z]+):(?!-)([^}]*)\}")  # ${input:x}, ${command:x}, ${config:x}
+
+
+def vs_code_variables(config, folder, where):
+    """CONFIG with VS Code's variables replaced (${workspaceFolder}, ${userHome}...) and its envFile read
+    into env (env's own entries win). ${input:ID} - a value VS Code asks for in its own prompt - is an
+    error that says what to write instead: it is never sent as it is."""
+    names = {"workspaceFolder": folder, "workspaceFolderBasename": os.path.basename(folder),
+             "userHome": str(Path.home()), "pathSeparator": os.sep, "/": os.sep}
+
+    def replace(value):
+        if isinstance(value, str):
+            if other := OTHER_VARIABLE.search(value):
+                kind, name = other.groups()
+                raise ValueError(f"{where}: ${{{kind}:{name}}} is a VS Code {kind} variable (VS Code asks for or "
+                                 "computes it), which tinyharness cannot; put the value in an environment variable "
+                                 f"and write ${{env:NAME}} instead (it is never sent as it is)")
+            return VS_CODE_VARIABLE.sub(lambda m: names[m.group(1)], value)
+        if isinstance(value, list):
+            return [replace(v) for v in value]
+        return {k: replace(v) for k, v in value.items()} if isinstance(value, dict) else value
+    config = replace(config)
+    if isinstance(config, dict) and config.get("envFile") is not None:
+        config = {**config, "env": {**read_env_file(config["envFile"], folder, where), **(config.get("env") or {})}}
+    return config
+
+
+def read_env_file(name, folder, where, cap=64 * 1024):
+    """{NAME: value} from a dotenv file (NAME=value lines; # comments, `export `, quotes), relative to
+    FOLDER. Opened without following a link, a regular file only, at most CAP bytes."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where}: \"envFile\" must be a path")
+    path = os.path.join(folder, os.path.expanduser(name))
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise OSError("not a regular file")
+            text = file.read(cap).decode("utf-8", errors="replace")
+    except OSError as e:
+        raise ValueError(f"{where}: \"envFile\" {path} cannot be read ({e.strerror or e})") from None
+    env = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().removeprefix("export ").partition("=")
+        if sep and key.strip() and not key.lstrip().startswith("#"):
+            value = value.strip()
+            env[key.strip()] = value[1:-1] if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"" else value
+    return env
 
 
 def parse_server(name, config, where):

@@ -55,7 +55,7 @@ import requests
 
 from .llm import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, bounded, clean,  # noqa: F401
                   context_overflow, describe, dump_object, error_detail, excerpt, explain_network_error,
-                  overflow_message, read_body, strict_json)
+                  overflow_message, read_body, stream_lines, strict_json)
 from .llm_stream import ThinkSplitter
 from .ollama_native import (DATA_URI, REASONING_FIELDS, arguments_object, bare_base64, calls_of,  # noqa: F401
                             canonical_call, finish_reason_of, native_assistant, native_plain, native_tool_result,
@@ -263,7 +263,7 @@ class OllamaClient:
         too_long = LLMError(f"The model's reply from {self.url} took longer than the time left (--max-seconds, or "
                             "the client's timeout); it was stopped part-way.")
         try:
-            for line in response.iter_lines():
+            for line in stream_lines(response):  # linear in a huge line, unlike requests' iter_lines
                 if time.monotonic() > deadline:
                     raise too_long
                 if not line.strip():
@@ -354,7 +354,7 @@ class OllamaClient:
         if status == 404:
             return LLMError(f"{where} has no native chat route ({said}). Is it an Ollama server? For other servers "
                             "use --api openai.")
-        hint = "Set TINYHARNESS_API_KEY if the server needs a key." if status in (401, 403) else "Check the server's log."
+        hint = "Set TINYHARNESS_API_KEY (or OPENAI_API_KEY) if the server needs a key." if status in (401, 403) else "Check the server's log."
         verb = "reported an error in the middle of its streamed answer" if streamed else "answered"
         return LLMError(f"{where} {verb} {said}. {hint}")
 

@@ -23,15 +23,21 @@ from .flags import add_agent_flags, add_dialect_flags
 # chat, whose defaults live in those modules, are added only when that command is asked for.
 
 EXIT_CODES = ("exit codes: 0 the model finished, 1 a runtime failure (e.g. no server), 2 a usage error, "
-              "3 stopped by a limit (not confirmed complete), 130 interrupted (Ctrl-C)")
+              "3 stopped by a limit (not confirmed complete), 130 interrupted (Ctrl-C), 143 or 129 ended by SIGTERM or "
+              "SIGHUP (cleaned up as after Ctrl-C)")
 
 
 def add_run_flags(parser):
     parser.add_argument("task", help="what the agent should do, in plain words (-: read it from standard input)")
     parser.add_argument("--json", action="store_true",
                         help="for scripts: write one JSON object per line on standard output and nothing else - "
-                             "each event as the session file has it, then {\"type\": \"result\", \"exit_code\", "
-                             "\"answer\", \"stats\", ...}; the tool lines and warnings go to standard error")
+                             "each event as the session file has it, then, on every exit (a usage error too), the last line: "
+                             "{\"type\": \"result\", \"exit_code\", \"is_error\", \"answer\", \"session_id\", "
+                             "\"model\", \"num_turns\", \"duration_ms\", \"usage\" (null: never reported), \"stats\", "
+                             "...}; the tool lines and warnings go to standard error")
+    parser.add_argument("--continue", dest="continue_session", action="store_true",
+                        help="go on with the latest session started in this folder: TASK is its next message")
+    parser.add_argument("--resume", metavar="ID", help="go on with the session ID (`tinyharness sessions` lists them)")
     add_agent_flags(parser)
     add_dialect_flags(parser)
 
@@ -49,9 +55,19 @@ def version():
     return f"tinyharness {__version__}"
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, remembering its usage error's words for the --json result line (run_end.py);
+    the subcommands' parsers are of the same class."""
+
+    def error(self, message):
+        from .run_end import Results
+        Results.usage_error = message
+        super().error(message)
+
+
 def build_parser(command=None):
     """The whole command line; the flags of run and chat only when COMMAND is that one (None: all)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tinyharness",
         description="A small agent harness for local models. The current folder is the agent's workspace.",
         epilog="Start with `tinyharness demo` (no model server needed), then `tinyharness run \"TASK\"` "
@@ -85,7 +101,7 @@ def add_chat_parser(sub, command):
 
 def add_mcp_parser(sub, command):
     mcp_parser = sub.add_parser("mcp", help="the MCP servers this folder would start: `mcp list` shows their tools",
-                                description="List the configured MCP servers (.tinyharness/mcp.json, "
+                                description="List the configured MCP servers (.mcp.json, .vscode/mcp.json, .tinyharness/mcp.json, "
                                             "~/.config/tinyharness/mcp.json, --mcp), whether each is trusted, and the "
                                             "tools each offers (trusted servers are started to ask them).")
     mcp_parser.add_argument("mcp_command", choices=["list"], metavar="list", help="list servers and their tools")
@@ -102,6 +118,9 @@ def add_sessions_parser(sub, command):
                                           "`chat --resume ID` and `view ID` take the id as listed.")
     sessions.add_argument("--all", action="store_true", help="list every session, not only the newest 50")
     sessions.add_argument("--here", action="store_true", help="only the sessions started in the current folder")
+    sessions.add_argument("--json", action="store_true",
+                          help="for scripts: one JSON object per session and line (id, turns, folder, model, "
+                               "first_task), newest first; nothing else on standard output")
     sessions.set_defaults(usage=sessions)
 
 

@@ -299,16 +299,22 @@ def listing(directory=None, limit=LIST_LIMIT, folder=None):
             continue
         tasks = session.user_tasks()
         first = " ".join((tasks[0] if tasks else "").split())
-        rows.append((path.stem, str(len(tasks)), home_short(session.header["folder"]), first))
+        rows.append((path.stem, str(len(tasks)), home_short(session.header["folder"]), first,
+                     session.header["folder"], session.header.get("model")))  # the last two: for --json
     return rows, skipped, left_out
 
 
-def sessions_command(directory=None, out=print, show_all=False, here=False, err=None):
+def sessions_command(directory=None, out=print, show_all=False, here=False, err=None, as_json=False):
     folder = str(Path.cwd().resolve()) if here else None
     rows, skipped, left_out = listing(directory, None if show_all else LIST_LIMIT, folder)
     err = err or (lambda text: print(text, file=sys.stderr))
     for name, reason in skipped:
         err(printable(f"note: skipped {name}: {reason}"))
+    if as_json:  # for scripts: one object per session, newest first, nothing else on stdout
+        for session_id, turns, _, first, whole_folder, model in rows:
+            out(json.dumps({"id": session_id, "turns": int(turns), "folder": whole_folder, "model": model,
+                            "first_task": first}, ensure_ascii=False))
+        return 0
     if not rows:
         where = f" started in {folder}" if here else ""
         out(printable(f"No sessions{where} yet in {Path(directory or sessions_dir())}."))

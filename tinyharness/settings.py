@@ -29,13 +29,21 @@ Read before you answer: never invent what a file says. Old tool results may be c
 keep what you will need later with save_note. When the task is done, answer briefly with what you did."""
 
 
+PROJECT_FILES = ("AGENTS.md", "CLAUDE.md")  # the cross-tool convention first; Claude Code's name when it is missing
+
+
 def system_prompt(workspace):
-    """The built-in prompt plus the workspace's INSTRUCTIONS.md, when it has one (read through filedoor.py:
-    no link leading out, no FIFO, at most 64 KiB, and a cut is said)."""
+    """The built-in prompt plus the workspace's INSTRUCTIONS.md and its AGENTS.md (else CLAUDE.md), when
+    it has them, each read through filedoor.py: no link leading out, no FIFO, at most 64 KiB, a cut said."""
+    prompt = SYSTEM_PROMPT
     extra = read_workspace_text(workspace, "INSTRUCTIONS.md")
     if extra is not None:
-        return SYSTEM_PROMPT + "\n\nInstructions from the workspace (INSTRUCTIONS.md):\n" + extra
-    return SYSTEM_PROMPT
+        prompt += "\n\nInstructions from the workspace (INSTRUCTIONS.md):\n" + extra
+    for name in PROJECT_FILES:
+        project = read_workspace_text(workspace, name)
+        if project is not None:
+            return prompt + f"\n\nProject instructions from the workspace ({name}):\n" + project
+    return prompt
 
 
 @dataclass(frozen=True)

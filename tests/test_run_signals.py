@@ -1,0 +1,83 @@
+"""SIGTERM (timeout(1), systemd, docker stop) and SIGHUP (a closed terminal) end `tinyharness run` as Ctrl-C
+does, sent to a real child while its command runs: the command and all it started are gone, the --json
+result is the last line, the exit code is 128 + the signal. And --max-seconds bounds a running command."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.ladder import FINAL, ROOT, calls, run_stage, tool_call
+from tinyharness.sandbox import unavailable_reason
+from tinyharness.testing import ScriptedServer
+
+SANDBOXES = ["off"] + (["on"] if unavailable_reason() is None else [])
+
+
+def own_home(tmp_path):
+    home = tmp_path / "home"
+    return {"XDG_DATA_HOME": str(home / "data"), "XDG_CONFIG_HOME": str(home / "config"), "HOME": str(home)}
+
+
+def running_with(marker):
+    """Pids whose command line holds MARKER."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def wait_for(condition, proc, seconds=120):
+    deadline = time.monotonic() + seconds
+    while not condition() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert condition(), f"never happened (the child's exit code: {proc.poll()})"
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_reaps_the_command_and_ends_with_the_result_line(tmp_path, sandbox, signum):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    marker = f"{200 + signum}.{os.getpid()}{len(sandbox)}"  # a sleep no other test starts
+    script = [calls(tool_call("shell", command=f"echo started > started.txt; sleep {marker}")), "never read"]
+    env = {**os.environ, **own_home(tmp_path), "PYTHONPATH": str(ROOT)}
+    with ScriptedServer(script) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "tinyharness", "run", "--json", "--yes", "--sandbox", sandbox,
+                                 "--transcript", "t.json", "--base-url", server.base_url, "sleep"],
+                                cwd=workspace, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            wait_for(lambda: (workspace / "started.txt").exists() and running_with(marker), proc)
+            proc.send_signal(signum)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 128 + signum, err
+    assert running_with(marker) == [], "the command outlived the run"
+    result = json.loads(out.splitlines()[-1])
+    assert result["type"] == "result" and result["exit_code"] == 128 + signum and result["is_error"] is True
+    assert result["error"] == f"terminated by {signal.Signals(signum).name}" and result["session_id"]
+    assert "Traceback" not in err and f"Terminated ({signal.Signals(signum).name})." in err
+    assert json.loads((workspace / "t.json").read_text())[-1]["tool_calls"]  # the transcript was written
+
+
+def test_max_seconds_bounds_a_running_command(tmp_path):
+    script = [calls(tool_call("shell", command="sleep 200")), "never read"]
+    with ScriptedServer(script) as server:
+        started = time.monotonic()
+        done = run_stage(FINAL, tmp_path, "--yes", "--sandbox", "off", "--max-seconds", "1.5", "--base-url",
+                         server.base_url, "sleep")
+        took = time.monotonic() - started
+    assert done.returncode == 3 and "--max-seconds 1.5" in done.stdout, done.stderr
+    assert took < 10 and len(server.requests) == 1
+    assert "-> ERROR: timed out after 1." in done.stdout  # what was left of 1.5 s, not --shell-timeout 60

@@ -1,0 +1,194 @@
+"""A user's existing files, found where their tools keep them (tinyharness only): MCP servers in .mcp.json
+(Claude Code's project scope) and .vscode/mcp.json (VS Code's shape and variables), hooks and permission
+rules in .claude/settings.json and .claude/settings.local.json - each behind the trust question that names it."""
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.ladder import FINAL, ROOT, calls, run_stage, tool_call, tool_results
+from tinyharness import mcp
+from tinyharness.testing import ScriptedServer
+
+SERVER = [sys.executable, str(ROOT / "tests" / "mcp_server.py")]
+
+
+def write(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+@pytest.fixture
+def home(tmp_path):
+    return {"XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+
+
+@pytest.fixture
+def ws(tmp_path):
+    """The workspace: beside the data folder, never holding it."""
+    (tmp_path / "ws").mkdir()
+    return tmp_path / "ws"
+
+
+# --- MCP servers -----------------------------------------------------------------------------------
+
+def test_vs_code_variables_and_env_file_are_read_as_vs_code_reads_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    monkeypatch.setenv("TOKEN", "t0k")
+    write(tmp_path / ".env", "# secrets\nexport API_KEY='from-file'\nMODE=file\n")
+    path = write(tmp_path / ".vscode" / "mcp.json", {"inputs": [{"id": "tok", "type": "promptString"}], "servers": {
+        "notes": {"type": "stdio", "command": "python3", "args": ["${workspaceFolder}/srv.py", "${userHome}/x"],
+                  "envFile": "${workspaceFolder}/.env", "env": {"MODE": "env", "T": "${env:TOKEN}"}},
+        "web": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer ${env:TOKEN}"}}}})
+    configs = mcp.load_config(path, tmp_path)
+    assert configs["notes"]["command"] == ["python3", f"{tmp_path}/srv.py", f"{tmp_path}/me/x"]
+    assert configs["notes"]["env"] == {"API_KEY": "from-file", "MODE": "env", "T": "t0k"}  # env wins over envFile
+    assert configs["web"]["headers"] == {"Authorization": "Bearer t0k"}
+
+
+def test_an_input_variable_is_a_clear_error_never_sent_as_it_is(ws, home):
+    path = write(ws / ".vscode" / "mcp.json", {"servers": {
+        "web": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer ${input:tok}"}}}})
+    with pytest.raises(ValueError, match=r"\$\{input:tok\} is a VS Code input variable.*\$\{env:NAME\}"):
+        mcp.load_config(path, ws)
+    done = run_stage(FINAL, ws, "go", env=home)
+    assert done.returncode == 2 and "${input:tok}" in done.stderr and str(path) in done.stderr
+
+
+def test_mcp_json_and_vscode_mcp_json_are_found_trusted_each_by_name_and_used(ws, home):
+    workspace = ws
+    claude = write(workspace / ".mcp.json", {"mcpServers": {"claude": {"command": SERVER[0], "args": SERVER[1:]}}})
+    vscode = write(workspace / ".vscode" / "mcp.json", {"servers": {
+        "code": {"type": "stdio", "command": SERVER[0], "args": SERVER[1:], "env": {"W": "${workspaceFolder}"}}}})
+    script = [calls(tool_call("mcp__claude__echo", text="a"), tool_call("mcp__code__echo", text="b")), "Done."]
+    with ScriptedServer(script) as server:
+        done = run_stage(FINAL, workspace, "--base-url", server.base_url, "--yes", "go", stdin="y\ny\n", env=home)
+    assert done.returncode == 0, done.stderr
+    assert f"This workspace has an MCP server list ({claude})" in done.stdout
+    assert f"This workspace has an MCP server list ({vscode})" in done.stdout
+    assert sorted(tool_results(server.requests[1]).values()) == ["echo: a", "echo: b"]
+
+
+def test_an_untrusted_mcp_json_names_the_file_and_starts_nothing(ws, home):
+    path = write(ws / ".mcp.json", {"mcpServers": {"x": {"command": "/nonexistent/server"}}})
+    done = run_stage(FINAL, ws, "go", stdin="", env=home)
+    assert done.returncode == 2 and f"{path} was not trusted" in done.stderr
+
+
+def test_mcp_list_says_which_file_each_server_came_from(ws, home):
+    import subprocess
+    tmp_path = ws
+    write(tmp_path / ".mcp.json", {"mcpServers": {"a": {"command": "/nonexistent/a"}}})
+    write(tmp_path / ".vscode" / "mcp.json", {"servers": {"b": {"type": "stdio", "command": "/nonexistent/b"}}})
+    done = subprocess.run([sys.executable, "-m", "tinyharness", "mcp", "list"], cwd=tmp_path, capture_output=True,
+                          text=True, env={**os.environ, **home, "PYTHONPATH": str(ROOT)}, timeout=60)
+    lines = done.stdout.splitlines()
+    assert lines[lines.index("a  [stdio] /nonexistent/a") + 1] == \
+        f"  NOT trusted yet: {tmp_path / '.mcp.json'} (run or chat asks once; until then it is never started)"
+    assert lines[lines.index("b  [stdio] /nonexistent/b") + 1].startswith(
+        f"  NOT trusted yet: {Path(tmp_path) / '.vscode' / 'mcp.json'}")
+
+
+# --- hooks and permission rules in Claude Code's project settings ------------------------------------
+
+GUARD = ("import json, sys; e = json.load(sys.stdin); "
+         "sys.exit(2) if 'rm ' in e['tool_input'].get('command', '') and print('no rm here', file=sys.stderr) is None "
+         "else sys.exit(0)")
+
+
+def claude_settings(ws, name="settings.json", **data):
+    return write(ws / ".claude" / name, data)
+
+
+def run_with(ws, home, script, *args, stdin="y\n"):
+    with ScriptedServer(script) as server:
+        done = run_stage(FINAL, ws, "--base-url", server.base_url, *args, "go", stdin=stdin, env=home)
+    return done, server
+
+
+def test_a_deny_hook_and_deny_rules_in_claude_settings_hold_without_copying_anything(ws, home):
+    (ws / "keep.txt").write_text("keep")
+    (ws / ".env").write_text("SECRET=1")
+    (ws / "guard.py").write_text(GUARD)
+    path = claude_settings(ws, hooks={"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": f"{sys.executable} guard.py"},
+        {"type": "prompt", "prompt": "is this safe?"}]}]}, permissions={"deny": ["Read(./.env)"]})
+    script = [calls(tool_call("shell", command="rm keep.txt"), tool_call("read_file", path=".env"),
+                    tool_call("read_file", path="./sub/../.env")), "Done."]
+    done, server = run_with(ws, home, script, "--yes", "--sandbox", "off")
+    assert done.returncode == 0, done.stderr
+    results = list(tool_results(server.requests[1]).values())
+    assert results[0].startswith("BLOCKED: no rm here") and (ws / "keep.txt").exists()
+    assert results[1] == results[2] == ("DENIED: the rule Read(./.env) (.claude/settings.json) denies this read_file "
+                                        "call, so it did not run.")
+    assert f"This workspace has a hooks or settings file ({path})" in done.stdout
+    assert 'a PreToolUse hook of "type": "prompt" is skipped' in done.stderr
+
+
+def test_settings_local_json_adds_its_rules_and_an_untrusted_one_stops_the_run(ws, home):
+    claude_settings(ws, permissions={"deny": ["Bash(git push:*)"]})  # deny only: no question
+    local = claude_settings(ws, "settings.local.json", permissions={"allow": ["Bash(echo hi)"]})
+    done, _ = run_with(ws, home, ["Done."], stdin="")
+    assert done.returncode == 2 and ".claude/settings.local.json was not trusted" in done.stderr
+    assert f"({local})" in done.stdout
+
+
+def test_allow_and_deny_flags_in_claudes_spelling(ws, home):
+    (ws / "src").mkdir()
+    script = [calls(tool_call("shell", command="echo hi"), tool_call("shell", command="npm test --watch"),
+                    tool_call("shell", command="npm test && echo chained"), tool_call("write_file", path="src/a.txt",
+                                                                                      content="a")), "Done."]
+    done, server = run_with(ws, home, script, "--sandbox", "off", "--allow", "Bash(echo hi)", "--allow",
+                            "Bash(npm test:*)", "--allow", "Edit(src/**)", "--deny", "Bash(npm test --watch)",
+                            stdin="")  # nobody answers: only what a rule allows runs
+    results = list(tool_results(server.requests[1]).values())
+    assert results[0] == "exit status 0\nhi\n"
+    assert results[1].startswith("DENIED: the rule Bash(npm test --watch) (--deny) denies")  # deny wins over allow
+    assert results[2].startswith("DENIED: the user did not allow")  # a chain is never allowed by a rule
+    assert results[3].startswith("OK: wrote 1 characters") and (ws / "src" / "a.txt").read_text() == "a"
+    assert "standard input is not a terminal" not in done.stderr  # there are allow rules
+
+
+def test_deny_wins_over_yes_and_a_headless_run_without_rules_says_what_will_happen(ws, home):
+    script = [calls(tool_call("write_file", path="a.txt", content="a")), "Done."]
+    done, server = run_with(ws, home, script, "--yes", "--deny", "Write")
+    assert tool_results(server.requests[1]).popitem()[1].startswith("DENIED: the rule Write (--deny)")
+    assert not (ws / "a.txt").exists() and "standard input is not a terminal" not in done.stderr
+    done, _ = run_with(ws, home, ["Done."])
+    assert "[permissions] standard input is not a terminal and neither --yes nor an allow rule was given: every write " \
+           "and command will be DENIED" in done.stderr
+    bad = run_stage(FINAL, ws, "--deny", "Bash(", "go", env=home)
+    assert bad.returncode == 2 and "is not a rule" in bad.stderr
+
+
+@pytest.mark.parametrize("spec, path, hit", [
+    ("./.env", ".env", True), ("./.env", "sub/.env", False), (".env", "sub/.env", True), ("src/**", "src/a/b.py", True),
+    ("src/**", "srcx/a", False), ("src", "src/a.py", True), ("*.pem", "keys/k.pem", True), ("/docs/*.md", "docs/a.md", True),
+    ("/docs/*.md", "docs/x/a.md", False)])
+def test_file_specifiers_are_read_as_gitignore_reads_them(tmp_path, spec, path, hit):
+    from tinyharness.permissions import path_matches
+    assert path_matches(spec, path, str(tmp_path)) is hit
+
+
+def test_a_link_to_a_denied_file_is_denied_too(tmp_path):
+    from tinyharness.permissions import Rules
+    (tmp_path / ".env").write_text("x")
+    (tmp_path / "innocent").symlink_to(tmp_path / ".env")
+    rules = Rules(tmp_path)
+    rules.add(["Read(./.env)"], "deny", "--deny", [])
+    assert rules.decide("read_file", {"path": "innocent"}).text == "Read(./.env)"
+    assert rules.decide("read_file", {"path": "other"}) is None
+
+
+def test_every_matching_hook_runs_and_a_block_from_any_blocks(ws, home):
+    (ws / "audit.py").write_text("import json, sys; open('audit.log', 'a').write(json.load(sys.stdin)['tool_name'] + '\\n')")
+    claude_settings(ws, hooks={"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "exit 1"},  # a guard that fails: blocks here (Claude Code would run the call)
+        {"type": "command", "command": f"{sys.executable} audit.py"}]}]})
+    done, server = run_with(ws, home, [calls(tool_call("shell", command="echo x")), "Done."], "--yes", "--sandbox", "off")
+    result = tool_results(server.requests[1]).popitem()[1]
+    assert result.startswith("BLOCKED: the hook `exit 1` failed with exit code 1") and "Claude Code would" in result
+    assert (ws / "audit.log").read_text() == "Bash\n"  # the audit hook saw the blocked call
