@@ -150,7 +150,8 @@ def test_claude_names_in_matchers_and_on_stdin(workspace):
     assert hooks.run("pre_tool_use", "write_file", {"path": "sub/a.txt", "content": "x"}, tool_use_id="t1").allowed
     assert hooks.run("pre_tool_use", "shell", {"command": "ls"}).allowed  # no matcher matches shell: nothing ran
     assert hooks.run("post_tool_use", "shell", {"command": "ls"}, result="exit 0\na.txt").allowed
-    claude, ours, post = [json.loads(line) for line in (workspace / "seen.json").read_text().splitlines()]
+    seen = {e["hook_event_name"]: e for e in map(json.loads, (workspace / "seen.json").read_text().splitlines())}
+    claude, ours, post = seen["PreToolUse"], seen["pre_tool_use"], seen["PostToolUse"]   # the two pre hooks ran together
     assert (claude["hook_event_name"], claude["tool_name"], claude["tinyharness_tool_name"]) == \
            ("PreToolUse", "Write", "write_file")
     assert claude["tool_input"]["file_path"] == str(workspace / "sub" / "a.txt")
