@@ -96,11 +96,23 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collection_finish(session):
     """Start the scripted evals that the selected tests read (tests/test_m7_eval.py) in the background.
     Not on a worker of a parallel run, which does not yet know which files it will get: there the
-    first test that reads an eval starts it (tests/test_m7_eval.py:scripted_eval_run)."""
-    if session.config.option.collectonly or hasattr(session.config, "workerinput"):
-        return
+    first test of a file starts the evals that file reads (pytest_runtest_setup below)."""
+    if not session.config.option.collectonly and not hasattr(session.config, "workerinput"):
+        start_the_evals_read_by(session.items)
+
+
+_FILES_STARTED = set()
+
+
+def pytest_runtest_setup(item):
+    if hasattr(item.config, "workerinput") and item.path not in _FILES_STARTED:
+        _FILES_STARTED.add(item.path)
+        start_the_evals_read_by([other for other in item.session.items if other.path == item.path])
+
+
+def start_the_evals_read_by(items):
     stages = []
-    for item in session.items:
+    for item in items:
         names = getattr(item, "fixturenames", ())
         stage = (item.callspec.params["scripted_run"] if "scripted_run" in names
                  else FINAL if "scripted_eval" in names else None)

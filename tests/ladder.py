@@ -176,8 +176,11 @@ def run_in_process(stage, workspace, argv, stdin, timeout, env, main=None, shown
 
 @contextlib.contextmanager
 def _process_state(workspace, env, stdin, out, err):
-    """What a new process would have: its cwd, its environment, its three streams; all put back after."""
-    saved = sys.stdin, sys.stdout, sys.stderr, os.getcwd(), dict(os.environ)
+    """What a new process would have: its cwd, its environment, its three streams, and Ctrl-C raising
+    KeyboardInterrupt as from a terminal (a worker of a parallel run, or a suite started in the
+    background, has SIGINT ignored); all put back after."""
+    saved = sys.stdin, sys.stdout, sys.stderr, os.getcwd(), dict(os.environ), signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     streams = [io.TextIOWrapper(buffer, encoding="utf-8", write_through=True) for buffer in (out, err)]
     sys.stdin, (sys.stdout, sys.stderr) = io.StringIO(stdin), streams
     os.environ.clear()
@@ -193,6 +196,7 @@ def _process_state(workspace, env, stdin, out, err):
         os.chdir(saved[3])
         os.environ.clear()
         os.environ.update(saved[4])
+        signal.signal(signal.SIGINT, saved[5])
 
 
 @contextlib.contextmanager
