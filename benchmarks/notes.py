@@ -350,6 +350,8 @@ FIGURES = [
            stat(lambda: notes_task("m1_loop"), "tool_calls")),
     Figure("m1 notes task, prompt tokens", r"through our loop: `\[stats\] turns=\d+ tool_calls=\d+ prompt_tokens=(\d+)",
            stat(lambda: notes_task("m1_loop"), "prompt_tokens")),
+    Figure("m1 notes task with a transcript, prompt tokens", r"; (\d+) with\s+`--transcript run\.json`",
+           stat(lambda: notes_task("m1_loop", "--transcript", "run.json"), "prompt_tokens")),
     Figure("m1 notes task, completion tokens", r"through our loop: `\[stats\][^`]*\n?[^`]*completion_tokens=(\d+)",
            stat(lambda: notes_task("m1_loop"), "completion_tokens")),
     Figure("m1 notes task on tinyharness run, prompt tokens", r"through `tinyharness run` costs (\d+) prompt tokens",
