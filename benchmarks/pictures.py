@@ -8,7 +8,9 @@ turn's results (m8). The m5 and m8 pictures are drawn from what the stage's own 
 (`m5_context.context.sliding_scissors`, `m8_vision.vision.image_followup_message`), so a change of
 the stub or the relay changes the picture, and tests/test_pictures.py, which regenerates each and
 compares the bytes, says so. The output is deterministic: integer coordinates, no timestamps, no
-random ids. What it cannot do: lay anything out by itself; every box is placed here by hand.
+random ids. What it cannot do: lay anything out by itself; every box is placed here by hand. The
+fifth picture, docs/m5-context.svg, is a measurement rather than a diagram: `python -m benchmarks.context
+--svg FILE` draws it (tests/test_context_picture.py).
 """
 from __future__ import annotations
 

@@ -25,6 +25,11 @@ def test_the_committed_picture_is_what_the_code_draws(name):
         f"docs/{name} is out of date: python -m benchmarks.pictures")
 
 
+def test_every_committed_picture_is_drawn_by_a_command_a_test_reruns():
+    # the four diagrams here, and the m5 measurement that tests/test_context_picture.py regenerates
+    assert sorted(p.name for p in (ROOT / "docs").glob("*.svg")) == sorted([*pictures.PICTURES, "m5-context.svg"])
+
+
 @pytest.mark.parametrize("name", sorted(pictures.PICTURES))
 def test_each_stage_readme_shows_its_picture(name):
     assert f"](../docs/{name})" in (ROOT / SHOWN_BY[name] / "README.md").read_text(encoding="utf-8")
