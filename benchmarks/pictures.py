@@ -206,7 +206,7 @@ def messages_picture() -> str:
 # --- m5: stubs replace old results ----------------------------------------------------------------
 
 def long_conversation() -> list:
-    """Five reads of long files and a short write, then the model's next reply: what the scissors see."""
+    """Four reads of long notes and a short save_note result: what the scissors see before the next call."""
     names = ["notes/a.md", "notes/b.md", "notes/c.md", "notes/d.md"]
     messages = [{"role": "system", "content": "You are an agent working in a folder. Use the tools ..."},
                 {"role": "user", "content": "Summarise every note into SUMMARY.md."}]
