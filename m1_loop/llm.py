@@ -1,7 +1,8 @@
 """One door to the model: the only file that speaks HTTP.
 
-POST {base_url}/chat/completions with the messages (and the tool schemas, when given); get back the
-assistant message, the token usage and the finish_reason. Another server is another base_url and model.
+POST {base_url}/chat/completions with the messages (and the tool schemas, when given); the reply is
+{"choices": [{"message": {"role": "assistant", "content": "...", "tool_calls": [...]}, "finish_reason":
+"stop"}], "usage": {"prompt_tokens": 20, "completion_tokens": 42}}. Another server: another base_url.
 
 The lesson: the model only emits tokens. The serving layer turns them into this structure: it parses
 tool-call text into `tool_calls`, gives each call its id and writes `finish_reason`. So what comes
@@ -12,7 +13,7 @@ import time
 
 import requests
 
-from .wire import LLMError, explain_network_error, parse_completion, read_body, status_error
+from .wire import LLMError, completion, explain_network_error, read_body, rebuilt, status_error
 
 DEFAULT_MODEL = "qwen3:8b"
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
@@ -28,7 +29,7 @@ class Client:
         self.model, self.api_key, self.max_reply_tokens = model, api_key, max_reply_tokens
         self.timeout = timeout  # a cold model can take a minute or more to load
 
-    # exercise(m0): Write Client.chat: POST the model, the messages, max_tokens (and the tools, when given) to self.url, and return parse_completion's (message, usage, finish_reason), turning every failure into an LLMError that gives advice.
+    # exercise(m0): Write Client.chat: POST the model, the messages, max_tokens (and the tools, when given) to self.url, and return the reply's choices[0] message, usage and finish_reason (rebuilt by wire.py), turning every failure into an LLMError that gives advice.
     def chat(self, messages, tools=None, timeout=None):
         """Send the conversation; return (canonical assistant message, usage, finish_reason).
         timeout, when given, bounds this whole reply (the loop passes the time left of the run)."""
@@ -43,4 +44,6 @@ class Client:
             raise LLMError(explain_network_error(e, self.url, wait, wait < self.timeout)) from None
         if response.status_code != 200:
             raise status_error(response.status_code, raw, self.url, self.model)
-        return parse_completion(raw, self.url, self.model)
+        data = completion(raw, self.url, self.model)    # the JSON above (wire.py: an LLMError if it is not)
+        choice = data["choices"][0]
+        return rebuilt(choice["message"], data.get("usage"), choice.get("finish_reason"))  # wire.py: canonical

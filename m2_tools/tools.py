@@ -4,7 +4,6 @@ A tool result is all the model knows about what happened, so every result is wri
 who cannot see your screen: a failure says what went wrong, with the operating system's own words; a
 success gives evidence (how many characters, how many entries).
 """
-import json
 import os
 import signal
 import subprocess
@@ -122,12 +121,6 @@ def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT):
         return f"ERROR: cannot {VERBS[name]} {arguments['path']}: {explain(e, workspace, arguments['path'])}"
     except Exception as e:  # e.g. a NUL byte in a path: still words for the model, never a crash
         return f"ERROR: {name} failed: {type(e).__name__}: {e}"
-
-
-
-def canonical(arguments):
-    """One spelling for the same arguments: what the [tool] line shows and what the history keeps."""
-    return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
 
 
 # exercise(m2): Write explain: turn an OSError into words about this path (which folder is missing, which step is a file), followed by the system's own [Errno N] words.

@@ -3,7 +3,7 @@ when a real server surprises you.
 
 llm.py teaches the door in a few lines: POST the conversation, get back a message. Real servers make
 it harder, and each function here answers one thing they were seen to do:
-- Replies of odd shapes (`parse_completion`, `canonical_message`): `content: null`, arguments as an
+- Replies of odd shapes (`completion`, `rebuilt`, `canonical_message`): `content: null`, arguments as an
   object, as broken JSON or encoded twice, calls without ids, a call as a JSON string, counts as
   strings. Servers then *reject* those shapes when they come back (llama-cpp-python: HTTP 500 to
   `content: null`; Ollama: 400 to arguments that are not a JSON object). So every reply is rebuilt
@@ -54,21 +54,26 @@ def read_body(response, deadline):
     return b"".join(parts)
 
 
-def parse_completion(raw, url, model):
-    """A chat.completion body -> (message, usage, finish_reason); anything else is an LLMError."""
+def completion(raw, url, model):
+    """A chat.completion body -> its JSON, checked to hold `choices[0].message` as an object, so the
+    lesson can read `data["choices"][0]["message"]` plainly; anything else is an LLMError."""
     data = parse_json(raw)
     data = data if isinstance(data, dict) else {}
     choices = data.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
-    message = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(message, dict):
+    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
         if data.get("error"):                       # an error reported inside a 200 answer
             raise status_error(200, raw, url, model)
         raise LLMError(f"The answer from {url} is not a chat completion (no JSON with choices[0].message): "
                        f"{bounded(raw, 300)!r}. Does --base-url point at an OpenAI-compatible /v1 endpoint?")
-    reason = choice.get("finish_reason")
-    reason = clean(reason) if isinstance(reason, str) else None
-    return canonical_message(message), clean_usage(data.get("usage")), reason
+    return data
+
+
+def rebuilt(message, usage, finish_reason):
+    """What the server sent, rebuilt: the canonical message, the real counts of usage, and the
+    finish_reason as clean text (or None)."""
+    reason = clean(finish_reason) if isinstance(finish_reason, str) else None
+    return canonical_message(message), clean_usage(usage), reason
 
 
 def parse_json(raw):

@@ -85,9 +85,7 @@ def sliding_scissors(messages, keep=2, limit=200):
     return [stub(m, described) if i in old and cuttable(m, limit) else m for i, m in enumerate(messages)]
 
 
-# A picture travels as base64 (a 3 MB photo is 4 MB of text) but costs the model a few hundred image
-# tokens: Gemma 3 256, LLaVA 576, Qwen-VL about one per 28x28 pixels. We assume a generous 1,000.
-IMAGE_TOKENS = 1000
+IMAGE_TOKENS = 1000  # a picture: sent as base64 (3 MB are 4 MB of text), it costs a few hundred tokens
 
 
 def estimate_tokens(messages):

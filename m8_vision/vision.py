@@ -1,29 +1,15 @@
-"""Eyes: an image in the chat format, and where it goes in the conversation.
+"""Eyes: an image in the chat format, where it goes in the conversation, and whether it arrived.
 
-The chat format has no image message. An image is one *part* of a user message, next to text:
-
-    {"role": "user", "content": [
-        {"type": "text", "text": "What colour is the left half?"},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo..."}}]}
-
-Three facts shape the lesson:
-- Ollama's /v1 takes images only as base64 data URIs of PNG, JPEG or WebP; it does not download
-  http(s) URLs. So the harness loads the bytes itself (imageload.py: paths, URLs, checks).
-- A tool message holds only text. `view_image` answers with a short text, and the image follows in
-  one user message placed after *all* tool results of the turn (`image_followup_message`).
-- A model can answer a question about an image it never received: by guessing. The evidence is
-  the bill, because an image costs prompt tokens (arrival.py compares the counts).
-"""
+An image is one *part* of a user message, next to text, as a base64 data URI (Ollama's /v1 downloads
+nothing; imageload.py loads paths and URLs). A tool message holds only text, so `view_image`'s image
+follows in one user message after *all* the turn's results. And a model can answer about an image it
+never received, by guessing: the evidence is the bill (`arrival_check`)."""
 import base64
 
 
-def data_uri(mime: str, data: bytes) -> str:
-    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
-
-
 def image_part(mime: str, data: bytes) -> dict:
-    """One content part carrying an image, the shape /v1 servers expect."""
-    return {"type": "image_url", "image_url": {"url": data_uri(mime, data)}}
+    """One content part carrying an image as a base64 data URI, the shape /v1 servers expect."""
+    return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"}}
 
 
 # Small models do what the words around them suggest: told nothing, one went looking for
@@ -56,3 +42,21 @@ def image_followup_message(parts: list, names: list) -> dict:
     for name, part in zip(names, parts):
         content += [{"type": "text", "text": f"{name}:"}, part]
     return {"role": "user", "content": content}
+
+
+# Did it arrive? A picture costs prompt tokens (Gemma 3 a fixed 256, LLaVA 576, Qwen-VL about one per
+# 28x28 pixels), a dropped one nothing. The control is the same request without it, its text alone.
+MIN_IMAGE_TOKENS = 32   # under every vision model's price of a picture, over a text estimate's error
+
+
+def arrival_check(prompt_tokens_with_image, text_only_tokens, min_image_tokens=MIN_IMAGE_TOKENS):
+    """A warning (text) when the image evidently never reached the model, else None."""
+    if not prompt_tokens_with_image:
+        return "warning: the server reported no prompt_tokens, so we cannot tell whether the image reached the model."
+    if prompt_tokens_with_image - text_only_tokens >= min_image_tokens:
+        return None                                   # paid for: the picture is in the prompt
+    return (f"warning: the request with the image cost {prompt_tokens_with_image} prompt tokens, about what its "
+            f"text alone costs (~{text_only_tokens}); an image adds at least {min_image_tokens}. The image "
+            "probably never reached the model, so any answer about it is a guess. Check that the model has vision "
+            "(`ollama show MODEL` lists it); Ollama is known to drop images for gemma4 e2b/e4b, while qwen3-vl:8b "
+            "receives them.")

@@ -129,7 +129,7 @@ def pytest_terminal_summary(terminalreporter):
     if xfailed:
         terminalreporter.write_line(
             f"The {xfailed} xfailed are known escapes: attacks that m3's command policy cannot see, fired for real "
-            "at canary files (m3_hooks/README.md, 'What a regex cannot see'). They are strict: the day a guard "
+            "at canary files (docs/m3-attacks.md). They are strict: the day a guard "
             "stops one, its xfail fails the suite, and the case moves to the stopped side.")
 
 

@@ -31,8 +31,9 @@ def test_the_picture_has_three_runs_of_forty_calls_the_window_and_a_legend():
     assert lowest[0] < window_y < min(lowest[1:])  # SVG's y grows downwards
 
 
-def test_the_readme_and_the_notes_show_it():
-    assert "](../docs/m5-context.svg)" in (ROOT / "m5_context" / "README.md").read_text(encoding="utf-8")
+def test_the_cost_page_and_the_notes_show_it_and_the_readme_links_the_page():
+    assert "](m5-context.svg)" in (ROOT / "docs" / "m5-scissors-cost.md").read_text(encoding="utf-8")
+    assert "](../docs/m5-scissors-cost.md)" in (ROOT / "m5_context" / "README.md").read_text(encoding="utf-8")
     assert "](docs/m5-context.svg)" in (ROOT / "NOTES.md").read_text(encoding="utf-8")
 
 

@@ -9,6 +9,7 @@ from tests.ladder import ROOT, STAGES
 
 LESSON = ["The problem", "How it works", "Try it", "What changed", "Hardening"]
 LESSON_WORDS = 750   # about a page of prose for the problem and the mechanism (code and tables aside)
+README_LINES = 150   # one sitting (COURSE.md, stage rule 6): long measurements live in NOTES.md or docs/
 
 
 def readme(stage):
@@ -33,6 +34,12 @@ def test_the_problem_and_the_mechanism_fit_on_about_a_page(stage):
     prose = re.sub(r"```.*?```", "", lesson, flags=re.S)
     words = len(" ".join(line for line in prose.splitlines() if not line.startswith("|")).split())
     assert words <= LESSON_WORDS, f"{stage}: {words} words before Try it; move edge cases to Hardening"
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_readme_is_read_in_one_sitting(stage):
+    lines = len(readme(stage).splitlines())
+    assert lines <= README_LINES, f"{stage}/README.md is {lines} lines (at most {README_LINES}): move measurements to NOTES.md or docs/"
 
 
 @pytest.mark.parametrize("stage", STAGES)

@@ -20,7 +20,7 @@ processes, the network, ~/.ssh, children that outlive the timeout) are only chec
 stand-in aimed at its own canary (a process of the test's, a socket on 127.0.0.1, a key in a $HOME of
 the test's folder), inside the sandbox: there the kernel has to stop it.
 
-`python -m tests.test_m3_attacks` prints the table that m3_hooks/README.md shows; a test keeps the
+`python -m tests.test_m3_attacks` prints the tables that docs/m3-attacks.md shows; a test keeps the
 two equal, and the strict xfails keep the table's verdicts true.
 """
 import base64
@@ -551,7 +551,7 @@ def test_policy_lets_ordinary_work_through(stage, command):
     assert stage_hooks(stage).command_policy(command) is None
 
 
-# --- The README table ----------------------------------------------------------------------------
+# --- The attack page -----------------------------------------------------------------------------
 
 def shown_call(tool, args):
     if tool == "shell":
@@ -579,7 +579,7 @@ def shown_outcomes(attack):
 
 
 def attack_table():
-    """The tables m3_hooks/README.md shows, built from the cases above (their verdicts are what the
+    """The tables docs/m3-attacks.md shows, built from the cases above (their verdicts are what the
     suite enforces: a stopped case that escapes fails, and so does an escape that gets stopped)."""
     escaped = [a for a in SHELL_ATTACKS if a.escape]
     policy_escaped = [c for c in POLICY_ONLY if c.escape]
@@ -598,9 +598,12 @@ def attack_table():
     return "\n".join(lines)
 
 
-def test_readme_shows_the_attack_table():
-    readme = (ROOT / "m3_hooks" / "README.md").read_text(encoding="utf-8")
-    assert attack_table() in readme, "regenerate the table: python -m tests.test_m3_attacks"
+def test_the_attack_page_shows_the_table_and_the_readme_its_count():
+    page = (ROOT / "docs" / "m3-attacks.md").read_text(encoding="utf-8")
+    assert attack_table() in page, "regenerate the table: python -m tests.test_m3_attacks"
+    readme = " ".join((ROOT / "m3_hooks" / "README.md").read_text(encoding="utf-8").split())
+    assert attack_table().splitlines()[-1] in readme
+    assert "](../docs/m3-attacks.md)" in readme
 
 
 if __name__ == "__main__":

@@ -321,8 +321,8 @@ def test_arrival_watch_measures_from_the_previous_request_not_from_a_guess():
     # A real server counts text differently from characters/4: here 10% more. Estimating the whole
     # request would hide a dropped image behind that error; the offset from the last measurement
     # does not, and it follows a result that a context policy cut in between.
-    from tinyharness.arrival import ArrivalWatch, arrival_check, text_tokens
-    from tinyharness.vision import image_part
+    from tinyharness.arrival import ArrivalWatch, text_tokens
+    from tinyharness.vision import arrival_check, image_part
     before = [{"role": "user", "content": "look"}, {"role": "tool", "tool_call_id": "c1", "content": "x" * 4000}]
     measured = text_tokens(before) * 11 // 10
     picture = {"role": "user", "content": [{"type": "text", "text": "a.png:"},

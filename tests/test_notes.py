@@ -41,8 +41,8 @@ def bumped(text, figure):
 
 
 @pytest.mark.parametrize("name", ["m1 notes task, prompt tokens", "m5 40-turn batch+cap, prompt tokens",
-                                  "m8 with red-blue.png, prompt tokens", "m5 README 40-turn sliding, peak",
-                                  "m5 README 40-turn batch+cap, re-processed vs none"])
+                                  "m8 with red-blue.png, prompt tokens", "m5 page 40-turn sliding, peak",
+                                  "m5 page 40-turn batch+cap, re-processed vs none"])
 def test_a_figure_changed_by_one_is_caught(text, measured, name):
     figure = next(f for f in FAST if f.name == name)
     texts = {file: notes.fix(notes.text_of(f, text), FAST, measured, file)   # independent of other drift

@@ -231,8 +231,8 @@ def test_unreachable_url(workspace):
 
 # --- The chat format -------------------------------------------------------------------------
 
-def test_data_uri_and_image_part_shape():
-    uri = vision.data_uri("image/png", RED_BLUE)
+def test_image_part_shape_is_a_data_uri():
+    uri = vision.image_part("image/png", RED_BLUE)["image_url"]["url"]
     assert uri == "data:image/png;base64," + base64.b64encode(RED_BLUE).decode("ascii")
     assert vision.image_part("image/jpeg", JPEG) == {
         "type": "image_url", "image_url": {"url": "data:image/jpeg;base64," + base64.b64encode(JPEG).decode()}}
@@ -471,15 +471,15 @@ def test_drop_images_records_the_request_but_the_model_never_sees_the_image():
 # --- Did it arrive? --------------------------------------------------------------------------
 
 def test_arrival_check_rule():
-    assert arrival.MIN_IMAGE_TOKENS == 32
-    assert arrival.arrival_check(1058, 800) is None
-    assert arrival.arrival_check(80 + 32, 80) is None
-    warning = arrival.arrival_check(89, 80)
+    assert vision.MIN_IMAGE_TOKENS == 32
+    assert vision.arrival_check(1058, 800) is None
+    assert vision.arrival_check(80 + 32, 80) is None
+    warning = vision.arrival_check(89, 80)
     assert warning.startswith("warning:") and "89 prompt tokens" in warning and "~80" in warning
     assert "guess" in warning and "gemma4" in warning
-    assert arrival.arrival_check(80 + 31, 80) is not None
-    assert arrival.arrival_check(100, 100, min_image_tokens=0) is None
-    assert "cannot tell" in arrival.arrival_check(0, 80) and "cannot tell" in arrival.arrival_check(None, 80)
+    assert vision.arrival_check(80 + 31, 80) is not None
+    assert vision.arrival_check(100, 100, min_image_tokens=0) is None
+    assert "cannot tell" in vision.arrival_check(0, 80) and "cannot tell" in vision.arrival_check(None, 80)
 
 
 @pytest.mark.parametrize("drop", [False, True])
@@ -490,5 +490,5 @@ def test_arrival_check_catches_a_right_answer_by_guessing(drop):
     with ScriptedServer(policy=vision_policy("left: red, right: blue"), drop_images=drop) as srv:
         answer = chat(srv, messages)
     assert answer["choices"][0]["message"]["content"] == "left: red, right: blue"   # right either way
-    warning = arrival.arrival_check(answer["usage"]["prompt_tokens"], text_only)
+    warning = vision.arrival_check(answer["usage"]["prompt_tokens"], text_only)
     assert (warning is not None) == drop

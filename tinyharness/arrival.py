@@ -3,18 +3,18 @@
 The problem: a server can drop an image without a word (Ollama did, for gemma4 e2b/e4b) or serve a
 model that has no vision at all, and the model still answers, by guessing. Its answer looks the same.
 
-The mechanism: the bill. An image costs prompt tokens (Gemma 3 a fixed 256, LLaVA 576, Qwen-VL about
-one per 28x28 pixels), so the request that brings one must cost clearly more than its text alone.
-`ArrivalWatch` runs `arrival_check` on each request that brings a new image and warns on stderr when
-the count says the picture never got there. `without_images` and `count_images` let the context
-estimates count a picture as image tokens, not as its base64 text.
+The mechanism is the lesson's `vision.py:arrival_check`: the request that brings an image must cost
+clearly more prompt tokens than its text alone. This file finds the text-only size to compare with:
+`ArrivalWatch` runs `arrival_check` on each request that brings a new image, with the previous
+request's measured count plus an estimate of only what changed since. `without_images` and
+`count_images` let the context estimates count a picture as image tokens, not as its base64 text.
 
 What it cannot do: the text-only count is an estimate, so a close call can go either way; a server
 that leaves image tokens out of prompt_tokens makes it warn falsely. It is a warning, not a block.
 """
 import json
 
-MIN_IMAGE_TOKENS = 32              # see arrival_check
+from .vision import arrival_check
 
 
 def without_images(messages: list) -> list:
@@ -28,30 +28,11 @@ def without_images(messages: list) -> list:
     return [strip(m) for m in messages]
 
 
-def arrival_check(prompt_tokens_with_image, text_only_estimate, min_image_tokens=MIN_IMAGE_TOKENS):
-    """A warning (text) when the image evidently did not reach the model, else None.
-
-    The rule: the request with the image must cost at least `min_image_tokens` (32) prompt tokens
-    more than its text alone. A dropped image adds nothing, while every vision model we know spends
-    far more on a picture: Gemma 3 a fixed 256 tokens, LLaVA 576, Qwen-VL about one token per 28x28
-    pixels (81 for 256x256). 32 sits between the two with room for a text-only count that is a few
-    dozen tokens off. Make `text_only_estimate` as exact as you can: for view_image, the previous
-    request's measured prompt_tokens plus an estimate of only the messages added since; for a
-    first message, a chars/4 estimate of a long prompt can be off by more than 32, so measure the
-    text-only request once if in doubt. A server that leaves image tokens out of prompt_tokens
-    would make this warn falsely: it is a warning, not a block.
-    """
-    if not prompt_tokens_with_image:
-        return ("warning: the server reported no prompt_tokens, so we cannot tell whether the "
-                "image reached the model.")
-    added = prompt_tokens_with_image - text_only_estimate
-    if added >= min_image_tokens:
-        return None
-    return (f"warning: the request with the image cost {prompt_tokens_with_image} prompt tokens, "
-            f"about what its text alone costs (~{text_only_estimate}); an image adds at least "
-            f"{min_image_tokens}. The image probably never reached the model, so any answer about it "
-            "is a guess. Check that the model has vision (`ollama show MODEL` lists it); Ollama is "
-            "known to drop images for gemma4 e2b/e4b, while qwen3-vl:8b receives them.")
+# arrival_check's text-only size: make it as exact as you can. For view_image, the previous request's
+# measured prompt_tokens plus an estimate of only the messages added since; for a first message, a
+# chars/4 estimate of a long prompt can be off by more than 32 tokens, so measure the text-only
+# request once if in doubt. A server that leaves image tokens out of prompt_tokens would make the
+# check warn falsely: it is a warning, not a block.
 
 
 def text_tokens(messages, tools=None) -> int:
