@@ -446,7 +446,10 @@ def chat_command(args, parser):
     if writer and hands.hooks:  # a hook can tell one chat's events from another's, and read its story
         hands.hooks.session_id, hands.hooks.transcript_path = writer.id, str(writer.path)
     client = client_from_args(args, stream, printer)  # --api, --think; sets args.context_window
-    conversation = Conversation(client, workspace, chat_settings(args, parser, hands, approve), writer, messages)
+    settings = chat_settings(args, parser, hands, approve)
+    if hands.hooks:  # the hooks run in the chat's sandbox (--sandbox off: unconfined, as the commands)
+        hands.hooks.sandbox = settings["sandbox"]
+    conversation = Conversation(client, workspace, settings, writer, messages)
     chat = Chat(conversation, client, printer, stream, interactive)
     return converse(chat, Input(interactive), args.task, image, hands, writer, workspace)
 

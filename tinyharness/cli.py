@@ -146,6 +146,8 @@ def prepare_run(args, parser):
         hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), report_line)
     except extensions.SetupError as e:
         return usage_failure(str(e))
+    if hands.hooks:  # the hooks run in the run's sandbox (--sandbox off: unconfined, as the commands)
+        hands.hooks.sandbox = sandbox
     return start_run(args, client_from_args(args, stream, printer), printer, stream, image, sandbox, hands)
 
 

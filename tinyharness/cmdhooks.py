@@ -65,16 +65,14 @@ warning when the file is loaded.
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .filedoor import read_bytes
+from .hookrun import run_command
 
 EVENTS = ("pre_tool_use", "post_tool_use", "user_prompt_submit", "stop", "pre_compact", "session_start")
 # Claude Code's event name -> (ours, the agents it fires for: Claude's Stop is the main agent's only)
@@ -98,7 +96,6 @@ SKIPPED_TYPES = ("prompt", "http", "agent")  # Claude Code's hooks that are not 
 HOOK_TIMEOUT = 30  # seconds; a hook that hangs blocks, it never waits forever
 MIN_TIMEOUT = 0.5  # seconds a hook still gets when the run's time is nearly out (it blocks if it needs more)
 MAX_OUTPUT = 4000  # characters of a hook's stdout/stderr kept for the model
-MAX_CAPTURE = 1 << 20  # bytes of a hook's stdout/stderr read into memory; the rest is read and dropped
 
 
 @dataclass
@@ -118,6 +115,8 @@ class Hook:
     claude: bool = False          # written in Claude Code's shape: it reads Claude's names
     claude_event: str = ""        # the name the file used, sent as hook_event_name
     agents: set = field(default=None)  # None: every agent; else {"parent"} or {"subagent"}
+    sandbox: bool = True          # runs confined as a shell command (hookrun.py); "sandbox": false in its entry
+    home: str = ""                # the folder of the user's own file it came from ("": the workspace's)
 
 
 class HooksFileError(ValueError):
@@ -188,6 +187,24 @@ def load_file(path, claude_settings=False):
     return whole, hooks, [note.replace(str(HOOKS_FILE), str(name)) for note in notes]
 
 
+CONFINED = ("in the sandbox that confines the model's shell commands: they may write only in this workspace, open "
+            "no network connection and read nothing of your home folder")
+
+
+def confinement_note(hooks, sandbox_on=True):
+    """What the trust question says of a file's hooks ({event: [Hook]}): which of them run unconfined."""
+    every = [hook for entries in hooks.values() for hook in entries]
+    loose = list(dict.fromkeys(hook.command for hook in every if not (hook.sandbox and sandbox_on)))
+    if not loose:
+        return f"These commands run {CONFINED} (\"sandbox\": false in a hook's entry runs it unconfined)."
+    why = '"sandbox": false' if sandbox_on else "--sandbox off"
+    others = f" The others run {CONFINED}." if len(loose) < len(every) else ""
+    return (f"These run UNCONFINED ({why}): {', '.join(f'`{c}`' for c in loose)} - outside the sandbox, with all "
+            "your rights (your files, your keys, the network); they can run code the model wrote in this workspace "
+            f"(a hook that runs the tests imports its test files).{others} Trust this file only if you would run "
+            "these commands yourself, in this folder, after the model has worked in it.")
+
+
 def parse_entry(event, entry, agents=None, notes=None):
     """The Hooks of one entry: ours {"matcher", "command", "timeout"} or Claude Code's
     {"matcher", "hooks": [{"type": "command", "command", "timeout"}]}."""
@@ -211,11 +228,21 @@ def parse_entry(event, entry, agents=None, notes=None):
             if kind != "command":
                 raise HooksFileError(f"{HOOKS_FILE}: {event}: only hooks of \"type\": \"command\" are supported, "
                                      f"not {kind!r}")
-            commands.append((command_of(event, hook), timeout_of(event, hook)))
+            commands.append((command_of(event, hook), timeout_of(event, hook),
+                             sandbox_of(event, hook, sandbox_of(event, entry))))
     else:
-        commands = [(command_of(event, entry), timeout_of(event, entry))]
+        commands = [(command_of(event, entry), timeout_of(event, entry), sandbox_of(event, entry))]
     claude_event = event if event in CLAUDE_EVENTS else CLAUDE_NAME.get(event, event)
-    return [Hook(matcher, command, timeout, claude, claude_event, agents) for command, timeout in commands]
+    return [Hook(matcher, command, timeout, claude, claude_event, agents, sandbox)
+            for command, timeout, sandbox in commands]
+
+
+def sandbox_of(event, entry, default=True):
+    """`"sandbox": false` runs the hook unconfined; absent, it runs in the sandbox."""
+    value = entry.get("sandbox", default) if isinstance(entry, dict) else default
+    if not isinstance(value, bool):
+        raise HooksFileError(f"{HOOKS_FILE}: {event}: \"sandbox\" must be true or false, not {json.dumps(value)[:60]}")
+    return value
 
 
 def compile_matcher(event, matcher):
@@ -246,8 +273,9 @@ def timeout_of(event, entry):
 
 
 class CommandHooks:
-    def __init__(self, hooks, workspace, session_id="", report=None, timeout=None, transcript_path=""):
+    def __init__(self, hooks, workspace, session_id="", report=None, timeout=None, transcript_path="", sandbox=None):
         self.hooks, self.workspace, self.session_id = hooks, str(workspace), session_id
+        self.sandbox = sandbox  # the run's sandbox.Sandbox (--sandbox off: every hook unconfined); None: the default
         self.transcript_path = transcript_path
         self.timeout = timeout        # caps every hook's own timeout (tests); None: each hook's own
         self.report = report or (lambda text: print(text, file=sys.stderr, flush=True))
@@ -285,10 +313,15 @@ class CommandHooks:
     def run_one(self, event, hook, tool, arguments, extra, deadline=None):
         payload = self.payload(event, hook, tool, arguments, extra)
         timeout, command = self.time_for(hook, deadline), hook.command
-        env = {**os.environ, "CLAUDE_PROJECT_DIR": self.workspace}
+        sandbox = self.sandbox_for(hook)
+        if sandbox is not None and (problem := sandbox.problem()):
+            return Verdict(False, f"the hook `{command}` runs in the sandbox, which cannot run here, so the call is "
+                                  f"refused ({problem}) Or give that hook \"sandbox\": false.", hook=command)
+        cwd = hook.home or self.workspace  # a user's own hook never starts in the workspace
+        env = {"CLAUDE_PROJECT_DIR": self.workspace, **({"PWD": cwd} if hook.home else {})}
         try:
-            code, out, err = run_command(command, json.dumps(payload, default=str).encode(), self.workspace, env,
-                                         timeout)
+            code, out, err = run_command(command, json.dumps(payload, default=str).encode(), cwd, env, timeout,
+                                         sandbox, self.workspace, self.report)
         except OSError as e:
             return Verdict(False, f"the hook `{command}` could not run ({e}), so the call is refused", hook=command)
         if code is None:
@@ -303,10 +336,24 @@ class CommandHooks:
             return Verdict(False, err[:MAX_OUTPUT] or f"the hook `{command}` refused it (exit 2, no reason given)",
                            hook=command)
         if code != 0:
+            confined = (" It ran in the sandbox (no network, no home folder, writes only in the workspace): "
+                        "\"sandbox\": false in its entry runs it unconfined.") if sandbox else ""
             return Verdict(False, f"the hook `{command}` failed with exit code {code}"
                                   f"{': ' + err[:500] if err else ''}, so the call is refused (fail closed: Claude "
-                                  "Code would have let it run)", hook=command)
+                                  f"Code would have let it run).{confined}", hook=command)
         return decision(event, out, command)
+
+    def sandbox_for(self, hook):
+        """The sandbox this hook runs in, or None: unconfined ("sandbox": false, or --sandbox off)."""
+        if not hook.sandbox:
+            return None
+        if self.sandbox is None:
+            from .sandbox import Sandbox  # here: loading a hooks file must not load the sandbox
+            self.sandbox = Sandbox()
+        if not self.sandbox.enabled:
+            return None
+        scripts = os.path.join(hook.home, "hooks") if hook.home else ""
+        return self.sandbox.with_read([scripts]) if scripts and os.path.isdir(scripts) else self.sandbox
 
     def payload(self, event, hook, tool, arguments, extra):
         """The JSON on the hook's stdin: our names, and Claude Code's beside them."""
@@ -357,63 +404,6 @@ def claude_response(tool, arguments, result, workspace):
     if isinstance(arguments.get("path"), str):
         response["filePath"] = os.path.normpath(os.path.join(workspace, arguments["path"]))
     return response
-
-
-# --- running one hook --------------------------------------------------------------------------------
-
-class Capture(threading.Thread):
-    """Read a pipe to its end on a thread of its own; keep the first MAX_CAPTURE bytes."""
-
-    def __init__(self, pipe):
-        super().__init__(daemon=True)
-        self.pipe, self.chunks, self.size = pipe, [], 0
-        self.start()
-
-    def run(self):
-        try:
-            while chunk := self.pipe.read1(65536):
-                if self.size < MAX_CAPTURE:
-                    self.chunks.append(chunk[:MAX_CAPTURE - self.size])
-                self.size += len(chunk)
-        except (OSError, ValueError):
-            pass
-
-    def text(self):
-        return b"".join(self.chunks)
-
-
-def run_command(command, stdin, cwd, env, timeout):
-    """(exit code, or None when it timed out; stdout bytes; stderr bytes). The command leads a process
-    group; whatever is left of the group when it ends (a background child holding its output) is killed
-    with it, so nobody waits for the child's end of the pipe."""
-    process = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True)
-    out, err = Capture(process.stdout), Capture(process.stderr)
-    threading.Thread(target=feed, args=(process.stdin, stdin), daemon=True).start()
-    try:
-        code = process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        code = None
-    kill_group(process.pid)
-    process.wait()
-    for reader in (out, err):
-        reader.join(2)  # a child that left the group (setsid) may hold the pipe: take what came
-    return code, out.text(), err.text()
-
-
-def feed(pipe, data):
-    try:
-        pipe.write(data)
-        pipe.close()
-    except OSError:  # the hook did not read its input: allowed
-        pass
-
-
-def kill_group(pgid):
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except OSError:  # the group is already gone
-        pass
 
 
 # --- what the hook's output decides ------------------------------------------------------------------

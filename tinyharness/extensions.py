@@ -344,7 +344,9 @@ def load_policy(workspace, ask, report, flags=None):
             name = path.relative_to(workspace)
             allows, _ = from_settings(data, str(name), rules, said) if path.name.startswith("settings") else (0, 0)
             notes += said
-            if (any(hooks.values()) or allows) and not trust.ensure_trusted(path, "a hooks or settings file", ask):
+            note = cmdhooks.confinement_note(hooks, getattr(flags, "sandbox", "on") != "off") \
+                if any(hooks.values()) else trust.UNCONFINED
+            if (any(hooks.values()) or allows) and not trust.ensure_trusted(path, "a hooks or settings file", ask, note):
                 raise SetupError(f"{name} was not trusted, so the run did not start: its hooks and rules are this "
                                  "workspace's policy, and running without them would ignore it. Trust it when "
                                  "asked, or remove the file.")

@@ -138,11 +138,21 @@ class Sandbox:
     def env(self, tmpdir, workspace):
         return clean_environment(os.environ, tmpdir, workspace, self.extra_env)
 
-    def start(self, workspace, command, timeout, **popen):
+    def with_read(self, paths):
+        """The same sandbox, with more paths the commands may read (a user hook's own scripts folder)."""
+        more = Sandbox(self.enabled, [*self.extra_read, *paths], self.file_bytes, self.extra_env, self._isolate)
+        more._abi = self._abi
+        return more
+
+    def start(self, workspace, command, timeout, cwd=None, env_extra=None, **popen):
         """Start the command (confined when enabled); return (process, finish) where finish() ends
-        what it left behind, removes its TMPDIR, undoes changes to protected paths and returns notes."""
+        what it left behind, removes its TMPDIR, undoes changes to protected paths and returns notes.
+        `cwd`: where it starts when not the workspace (a user's own hook); `env_extra`: variables set
+        beside the allowlist (CLAUDE_PROJECT_DIR for a hook)."""
         if not self.enabled:
-            process = subprocess.Popen(command, shell=True, cwd=workspace, start_new_session=True, **popen)
+            env = {**os.environ, **env_extra} if env_extra else None
+            process = subprocess.Popen(command, shell=True, cwd=cwd or workspace, start_new_session=True, env=env,
+                                       **popen)
             return process, lambda timed_out=False: []
         become_subreaper()
         adopted_before = child_lister()(os.getpid())
@@ -151,10 +161,12 @@ class Sandbox:
         tmpdir = tempfile.mkdtemp(prefix="tinyharness-tmp-")
         workspace = os.path.realpath(workspace)
         rules = self.rules(workspace, tmpdir, timeout)
+        rules.cwd = os.path.realpath(cwd) if cwd else workspace
         try:
             rules.build()
-            process = subprocess.Popen(["/bin/sh", "-c", command], cwd=workspace, start_new_session=True,
-                                       env=self.env(tmpdir, workspace), preexec_fn=rules.apply_in_child, **popen)
+            process = subprocess.Popen(["/bin/sh", "-c", command], cwd=rules.cwd, start_new_session=True,
+                                       env={**self.env(tmpdir, workspace), **(env_extra or {})},
+                                       preexec_fn=rules.apply_in_child, **popen)
         except BaseException:
             remove_tmpdir(tmpdir)
             raise
