@@ -1,8 +1,8 @@
 """Around the shell: what runs outside the sandbox, and what the sandbox cannot confine.
 
-The sandbox confines the model's shell commands. The harness itself, the user's command hooks and
-MCP servers run with all the user's rights: a hook that runs the tests imports test files the model
-wrote; a `view_image` URL is a request the harness sends; a workspace that holds the home folder or
+The sandbox confines the model's shell commands and the command hooks. The harness itself, the user's
+MCP servers and a hook marked "sandbox": false run with all the user's rights: such a hook that runs the
+tests imports test files the model wrote; a `view_image` URL is a request the harness sends; a workspace that holds the home folder or
 the harness's own code lets a command change what runs unconfined at the next launch. Each case here
 is fired through `tinyharness run --yes` and its canary checked.
 """

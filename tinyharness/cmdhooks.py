@@ -27,7 +27,8 @@ Events, ours and Claude Code's name for each (a Claude name fires for the agent 
 `matcher` is a regular expression that must match the whole tool name (absent, "" or "*": every tool).
 Claude Code's tool names match too: Bash = shell, Write/Edit/MultiEdit = write_file, Read = read_file
 and view_image, LS/Glob = list_dir, Task = task, Edit = save_note; `mcp__server__tool` is the same in
-both. The command runs with `/bin/sh -c` in the workspace, with `CLAUDE_PROJECT_DIR` set to it, and
+both. The command runs with `/bin/sh -c` in the workspace, in the sandbox of shell commands unless its
+entry says `"sandbox": false` (hookrun.py), with `CLAUDE_PROJECT_DIR` set to the workspace, and
 reads one JSON object on stdin: ours (`event`, `tool_name`, `tool_input`, `workspace`, `session_id`,
 `agent`: "parent" or "subagent", `result`, `prompt`, `answer`) and Claude Code's beside them
 (`hook_event_name`, `tool_input.file_path` (absolute) and `.command`, `tool_response`, `tool_use_id`,
@@ -50,16 +51,17 @@ hook sent it back, so a guarded Claude Stop hook lets it stop the second time.
 Fail closed. Claude Code lets a hook that crashes, times out or exits with another code proceed -
 a guard that fails opens the door. Here any other exit code, a command that cannot start, a timeout
 or output that cannot be read blocks the call, and the user sees which hook decided and why. Each
-hook runs in a process group of its own, bounded by its `timeout` (default 30 s) and by what is left
-of the run's --max-seconds; when it ends or times out the whole group is killed, so a background child
-it left holding its output neither keeps the call waiting nor outlives it.
+hook runs in a process group of its own (confined: a PID namespace of its own), bounded by its
+`timeout` (default 30 s) and by what is left of the run's --max-seconds; when it ends or times out the
+whole group is killed, so a background child it left holding its output neither keeps the call waiting
+nor outlives it.
 
 What it cannot do. A hooks file in a workspace is code that runs on your machine: a cloned repository
 could ship one. The first time a workspace's hooks file is seen, or after it changed, the user is
-asked to trust it (trust.py) - and `--yes`, which approves the model's calls, does not answer that
-question. A hook sees the call, not what the call will do: `pre_tool_use` on `shell` reads the same
-text the regex policy reads, with the same blind spots. A child that calls `setsid` leaves the group
-and survives. Claude's `prompt`, `http` and `agent` hooks (an LLM or a URL decides) are skipped with a
+asked to trust it (trust.py), the question naming each hook that runs unconfined - and `--yes`, which
+approves the model's calls, does not answer that question. A hook sees the call, not what the call
+will do: `pre_tool_use` on `shell` reads the same text the regex policy reads, with the same blind
+spots. Unconfined, a child that calls `setsid` leaves the group and survives. Claude's `prompt`, `http` and `agent` hooks (an LLM or a URL decides) are skipped with a
 warning when the file is loaded.
 """
 import json
