@@ -68,6 +68,8 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
+import weakref
 
 from .sandbox_beneath import BENEATH, open_beneath, walk_open  # noqa: F401 (imported from here by the file tools)
 from .sandbox_env import clean_environment, env_refusal  # noqa: F401
@@ -78,6 +80,8 @@ from .sandbox_namespaces import NOT_ISOLATED, Isolation, namespaces_work  # noqa
 from .sandbox_reaping import become_subreaper, child_lister, end_everything
 from .sandbox_rules import FILE_BYTES, NEW_TASKS, Rules, read_paths, tasks_now
 from .sandbox_seccomp import syscall_filter
+
+REBUILD_AFTER = 256  # commands; then the ruleset is built afresh (each command's TMPDIR adds one rule)
 
 
 def unavailable_reason(abi=None, machine=None):
@@ -109,6 +113,8 @@ class Sandbox:
         self.enabled, self.extra_read, self.file_bytes = enabled, list(extra_read), file_bytes
         self.extra_env = list(extra_env)  # --sandbox-env: more variable names passed on
         self._abi, self._isolate = None, isolate  # isolate: None = namespaces where they work
+        self._built, self._lock = {}, threading.Lock()  # workspace -> [Rules built once a run, commands started]
+        weakref.finalize(self, close_all, self._built)
 
     @property
     def isolated(self):
@@ -136,6 +142,22 @@ class Sandbox:
                      max_processes=NEW_TASKS if isolation else tasks_now() + NEW_TASKS, file_bytes=self.file_bytes,
                      isolation=isolation)
 
+    def rules_for(self, workspace, tmpdir, timeout, cwd):
+        """The rules of one command, from those built once a run (the read list, /etc entry by entry, the
+        namespaces' mounts, the seccomp program, the Landlock ruleset): its TMPDIR added, its limits set.
+        Called under the lock, which is held until the child is forked: a ruleset is closed (rebuilt after
+        REBUILD_AFTER commands, so the rules of gone TMPDIRs do not pile up) only when no child is being made."""
+        built = self._built.get(workspace)
+        if built is None or built[1] >= REBUILD_AFTER:
+            if built:
+                built[0].close()
+            base = self.rules(workspace, None, timeout)
+            base.grants = [(path, rights) for path, rights in base.grants if path is not None]
+            built = self._built[workspace] = [base.build(), 0]
+        built[1] += 1
+        return built[0].for_command(tmpdir, max(1, int(timeout) + 1),
+                                    NEW_TASKS if self.isolated else tasks_now() + NEW_TASKS, cwd)
+
     def env(self, tmpdir, workspace):
         return clean_environment(os.environ, tmpdir, workspace, self.extra_env)
 
@@ -161,18 +183,15 @@ class Sandbox:
         before = snapshot(workspace, contents)
         tmpdir = tempfile.mkdtemp(prefix="tinyharness-tmp-")
         workspace = os.path.realpath(workspace)
-        rules = self.rules(workspace, tmpdir, timeout)
-        rules.cwd = os.path.realpath(cwd) if cwd else workspace
         try:
-            rules.build()
-            process = subprocess.Popen(["/bin/sh", "-c", command], cwd=rules.cwd, start_new_session=True,
-                                       env={**self.env(tmpdir, workspace), **(env_extra or {})},
-                                       preexec_fn=rules.apply_in_child, **popen)
+            with self._lock:  # the child has its own copy of the ruleset's descriptor, and closes it at exec
+                rules = self.rules_for(workspace, tmpdir, timeout, os.path.realpath(cwd) if cwd else workspace)
+                process = subprocess.Popen(["/bin/sh", "-c", command], cwd=rules.cwd, start_new_session=True,
+                                           env={**self.env(tmpdir, workspace), **(env_extra or {})},
+                                           preexec_fn=rules.apply_in_child, **popen)
         except BaseException:
             remove_tmpdir(tmpdir)
             raise
-        finally:
-            rules.close()  # the child has its own copy of the descriptor, and closes it at exec
 
         def finish(timed_out=False):
             left = end_everything(process.pid, adopted_before)
@@ -190,6 +209,13 @@ class Sandbox:
                              "to change.")
             return notes
         return process, finish
+
+
+def close_all(built):
+    """Close the rulesets a Sandbox built (when it is gone, or at exit)."""
+    for rules, _ in built.values():
+        rules.close()
+    built.clear()
 
 
 def what_is_left(workspace, error):
