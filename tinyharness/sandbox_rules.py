@@ -26,7 +26,9 @@ start (the rules are inherited and can never be lifted):
   survive on a busy desktop.
 
 Everything is prepared in the parent (the read list, the ctypes functions, the BPF program, even the
-Landlock ruleset, whose file descriptor the child inherits) so that the child only makes system calls.
+Landlock ruleset, whose file descriptor the child inherits) so that the child only makes system calls;
+and it is prepared once a run (`Rules.for_command`: each command adds only its private TMPDIR to the
+ruleset and sets its own limits).
 The caveat: `preexec_fn` is not safe when the parent has other threads, because `fork` copies only the
 calling thread and a lock that another thread held stays locked forever in the child; the code run in
 the child takes no lock (no import, no logging, no print). The cleaner way is a helper that applies the
