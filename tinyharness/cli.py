@@ -39,8 +39,8 @@ def main(argv=None):
     started, code = time.monotonic(), 1
     Results.written, Results.usage_error = False, None
     try:
-        # SIGTERM and SIGHUP end a run as Ctrl-C does (run_end.py); chat, eval and the rest keep the default
-        with ending_signals() if argv[:1] == ["run"] else contextlib.nullcontext():
+        # SIGTERM and SIGHUP end a run or a chat as Ctrl-C does (run_end.py); eval and the rest keep the default
+        with ending_signals() if argv[:1] in (["run"], ["chat"]) else contextlib.nullcontext():
             code = guarded(argv)
     except SystemExit as e:  # argparse's usage errors (2) and --help (0)
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
