@@ -192,3 +192,25 @@ def test_every_matching_hook_runs_and_a_block_from_any_blocks(ws, home):
     result = tool_results(server.requests[1]).popitem()[1]
     assert result.startswith("BLOCKED: the hook `exit 1` failed with exit code 1") and "Claude Code would" in result
     assert (ws / "audit.log").read_text() == "Bash\n"  # the audit hook saw the blocked call
+
+
+def test_a_headless_run_whose_every_write_and_command_was_denied_exits_3_and_says_nothing_was_allowed(ws, home):
+    """Issue 30: no terminal, no --yes, no allow rule: every write and command is DENIED, and the run used
+    to exit 0 as if done. Now it is "not confirmed complete" (3), in words and in the --json result; a
+    piped "n" is somebody's answer, and an allow rule or --yes lets work run: those end as before."""
+    script = [calls(tool_call("write_file", path="a.txt", content="a"), tool_call("shell", command="touch b")), "Done."]
+    done, server = run_with(ws, home, script, "--json", stdin="")
+    assert done.returncode == 3, done.stderr
+    assert [r.startswith("DENIED: the user did not allow") for r in tool_results(server.requests[1]).values()] == \
+           [True, True] and not (ws / "a.txt").exists() and not (ws / "b").exists()
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert (result["type"], result["exit_code"], result["is_error"], result["answer"]) == ("result", 3, True, "Done.")
+    assert result["stopped"].startswith("nothing was allowed: the 2 call(s) that needed approval")
+    done, _ = run_with(ws, home, script, stdin="")
+    assert done.returncode == 3 and done.stdout.rstrip().splitlines()[-1] == (
+        "Stopped: nothing was allowed: the 2 call(s) that needed approval (a write, a command, a URL) were DENIED, as "
+        "standard input is not a terminal and neither --yes nor an allow rule was given. The task is NOT confirmed "
+        "complete.")
+    assert run_with(ws, home, script, stdin="n\nn\n")[0].returncode == 0  # somebody said no
+    assert run_with(ws, home, script, "--allow", "Write", stdin="")[0].returncode == 0  # the write ran
+    assert run_with(ws, home, ["Done."], stdin="")[0].returncode == 0  # nothing was asked

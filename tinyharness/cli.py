@@ -187,10 +187,12 @@ def start_run(args, client, printer, stream, image, sandbox, hands):
     client, session, lines = open_records(args, client, hands)
     history = args.resumed[1] or None  # --continue, --resume: the conversation goes on
     result = {"exit_code": 1, "answer": None}
+    asked = {"calls": 0, "unanswered": 0}  # how often the permission prompt asked, and found nobody there
 
     def ask(prompt):
         printer.end_line()  # a streamed line still open would run into the question
-        return ask_user(printable(prompt))
+        asked["calls"] += 1
+        return ask_user(printable(prompt), on_eof=lambda: asked.update(unanswered=asked["unanswered"] + 1))
     try:
         settings = RunSettings(max_turns=args.max_turns, max_seconds=args.max_seconds, max_tokens=args.max_tokens,
                                shell_timeout=args.shell_timeout, context_policy=args.context_policy,
@@ -203,7 +205,7 @@ def start_run(args, client, printer, stream, image, sandbox, hands):
         result.update(exit_code=0, answer=answer)
         if not args.json and (not stream or answer.strip() != printer.since_tool.strip()):  # streamed: not twice
             print(printable(answer))
-        return 0
+        return nothing_allowed(args, hands, asked, result)
     except (LLMError, Stopped, KeyboardInterrupt) as e:
         printer.end_line()
         return run_failed(e, args, result)
@@ -218,6 +220,22 @@ def start_run(args, client, printer, stream, image, sandbox, hands):
         if session:
             session.end("run")
             session.close()
+
+
+def nothing_allowed(args, hands, asked, result):
+    """0, or 3 for a run with nobody to approve (no terminal, no --yes, no allow rule) whose every write
+    and command was DENIED, each question met by the end of input: the model's answer cannot be about
+    work it was never allowed to do, so the run is "not confirmed complete", as a limit would leave it (a
+    script must not read exit 0 as done). A "n" piped in is somebody's answer: that run ends as usual."""
+    if args.yes or sys.stdin.isatty() or hands.rules.allows_any() or not asked["calls"] or \
+            asked["unanswered"] < asked["calls"]:
+        return 0
+    why = (f"nothing was allowed: the {asked['calls']} call(s) that needed approval (a write, a command, a URL) "
+           "were DENIED, as standard input is not a terminal and neither --yes nor an allow rule was given")
+    result.update(exit_code=3, stopped=why)
+    if not args.json:
+        print(f"Stopped: {why}. The task is NOT confirmed complete.")
+    return 3
 
 
 def open_records(args, client, hands):
