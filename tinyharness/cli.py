@@ -328,6 +328,11 @@ def list_mcp(args, usage):
     return list_servers(os.getcwd(), args.mcp, out=lambda text: print(printable(text), flush=True))
 
 
+def list_hooks(args, usage):
+    from .extensions import list_hooks as listing
+    return listing(os.getcwd(), out=lambda text: print(printable(text), flush=True))
+
+
 def list_sessions(args, usage):
     from .sessions import sessions_command
     return sessions_command(show_all=args.all, here=args.here, as_json=args.json)
@@ -391,6 +396,6 @@ def script_path(name_or_path):
 
 
 # Each command's function, given its arguments and its own parser (for usage errors); each imports what it needs.
-COMMANDS = {"run": run_command, "chat": open_chat, "mcp": list_mcp, "sessions": list_sessions, "view": view_session,
+COMMANDS = {"run": run_command, "chat": open_chat, "mcp": list_mcp, "hooks": list_hooks, "sessions": list_sessions, "view": view_session,
             "demo": replay_demo, "fake-server": lambda args, usage: fake_server(args),
             "course": lambda args, usage: course_command(args)}

@@ -8,7 +8,9 @@ written for Claude Code; they should run here unchanged.
 
 The mechanism. `.tinyharness/hooks.json` in the workspace lists commands per event, in our shape or
 in Claude Code's settings shape (both may sit in one file; `{"hooks": {...}}` around them is optional);
-the "hooks" of Claude Code's `.claude/settings.json` and `.claude/settings.local.json` run too:
+the "hooks" of Claude Code's `.claude/settings.json` and `.claude/settings.local.json` run too, and the
+user's own (`~/.claude/settings.json`, `$XDG_CONFIG_HOME/tinyharness/hooks.json`: no trust question, and
+started in their file's folder, never the workspace; `tinyharness hooks list` shows them all):
 
     {"pre_tool_use":  [{"matcher": "shell|write_file", "command": "python3 .tinyharness/policy.py"}],
      "post_tool_use": [{"matcher": "write_file", "command": "ruff check --quiet .", "timeout": 20}],
@@ -107,6 +109,7 @@ class Verdict:
     output: str = ""   # a post_tool_use hook's stdout, or context for the task, for the model
     hook: str = ""     # which command decided, for the user
     ask: str = ""      # a hook asks that the user confirm this call (its reason), see "Deciding"
+    own: bool = False  # the hook that decided is from the user's own file, not the workspace's
 
 
 @dataclass
@@ -140,10 +143,34 @@ def load_with_notes(workspace):
     return hooks, notes
 
 
+def user_files():
+    """[(path, Claude settings?)] of the user's own hooks files: Claude Code's user settings, then ours."""
+    config = Path(os.environ.get("XDG_CONFIG_HOME", ""))
+    config = config if config.is_absolute() else Path.home() / ".config"  # the XDG rule: a relative path is ignored
+    return [(Path.home() / ".claude" / "settings.json", True), (config / "tinyharness" / "hooks.json", False)]
+
+
+def is_users(path):
+    """Whether PATH is one of the user's own hooks files (no trust question; its hooks start in its folder)."""
+    return any(Path(path) == own for own, _ in user_files())
+
+
 def load_files(workspace):
-    """[(path, the file's JSON, {event: [Hook]}, notes)] for each hooks file the workspace has: Claude
-    Code's project settings (their "hooks"), then ours."""
+    """[(path, the file's JSON, {event: [Hook]}, notes)] for each hooks file there is: the user's own
+    (user_files: their hooks start in the file's folder, never the workspace), then the workspace's,
+    Claude Code's project settings (their "hooks") before ours."""
     loaded = []
+    for path, claude_settings in user_files():
+        if not os.path.lexists(path):
+            continue
+        try:
+            whole, hooks, notes = load_file(path, claude_settings, own=True)
+        except HooksFileError as e:
+            raise HooksFileError(str(e).replace(str(HOOKS_FILE), str(path))) from None
+        for hook in (hook for entries in hooks.values() for hook in entries):
+            hook.home = str(path.parent)
+        loaded.append((path, whole, hooks, [note.replace(str(path.relative_to(path.parent.parent)), str(path))
+                                            for note in notes]))
     for name in HOOK_FILES:
         path = Path(workspace) / name
         if not os.path.lexists(path):
@@ -155,12 +182,14 @@ def load_files(workspace):
     return loaded
 
 
-def load_file(path, claude_settings=False):
-    """(the file's JSON, {event: [Hook]}, notes) of one file."""
+def load_file(path, claude_settings=False, own=False):
+    """(the file's JSON, {event: [Hook]}, notes) of one file. `own`: the user's, outside any workspace,
+    read where its links lead (a dotfiles manager links them), through the door all the same (no FIFO)."""
     if not path.is_file():
         raise HooksFileError(f"{HOOKS_FILE}: not a regular file")
-    try:
-        data, size = read_bytes(path, CONFIG_CAP)  # the harness's one door: no link leading out, no FIFO
+    real = path.resolve() if own else path
+    try:  # the harness's one door: no link leading out, no FIFO
+        data, size = read_bytes(real.name, CONFIG_CAP, str(real.parent)) if own else read_bytes(path, CONFIG_CAP)
         if size > CONFIG_CAP:
             raise ValueError(f"it is {size:,} bytes, more than the {CONFIG_CAP:,} a hooks file may have")
         whole = json.loads(data.decode("utf-8"))
@@ -278,6 +307,7 @@ class CommandHooks:
     def __init__(self, hooks, workspace, session_id="", report=None, timeout=None, transcript_path="", sandbox=None):
         self.hooks, self.workspace, self.session_id = hooks, str(workspace), session_id
         self.sandbox = sandbox  # the run's sandbox.Sandbox (--sandbox off: every hook unconfined); None: the default
+        self.confined = {}  # a user's hooks folder -> the run's sandbox that may read it too
         self.transcript_path = transcript_path
         self.timeout = timeout        # caps every hook's own timeout (tests); None: each hook's own
         self.report = report or (lambda text: print(text, file=sys.stderr, flush=True))
@@ -299,6 +329,7 @@ class CommandHooks:
             verdicts = [run(hook) for hook in chosen]
         outputs, asks = [], []
         for hook, verdict in zip(chosen, verdicts):
+            verdict.own = bool(hook.home)
             if not verdict.allowed:
                 self.report(f"[hook] {event} `{hook.command}` blocked{' ' + tool if tool else ''}: {verdict.reason}")
             outputs += [verdict.output] if verdict.output else []
@@ -315,11 +346,10 @@ class CommandHooks:
     def run_one(self, event, hook, tool, arguments, extra, deadline=None):
         payload = self.payload(event, hook, tool, arguments, extra)
         timeout, command = self.time_for(hook, deadline), hook.command
-        sandbox = self.sandbox_for(hook)
+        sandbox, cwd = self.sandbox_for(hook)  # a user's own hook never starts in the workspace
         if sandbox is not None and (problem := sandbox.problem()):
             return Verdict(False, f"the hook `{command}` runs in the sandbox, which cannot run here, so the call is "
                                   f"refused ({problem}) Or give that hook \"sandbox\": false.", hook=command)
-        cwd = hook.home or self.workspace  # a user's own hook never starts in the workspace
         env = {"CLAUDE_PROJECT_DIR": self.workspace, **({"PWD": cwd} if hook.home else {})}
         try:
             code, out, err = run_command(command, json.dumps(payload, default=str).encode(), cwd, env, timeout,
@@ -346,16 +376,22 @@ class CommandHooks:
         return decision(event, out, command)
 
     def sandbox_for(self, hook):
-        """The sandbox this hook runs in, or None: unconfined ("sandbox": false, or --sandbox off)."""
-        if not hook.sandbox:
-            return None
-        if self.sandbox is None:
+        """(the sandbox this hook runs in, or None: unconfined ("sandbox": false, or --sandbox off); the
+        folder it starts in). A user's own hook starts in its file's folder; confined, in that folder's
+        `hooks/` (where such scripts live, and all it may read of the home folder), else in the home folder."""
+        if hook.sandbox and self.sandbox is None:
             from .sandbox import Sandbox  # here: loading a hooks file must not load the sandbox
             self.sandbox = Sandbox()
-        if not self.sandbox.enabled:
-            return None
-        scripts = os.path.join(hook.home, "hooks") if hook.home else ""
-        return self.sandbox.with_read([scripts]) if scripts and os.path.isdir(scripts) else self.sandbox
+        if not hook.sandbox or not self.sandbox.enabled:
+            return None, hook.home or self.workspace
+        if not hook.home:
+            return self.sandbox, self.workspace
+        scripts = os.path.join(hook.home, "hooks")
+        if not os.path.isdir(scripts):
+            return self.sandbox, os.path.expanduser("~")
+        if scripts not in self.confined:
+            self.confined[scripts] = self.sandbox.with_read([scripts])  # built once a run, as the run's own
+        return self.confined[scripts], scripts
 
     def payload(self, event, hook, tool, arguments, extra):
         """The JSON on the hook's stdin: our names, and Claude Code's beside them."""
