@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.ladder import ROOT, run_stage, tool_results
-from tinyharness import extensions, trust
+from tinyharness import extensions
 from tinyharness.sandbox import unavailable_reason, workspace_problem
 from tinyharness.testing import ScriptedServer
 

@@ -26,6 +26,8 @@ import signal
 import subprocess
 import threading
 
+from .sandbox_reaping import LIVE, LOCK
+
 MAX_CAPTURE = 1 << 20  # bytes of a hook's stdout/stderr read into memory; the rest is read and dropped
 
 
@@ -61,8 +63,10 @@ def run_command(command, stdin, cwd, env, timeout, sandbox=None, workspace=None,
     if sandbox is not None and sandbox.enabled:
         process, finish = sandbox.start(workspace, command, timeout, cwd=cwd, env_extra=env, **pipes)
     else:
-        process = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env={**os.environ, **env},
-                                   start_new_session=True, **pipes)
+        with LOCK:  # registered at once: a confined hook's clean-up beside it never takes it for a leftover
+            process = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env={**os.environ, **env},
+                                       start_new_session=True, **pipes)
+            LIVE.add(process.pid)
     out, err = Capture(process.stdout), Capture(process.stderr)
     threading.Thread(target=feed, args=(process.stdin, stdin), daemon=True).start()
     try:
@@ -73,10 +77,12 @@ def run_command(command, stdin, cwd, env, timeout, sandbox=None, workspace=None,
         kill_group(process.pid)
         if finish:
             finish(True)
+        LIVE.discard(process.pid)
         raise
     kill_group(process.pid)
     notes = finish(code is None) if finish else []
     process.wait()
+    LIVE.discard(process.pid)
     for reader in (out, err):
         reader.join(2)  # a child that left the group (setsid) may hold the pipe: take what came
     for note in notes:

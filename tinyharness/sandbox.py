@@ -68,7 +68,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import threading
 import weakref
 
 from .sandbox_beneath import BENEATH, open_beneath, walk_open  # noqa: F401 (imported from here by the file tools)
@@ -77,7 +76,7 @@ from .sandbox_git import (RestoreFailed, config_is_harmless, protected_path, res
                           snapshot)
 from .sandbox_landlock import MIN_ABI, landlock_abi
 from .sandbox_namespaces import NOT_ISOLATED, Isolation, namespaces_work  # noqa: F401
-from .sandbox_reaping import become_subreaper, child_lister, end_everything
+from .sandbox_reaping import LIVE, LOCK, become_subreaper, child_lister, end_everything
 from .sandbox_rules import FILE_BYTES, NEW_TASKS, Rules, read_paths, tasks_now
 from .sandbox_seccomp import syscall_filter
 
@@ -113,7 +112,7 @@ class Sandbox:
         self.enabled, self.extra_read, self.file_bytes = enabled, list(extra_read), file_bytes
         self.extra_env = list(extra_env)  # --sandbox-env: more variable names passed on
         self._abi, self._isolate = None, isolate  # isolate: None = namespaces where they work
-        self._built, self._lock = {}, threading.Lock()  # workspace -> [Rules built once a run, commands started]
+        self._built, self._lock = {}, LOCK  # workspace -> [Rules built once a run, commands started]
         weakref.finalize(self, close_all, self._built)
 
     @property
@@ -176,7 +175,7 @@ class Sandbox:
             env = {**os.environ, **env_extra} if env_extra else None
             process = subprocess.Popen(command, shell=True, cwd=cwd or workspace, start_new_session=True, env=env,
                                        **popen)
-            return process, lambda timed_out=False: []
+            return process, lambda timed_out=False, reap=True: []
         become_subreaper()
         adopted_before = child_lister()(os.getpid())
         contents = {}
@@ -189,12 +188,19 @@ class Sandbox:
                 process = subprocess.Popen(["/bin/sh", "-c", command], cwd=rules.cwd, start_new_session=True,
                                            env={**self.env(tmpdir, workspace), **(env_extra or {})},
                                            preexec_fn=rules.apply_in_child, **popen)
+                LIVE.add(process.pid)  # under the lock: no other command's clean-up takes it for a leftover
         except BaseException:
             remove_tmpdir(tmpdir)
             raise
 
-        def finish(timed_out=False):
-            left = end_everything(process.pid, adopted_before)
+        def finish(timed_out=False, reap=True):
+            """`reap`: wait for the command (killed by now) here; False leaves it for the caller (chat
+            counts the commands an interruption stopped), and then it stays in LIVE, a child of ours."""
+            with LOCK:  # no child is between its start and its registration in LIVE
+                left = end_everything(process.pid, adopted_before)
+            if reap:
+                process.wait()
+                LIVE.discard(process.pid)
             remove_tmpdir(tmpdir)
             notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running outside its "
                      "process group"] \
