@@ -121,12 +121,14 @@ def test_a_signal_ends_a_chat_its_command_reaped_and_its_session_ended(tmp_path,
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_at_the_chat_prompt_ends_it_with_its_session_saved(tmp_path, signum):
+    """At the prompt, where Ctrl-C only gives a fresh line, SIGTERM and SIGHUP end the chat: the session's
+    end written, and under --json the result line last."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     env = {**os.environ, **own_home(tmp_path), "PYTHONPATH": str(ROOT)}
     name = signal.Signals(signum).name
     with ScriptedServer(["Hello there."]) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "tinyharness", "chat", "--base-url", server.base_url],
+        proc = subprocess.Popen([sys.executable, "-m", "tinyharness", "chat", "--json", "--base-url", server.base_url],
                                 cwd=workspace, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env)
         try:
@@ -142,5 +144,8 @@ def test_a_signal_at_the_chat_prompt_ends_it_with_its_session_saved(tmp_path, si
                 proc.communicate()
     assert proc.returncode == 128 + signum, err
     assert f"Terminated ({name})" in err and "Traceback" not in err, err
+    result = json.loads(out.splitlines()[-1])  # chat --json: the result line last, on this exit too
+    assert (result["type"], result["exit_code"], result["is_error"], result["messages"]) == ("result", 128 + signum,
+                                                                                            True, 1)
     end = session_events(tmp_path)[-1]
     assert (end["type"], end["reason"]) == ("end", f"terminated by {name}")

@@ -39,6 +39,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import chat_json
 from . import compact as compaction
 from .chat_input import BLOCK, Input  # noqa: F401 (Input: imported from here by the tests)
 from .console import StreamPrinter, printable
@@ -75,6 +76,7 @@ class Conversation:
         self.messages = messages or [{"role": "system", "content": system_prompt(workspace)}]
         self.transcript = TranscriptWriter(settings.get("transcript"), err)
         self.end_line = lambda: None  # the printer's: a streamed answer's open line ends before [stats]
+        self.all_stats = []  # each message's, for chat --json's result line
 
     def sync(self, messages=None):
         if self.writer:
@@ -94,6 +96,7 @@ class Conversation:
         """Run the agent on one user message; return its answer. Raises what run_agent raises
         (Stopped, LLMError, KeyboardInterrupt) after making the history whole again."""
         stats = Stats()
+        self.all_stats.append(stats)
         window = self.window()
         if compaction.needs_compaction(self.tap.last_usage, self.messages, window, self.settings["compact_at"]):
             tokens, how = compaction.prompt_size(self.tap.last_usage, self.messages)
@@ -217,7 +220,7 @@ class Chat:
         self.conversation, self.client, self.printer, self.stream = conversation, client, printer, stream
         self.interactive, self.out = interactive, out or sys.stdout
         conversation.end_line = printer.end_line
-        self.status = 0  # what the last message ended with, for a pipe's exit status
+        self.status, self.last_answer = 0, None  # what the last message ended with, for a pipe's exit status
 
     def say(self, text):
         print(printable(text), file=self.out, flush=True)
@@ -257,7 +260,7 @@ class Chat:
         """Send one message and print its answer (or why it stopped), the way `run` prints them."""
         self.printer.since_tool = ""
         try:
-            answer = self.conversation.send(text, self.printer.echo, image=image)
+            answer = self.last_answer = self.conversation.send(text, self.printer.echo, image=image)
             self.printer.end_line()
             if not self.stream or answer.strip() != self.printer.since_tool.strip():
                 self.say(answer)
@@ -403,9 +406,13 @@ def chat_command(args, parser):
     settings = chat_settings(args, parser, hands, approve)
     if hands.hooks:  # the hooks run in the chat's sandbox (--sandbox off: unconfined, as the commands)
         hands.hooks.sandbox = settings["sandbox"]
-    conversation = Conversation(client, workspace, settings, writer, messages)
+    lines = chat_json.open_lines(args.json_out, writer, args.model) if args.json else None
+    conversation = Conversation(client, workspace, settings, chat_json.Tee(writer, lines) if lines else writer, messages)
     chat = Chat(conversation, client, printer, stream, interactive)
-    return converse(chat, Input(interactive), args.task, image, hands, writer, workspace)
+    status = converse(chat, Input(interactive), args.task, image, hands, writer, workspace)
+    if lines:  # the last line, on this way out; main writes one on the others (a usage error, a crash)
+        chat_json.end_lines(lines, chat, conversation, writer, args.model, status, args.started)
+    return status
 
 
 def first_image(args, workspace, parser):

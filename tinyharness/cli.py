@@ -319,8 +319,14 @@ def session_keeper(*writers):
 
 
 def open_chat(args, usage):
+    """`tinyharness chat`; with --json, standard output is the JSON lines' alone (chat_json.py)."""
     from .chat import chat_command
-    return chat_command(args, usage)
+    args.started = time.monotonic()
+    if not args.json:
+        return chat_command(args, usage)
+    args.json_out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        return chat_command(args, usage)
 
 
 def list_mcp(args, usage):

@@ -267,3 +267,8 @@ def add_chat_flags(parser):
                              "window (default %(default)s)")
     parser.add_argument("--keep-turns", type=int, default=KEEP_TURNS, metavar="N",
                         help="user turns kept whole after a summary (default %(default)s)")
+    parser.add_argument("--json", action="store_true",
+                        help="for scripts: one JSON object per line on standard output and nothing else - a start "
+                             "line, each event as the session file has it, and last, on every exit, a result line "
+                             "(as run --json's, with \"messages\" and the whole chat's counts); answers, tool lines "
+                             "and questions go to standard error")

@@ -67,7 +67,7 @@ class Results:
 
 def wants_json(argv):
     """Does this command line ask `run` for --json (so every exit must end with a result line)?"""
-    return argv[:1] == ["run"] and "--json" in argv[1:argv.index("--") if "--" in argv else None]
+    return argv[:1] in (["run"], ["chat"]) and "--json" in argv[1:argv.index("--") if "--" in argv else None]
 
 
 def model_in(argv):
