@@ -16,9 +16,10 @@ folder's `hooks/` (where such scripts live), nothing else of the home folder. Wi
 hooks run unconfined, as the commands do. A hook whose entry says `"sandbox": false` runs with all
 the user's rights; the trust question names it.
 
-What it cannot do. Confined, a hook that needs the network (a webhook, a notifier) or your home folder
-(a script elsewhere in it, a tool's cache) fails, and a failing hook blocks: give that one `"sandbox":
-false`, knowing what it runs. Unconfined, a hook runs whatever the workspace holds that it imports or
+What it cannot do. Confined, a hook that needs the network (a webhook, a notifier), a variable outside
+the allowlist, or your home folder (a script elsewhere in it, a tool's cache) fails, and a failing hook
+blocks: give that one `"sandbox": false`, knowing what it runs. What a confined hook writes under `.git`
+or `.tinyharness` is put back, as a command's is. Unconfined, a hook runs whatever the workspace holds that it imports or
 reads. Where the sandbox cannot run (no Landlock), a confined hook refuses, as `shell` does.
 """
 import os
