@@ -20,10 +20,13 @@ prints the median and the 90th percentile wall time of one whole `shell` call:
 
 Then the parts of the sandbox's own work, timed alone. Timings vary with the machine and its load;
 they are printed, never asserted. The target: under 10 ms a command on a 2-core machine. On a shared
-2-core machine at load 1-2.5 (2026-12, measured side by side, alternating): building the rules once a
-run instead of once a command and skipping the second look at .git when nothing changed took about
-10 ms off; what is left is mostly two forks of the whole harness (preexec_fn forbids vfork, and the
-PID namespace needs a second) and the namespaces' set-up and tear-down.
+2-core machine (2026-12, load 3.4, the two versions interleaved in batches of 5, 80 calls each):
++29.8 ms before, +20.5 ms after building the rules once a run instead of once a command and skipping
+the second look at .git when nothing changed (without namespaces: +17.8 ms, +12.6 ms). What is left is
+mostly forks: preexec_fn forbids vfork, the PID namespace needs a second fork, and on that machine a
+fork costs about 0.13 ms per MiB the process holds (0.8 ms for `python -S`, 7 ms for the 31 MiB
+harness; the row "fork this process" below). The next step is a small process started once a run
+that forks the commands, not the harness.
 """
 import argparse
 import os
@@ -94,6 +97,7 @@ def main(argv=None):
             row("  once a run; then per command", *timed(lambda: on.rules_for(real, tmpdir, 60, real), args.runs))
         rules = on.rules(workspace, tmpdir, 60).build()
         row("apply them (fork + apply + exit)", *timed(lambda: fork_and(rules.apply), args.runs))
+        row("fork this process (+ exit)", *timed(lambda: fork_and(lambda: None), args.runs))
         row("walk /proc for leftovers", *timed(lambda: sb.end_everything(2 ** 22 + 1, set()), args.runs))
         row("snapshot + compare protected paths", *timed(lambda: snapshot_and_compare(workspace), args.runs))
         rules.close()
