@@ -11,8 +11,9 @@ The mechanism. A hook runs as a model's `shell` command does (sandbox.py): the w
 private TMPDIR, the system readable, no network, no home folder, nothing left running afterwards, the
 protected paths (`.git`, `.tinyharness`) put back. Only its environment differs: the allowlist plus
 `CLAUDE_PROJECT_DIR`. A hook from the user's own file (`~/.claude/settings.json`, the harness's own
-hooks.json) starts in that file's folder, never the workspace; confined, it may also read that
-folder's `hooks/` (where such scripts live), nothing else of the home folder. With `--sandbox off`
+hooks.json) never starts in the workspace: confined, it starts in that file's folder's `hooks/` (where
+such scripts live, and the only part of the home folder it may read), else in the home folder (empty
+in there); unconfined, in the file's folder. With `--sandbox off`
 hooks run unconfined, as the commands do. A hook whose entry says `"sandbox": false` runs with all
 the user's rights; the trust question names it.
 
