@@ -240,14 +240,19 @@ def test_a_users_claude_hook_runs_without_a_trust_question_confined_in_its_hooks
     write(me / ".claude" / "hooks" / "guard.py", USER_GUARD)
     write(me / ".claude" / ".credentials.json", '{"token": "s3cr3t"}')
     write(me / ".claude" / "settings.json", {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "command", "command": f"{sys.executable} ~/.claude/hooks/guard.py"}]}]}})
-    script = [calls(tool_call("shell", command="rm -f x"), tool_call("shell", command="echo fine > ok.txt")), "Done."]
-    done, server = run_with(ws, {**home, "HOME": str(me)}, script, "--yes", stdin="")
+        {"type": "command", "command": f"{sys.executable} ~/.claude/hooks/guard.py"}]}]},
+        "permissions": {"allow": ["Bash(echo fine:*)"], "deny": ["Write"]}})
+    script = [calls(tool_call("shell", command="rm -f x"), tool_call("shell", command="echo fine"),
+                    tool_call("write_file", path="w.txt", content="w")), "Done."]
+    done, server = run_with(ws, {**home, "HOME": str(me)}, script, stdin="")  # no --yes: the allow rule lets it run
     assert done.returncode == 0 and "Trust this file" not in done.stdout, done.stdout + done.stderr
-    blocked, allowed = tool_results(server.requests[1]).values()
+    assert f"[permissions] {me / '.claude' / 'settings.json'} (your own): its allow rules apply here too: " \
+           "Bash(echo fine:*)" in done.stderr
+    blocked, allowed, denied = tool_results(server.requests[1]).values()
+    assert denied.startswith(f"DENIED: the rule Write ({me / '.claude' / 'settings.json'})") and not (ws / "w.txt").exists()
     assert blocked == f"BLOCKED: no rm here (from {me / '.claude' / 'hooks'}, credentials: no) (a pre_tool_use hook " \
                       "of the user)", blocked
-    assert allowed.startswith("exit status 0") and (ws / "ok.txt").read_text() == "fine\n"
+    assert allowed == "exit status 0\nfine\n"  # the user's allow rule, with nobody to ask
 
 
 def test_our_own_user_hooks_file_starts_its_hooks_in_its_folder_never_the_workspace(ws, home, tmp_path):

@@ -376,6 +376,9 @@ def load_policy(workspace, ask, report, flags=None):
             own = cmdhooks.is_users(path)  # the user's own file: no trust question
             name = path if own else path.relative_to(workspace)
             allows, _ = from_settings(data, str(name), rules, said) if path.name.startswith("settings") else (0, 0)
+            if own and allows:  # said at start: a file of another tool lets calls run without asking, everywhere
+                said.append(f"[permissions] {name} (your own): its allow rules apply here too: "
+                            + ", ".join(map(str, data["permissions"]["allow"]))[:300])
             notes += said
             note = cmdhooks.confinement_note(hooks, getattr(flags, "sandbox", "on") != "off") \
                 if any(hooks.values()) else trust.UNCONFINED
