@@ -227,7 +227,7 @@ def nothing_allowed(args, hands, asked, result):
     and command was DENIED, each question met by the end of input: the model's answer cannot be about
     work it was never allowed to do, so the run is "not confirmed complete", as a limit would leave it (a
     script must not read exit 0 as done). A "n" piped in is somebody's answer: that run ends as usual."""
-    if args.yes or sys.stdin.isatty() or hands.rules.allows_any() or not asked["calls"] or \
+    if args.yes or sys.stdin.isatty() or (hands.rules and hands.rules.allows_any()) or not asked["calls"] or \
             asked["unanswered"] < asked["calls"]:
         return 0
     why = (f"nothing was allowed: the {asked['calls']} call(s) that needed approval (a write, a command, a URL) "
