@@ -584,3 +584,37 @@ def test_chat_keeps_runs_token_budget_and_checks_its_flags_like_run(workspace, t
     bad = run_cli(workspace, tmp_path / "data", "chat", "--max-reply-tokens", "0", stdin="hi\n")
     assert bad.returncode == 2 and "usage: tinyharness chat" in bad.stderr
     assert "--max-reply-tokens must be 1 or more" in bad.stderr
+
+
+# --- chat --json: scripted chats --------------------------------------------------------------------------
+
+def test_chat_json_writes_only_json_lines_the_sessions_events_and_a_result_last(workspace, tmp_path):
+    script = [calls(tool_call("write_file", path="a.txt", content="hi")), "Wrote a.txt.", "It holds hi."]
+    with ScriptedServer(script) as srv:
+        done = run_cli(workspace, tmp_path / "data", "chat", "--json", "--yes", "--base-url", srv.base_url,
+                       stdin="make a file\nwhat is in it?\n")
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]  # every line is JSON, nothing else
+    assert [line["type"] for line in lines] == ["start", "system", "user", "assistant", "tool", "assistant", "user",
+                                                "assistant", "result"]
+    [path] = session_files(tmp_path / "data")
+    assert lines[1:-1] == [json.loads(line) for line in path.read_text().splitlines()[1:-1]]  # the session's own events
+    start, result = lines[0], lines[-1]
+    assert (start["mode"], start["session"], start["folder"]) == ("chat", path.stem, str(workspace.resolve()))
+    assert (result["exit_code"], result["is_error"], result["answer"], result["messages"], result["num_turns"]) == \
+           (0, False, "It holds hi.", 2, 3)
+    assert result["session_id"] == path.stem and result["usage"]["prompt_tokens"] == sum(
+        line["usage"]["prompt_tokens"] for line in lines if line["type"] == "assistant" and "usage" in line)
+    assert '  [tool] write_file({"content": "hi", "path": "a.txt"})' in done.stderr and "It holds hi." in done.stderr
+
+
+def test_chat_json_ends_with_a_result_line_on_a_usage_error_and_a_stop(workspace, tmp_path):
+    done = run_cli(workspace, tmp_path / "data", "chat", "--json", "--compact-at", "5")
+    assert done.returncode == 2 and "--compact-at" in done.stderr
+    [result] = [json.loads(line) for line in done.stdout.splitlines()]
+    assert (result["type"], result["exit_code"], result["is_error"]) == ("result", 2, True)
+    with ScriptedServer([calls(tool_call("list_dir", path="."))] * 3) as srv:
+        done = run_cli(workspace, tmp_path / "data", "chat", "--json", "--max-turns", "1", "--base-url", srv.base_url,
+                       stdin="look\n")
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert done.returncode == 3 and (result["type"], result["exit_code"], result["answer"]) == ("result", 3, None)

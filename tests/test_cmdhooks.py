@@ -1,9 +1,11 @@
 """Command hooks fail closed: exit 0 allows, exit 2 blocks with stderr, anything else blocks too."""
 import json
+import os
 import re
 import shutil
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -195,27 +197,41 @@ def alive(pid):
     return state != "Z"
 
 
-def wait_dead(pid, seconds=10):
+def left_running(marker, seconds=10):
+    """Whether a process whose command line holds `marker` is still alive after `seconds` (found through
+    /proc from outside: a confined hook's child has a number of its own PID namespace)."""
     deadline = time.monotonic() + seconds
-    while alive(pid) and time.monotonic() < deadline:
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and marker in (entry / "cmdline").read_bytes() and alive(int(entry.name)):
+                    found.append(entry.name)
+            except OSError:
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
         time.sleep(0.05)
-    return not alive(pid)
 
 
-def test_a_background_child_holding_the_output_neither_holds_the_call_nor_survives(workspace):
+@pytest.mark.parametrize("sandbox", [True, False], ids=["confined", "unconfined"])
+def test_a_background_child_holding_the_output_neither_holds_the_call_nor_survives(workspace, sandbox):
     # Before: the call waited for the child's end of the pipe (the whole timeout), then blocked, and the child lived on.
-    hooks, _ = claude_hooks(workspace, {"pre_tool_use": [{"command": "sleep 300 & echo $! > child.pid; exit 0",
-                                                          "timeout": 120}]})
+    marker = f"{300 + (not sandbox)}.{os.getpid()}{time.monotonic_ns() % 10**6}"
+    hooks, _ = claude_hooks(workspace, {"pre_tool_use": [{"command": f"sleep {marker} & exit 0", "timeout": 120,
+                                                          "sandbox": sandbox}]})
     verdict = hooks.run("pre_tool_use", "shell", {})
     assert verdict.allowed, verdict.reason
-    assert wait_dead(int((workspace / "child.pid").read_text()))
+    assert left_running(marker.encode()) == []
 
 
-def test_a_timed_out_hook_is_killed_with_its_children(workspace):
-    hooks, _ = claude_hooks(workspace, {"pre_tool_use": [{"command": "sleep 300 & echo $! > child.pid; sleep 300",
-                                                          "timeout": 1}]})
+@pytest.mark.parametrize("sandbox", [True, False], ids=["confined", "unconfined"])
+def test_a_timed_out_hook_is_killed_with_its_children(workspace, sandbox):
+    marker = f"{300 + (not sandbox)}.{os.getpid()}{time.monotonic_ns() % 10**6}"
+    hooks, _ = claude_hooks(workspace, {"pre_tool_use": [{"command": f"sleep {marker} & sleep 300", "timeout": 1,
+                                                          "sandbox": sandbox}]})
     assert not hooks.run("pre_tool_use", "shell", {}).allowed
-    assert wait_dead(int((workspace / "child.pid").read_text()))
+    assert left_running(marker.encode()) == []
 
 
 def test_user_prompt_submit_text_is_context_and_a_json_block_refuses(workspace):
@@ -406,3 +422,15 @@ def test_the_runs_time_left_bounds_each_hook(workspace):
     assert ext.user_prompt_submit("task") is None   # the run's clock starts with its task
     reason = ext.pre_tool_use("shell", {"command": "ls"})
     assert f"did not finish within {cmdhooks.MIN_TIMEOUT:g} s" in reason
+
+
+@pytest.mark.parametrize("sandboxes", [(True, True), (True, False)], ids=["both-confined", "one-unconfined"])
+def test_hooks_running_together_never_reap_each_other(workspace, sandboxes):
+    """Every matching hook runs together. The quick one's clean-up looks for what its command left behind:
+    the slow one, started meanwhile, is no leftover of it - killed and reaped, its Popen would read exit 0,
+    and a guard that never decided would allow the call."""
+    slow = script(workspace, "import sys, time; time.sleep(0.6); print('slow done', file=sys.stderr); sys.exit(2)")
+    hooks, _ = claude_hooks(workspace, {"pre_tool_use": [
+        {"command": "exit 0", "sandbox": sandboxes[0]}, {"command": slow, "sandbox": sandboxes[1]}]})
+    verdict = hooks.run("pre_tool_use", "shell", {"command": "ls"})  # the slow one still runs when the quick one ends
+    assert (verdict.allowed, verdict.reason) == (False, "slow done")

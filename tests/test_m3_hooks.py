@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.ladder import ROOT, calls, copies, load_json, run_stage, stages_from, tool_call, tool_results
+from tests.ladder import FINAL, ROOT, calls, copies, load_json, run_stage, stages_from, tool_call, tool_results
 from tinyharness.testing import ScriptedServer, load_script
 
 LADDER = stages_from("m3")
@@ -18,10 +18,10 @@ def prompt(name, **arguments):
     return f"Allow {name}({json.dumps(arguments, ensure_ascii=False, sort_keys=True)})? [y/N] "
 
 
-def run(stage, workspace, script, *args, stdin=""):
+def run(stage, workspace, script, *args, stdin="", code=0):
     with ScriptedServer(script=script) as server:
         result = run_stage(stage, workspace, "--base-url", server.base_url, *args, "go", stdin=stdin)
-    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == code and "Traceback" not in result.stderr, result.stderr
     return result, server
 
 
@@ -54,12 +54,18 @@ def test_a_blocked_shell_command_says_what_and_why(stage, workspace):
                                               ("n\n", False), ("\n", False), ("", False), ("sure\n", False)])
 def test_only_y_approves_a_write(stage, answer, approved, workspace):
     script = [calls(tool_call("write_file", path="a.txt", content="hi")), "done"]
-    result, server = run(stage, workspace, script, stdin=answer)
+    nobody = stage == FINAL and not answer  # nobody there to answer at all: the package says nothing was allowed
+    result, server = run(stage, workspace, script, stdin=answer, code=3 if nobody else 0)
     assert prompt("write_file", path="a.txt", content="hi") in result.stdout
     assert (workspace / "a.txt").exists() == approved
     outcome = tool_results(server.requests[1])["call_1"]
     assert outcome.startswith("OK: wrote 2 characters") if approved else outcome.startswith("DENIED: ")
-    assert result.stdout.rstrip().splitlines()[-1] == "done"  # the answer still ends stdout, on its own line
+    lines = result.stdout.rstrip().splitlines()
+    if nobody:
+        assert lines[-2] == "done", result.stdout
+        assert lines[-1].startswith("Stopped: nothing was allowed: the 1 call(s) that needed approval")
+    else:
+        assert lines[-1] == "done"  # the answer still ends stdout, on its own line
 
 
 @pytest.mark.parametrize("stage", LADDER)

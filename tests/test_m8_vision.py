@@ -231,7 +231,10 @@ def test_a_url_the_model_chose_is_fetched_only_with_permission(stage, workspace,
     assert (url[len(site):] in Pages.seen) == fetched
     outcome = tool_results(server.requests[1])["call_1"]
     assert outcome.startswith("OK: loaded") if fetched else outcome.startswith("DENIED: ")
-    assert answer(result) == (ANSWERS["red-blue.png"] if fetched else NO_IMAGE)
+    if stage == FINAL and not reply:  # nobody there to answer at all: the package says nothing was allowed (exit 3)
+        assert result.returncode == 3 and "\nStopped: nothing was allowed: " in result.stdout, result.stdout
+    else:
+        assert answer(result) == (ANSWERS["red-blue.png"] if fetched else NO_IMAGE)
 
 
 @pytest.mark.parametrize("stage", LADDER)

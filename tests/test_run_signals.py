@@ -81,3 +81,71 @@ def test_max_seconds_bounds_a_running_command(tmp_path):
     assert done.returncode == 3 and "--max-seconds 1.5" in done.stdout, done.stderr
     assert took < 10 and len(server.requests) == 1
     assert "-> ERROR: timed out after 1." in done.stdout  # what was left of 1.5 s, not --shell-timeout 60
+
+
+def session_events(tmp_path):
+    found = sorted((tmp_path / "home" / "data" / "tinyharness" / "sessions").glob("*.jsonl"))
+    return [json.loads(line) for line in found[0].read_text().splitlines()] if found else []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_ends_a_chat_its_command_reaped_and_its_session_ended(tmp_path, signum):
+    """`chat` ends on SIGTERM and SIGHUP, in a turn's command or at the prompt, as a piped chat ends on
+    Ctrl-C: the command and all it started killed, the session's end written, exit 128 + the signal."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    marker = f"{210 + signum}.{os.getpid()}"
+    script = [calls(tool_call("shell", command=f"echo started > started.txt; sleep {marker}")), "never read"]
+    env = {**os.environ, **own_home(tmp_path), "PYTHONPATH": str(ROOT)}
+    name = signal.Signals(signum).name
+    with ScriptedServer(script) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "tinyharness", "chat", "--yes", "--sandbox", SANDBOXES[-1],
+                                 "--base-url", server.base_url], cwd=workspace, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            proc.stdin.write("sleep, please\n")
+            proc.stdin.flush()
+            wait_for(lambda: (workspace / "started.txt").exists() and running_with(marker), proc)
+            proc.send_signal(signum)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 128 + signum, err
+    assert running_with(marker) == [], "the command outlived the chat"
+    assert "Traceback" not in err and f"Terminated ({name})" in err and f"the session ends (exit {128 + signum})" in err
+    end = session_events(tmp_path)[-1]
+    assert (end["type"], end["reason"]) == ("end", f"terminated by {name}")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_at_the_chat_prompt_ends_it_with_its_session_saved(tmp_path, signum):
+    """At the prompt, where Ctrl-C only gives a fresh line, SIGTERM and SIGHUP end the chat: the session's
+    end written, and under --json the result line last."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {**os.environ, **own_home(tmp_path), "PYTHONPATH": str(ROOT)}
+    name = signal.Signals(signum).name
+    with ScriptedServer(["Hello there."]) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "tinyharness", "chat", "--json", "--base-url", server.base_url],
+                                cwd=workspace, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
+        try:
+            proc.stdin.write("hi\n")
+            proc.stdin.flush()  # and the pipe stays open: the chat waits at its prompt
+            wait_for(lambda: any(e.get("message", {}).get("content") == "Hello there." for e in session_events(tmp_path)),
+                     proc)
+            proc.send_signal(signum)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 128 + signum, err
+    assert f"Terminated ({name})" in err and "Traceback" not in err, err
+    result = json.loads(out.splitlines()[-1])  # chat --json: the result line last, on this exit too
+    assert (result["type"], result["exit_code"], result["is_error"], result["messages"]) == ("result", 128 + signum,
+                                                                                            True, 1)
+    end = session_events(tmp_path)[-1]
+    assert (end["type"], end["reason"]) == ("end", f"terminated by {name}")

@@ -412,3 +412,26 @@ def test_ctrl_c_during_a_command_ends_everything_it_started(place, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         run(place.ws, f"setsid sleep {marker} & sleep {marker}")
     assert running(f"sleep {marker}") == []
+
+
+@needs_sandbox
+@pytest.mark.parametrize("isolate", [None, False], ids=["namespaces", "landlock-alone"])
+def test_rules_built_once_a_run_grant_no_earlier_tmpdir_and_hold_after_a_rebuild(place, monkeypatch, isolate):
+    """The Landlock ruleset is built once a run and each command's TMPDIR added to it (benchmarks.sandbox:
+    the per-command cost). A TMPDIR of an earlier command, made again at its path by another program, is
+    another folder: no later command may write there. After REBUILD_AFTER commands the ruleset is built
+    afresh, and confines as before."""
+    monkeypatch.setattr(sandbox_module, "REBUILD_AFTER", 3)
+    sandbox = Sandbox(isolate=isolate)
+    first = tools.shell(str(place.ws), 'echo "tmp=$TMPDIR"', sandbox=sandbox)
+    old = first.split("tmp=", 1)[1].split()[0]
+    assert not os.path.exists(old)
+    os.mkdir(old)  # the same path, now another program's folder
+    try:
+        for _ in range(4):  # the third and fourth run under a rebuilt ruleset
+            result = tools.shell(str(place.ws), f'touch "{old}/x"; echo x > "{place.canary}"; '
+                                                'touch "$TMPDIR/own" && echo own-ok', sandbox=sandbox)
+            assert "own-ok" in result and os.listdir(old) == [] and untouched(place), result
+        assert sandbox._built[os.path.realpath(place.ws)][1] == 2  # rebuilt after the third command
+    finally:
+        shutil.rmtree(old)

@@ -1,8 +1,8 @@
 """Around the shell: what runs outside the sandbox, and what the sandbox cannot confine.
 
-The sandbox confines the model's shell commands. The harness itself, the user's command hooks and
-MCP servers run with all the user's rights: a hook that runs the tests imports test files the model
-wrote; a `view_image` URL is a request the harness sends; a workspace that holds the home folder or
+The sandbox confines the model's shell commands and the command hooks. The harness itself, the user's
+MCP servers and a hook marked "sandbox": false run with all the user's rights: such a hook that runs the
+tests imports test files the model wrote; a `view_image` URL is a request the harness sends; a workspace that holds the home folder or
 the harness's own code lets a command change what runs unconfined at the next launch. Each case here
 is fired through `tinyharness run --yes` and its canary checked.
 """
@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.ladder import ROOT, run_stage, tool_results
-from tinyharness import extensions, trust
+from tinyharness import extensions
 from tinyharness.sandbox import unavailable_reason, workspace_problem
 from tinyharness.testing import ScriptedServer
 
@@ -44,19 +44,45 @@ def run(place, calls, *flags, stdin=""):
     return result, (tool_results(server.requests[-1]) if len(server.requests) > 1 else {}), server
 
 
-# --- command hooks run unconfined: the trust question says so -------------------------------------------------
+# --- command hooks run in the sandbox unless their entry says "sandbox": false; the trust question says which -----
 
-def test_the_trust_question_says_hooks_run_unconfined_and_no_means_they_never_run(place):
-    """A hook that runs the tests would import a test file the model planted (test_pwn.py), unconfined.
-    Untrusted, nothing of it runs; the question says in words what trusting means."""
+def hooks_that_run_the_tests(place, **entry):
     (place.ws / ".tinyharness").mkdir()
     (place.ws / ".tinyharness" / "hooks.json").write_text(json.dumps(
-        {"post_tool_use": [{"matcher": "write_file", "command": f"{PY} -m unittest discover -q"}]}))
-    planted = f"import pathlib\npathlib.Path({str(place.pwned)!r}).write_text('pwned')\n"
-    result, results, server = run(place, [("write_file", {"path": "test_pwn.py", "content": planted})], stdin="n\n")
+        {"post_tool_use": [{"matcher": "write_file", "command": f"{PY} -m unittest discover -q", **entry}]}))
+    # the model's test file: proves it ran (a file in the workspace), then goes for the canary outside
+    planted = (f"import pathlib\npathlib.Path('ran').write_text('yes')\n"
+               f"pathlib.Path({str(place.pwned)!r}).write_text('pwned')\n")
+    return [("write_file", {"path": "test_pwn.py", "content": planted})]
+
+
+def test_the_trust_question_says_where_hooks_run_and_no_means_they_never_run(place):
+    """Untrusted, nothing of the hooks file runs; the question says in words what trusting means."""
+    result, _, server = run(place, hooks_that_run_the_tests(place), stdin="n\n")
     assert result.returncode == 2 and "was not trusted" in result.stderr, result.stderr
-    assert trust.UNCONFINED in result.stdout and "run unconfined" in result.stdout
-    assert not place.pwned.exists() and server.requests == []
+    assert "These commands run in the sandbox" in result.stdout and "UNCONFINED" not in result.stdout
+    assert not place.pwned.exists() and not (place.ws / "ran").exists() and server.requests == []
+
+
+@pytest.mark.skipif(NO_SANDBOX is not None, reason=str(NO_SANDBOX))
+def test_a_trusted_hook_that_runs_the_tests_runs_the_models_test_file_confined(place):
+    """Issue 28: a trusted post_tool_use hook running `python -m unittest` imports the test file the model
+    just wrote. The hook runs in the sandbox: the file ran (it wrote in the workspace), the canary
+    outside was never written."""
+    result, results, _ = run(place, hooks_that_run_the_tests(place), stdin="y\n")
+    assert result.returncode == 0, result.stderr
+    assert (place.ws / "ran").read_text() == "yes"
+    assert not place.pwned.exists()
+    assert "FAILED" in results["c0"] or "Error" in results["c0"], results  # its error reached the model
+
+
+def test_a_hook_with_sandbox_false_runs_unconfined_and_the_question_names_it(place):
+    """The same hook with "sandbox": false reaches the canary: the attack above is real, and the
+    question named that hook as unconfined before the user said yes."""
+    result, _, _ = run(place, hooks_that_run_the_tests(place, sandbox=False), stdin="y\n")
+    assert result.returncode == 0, result.stderr
+    assert f"These run UNCONFINED (\"sandbox\": false): `{PY} -m unittest discover -q`" in result.stdout
+    assert place.pwned.read_text() == "pwned"
 
 
 # --- view_image: a URL asks even under --yes -------------------------------------------------------------------

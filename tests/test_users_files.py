@@ -192,3 +192,106 @@ def test_every_matching_hook_runs_and_a_block_from_any_blocks(ws, home):
     result = tool_results(server.requests[1]).popitem()[1]
     assert result.startswith("BLOCKED: the hook `exit 1` failed with exit code 1") and "Claude Code would" in result
     assert (ws / "audit.log").read_text() == "Bash\n"  # the audit hook saw the blocked call
+
+
+def test_a_headless_run_whose_every_write_and_command_was_denied_exits_3_and_says_nothing_was_allowed(ws, home):
+    """Issue 30: no terminal, no --yes, no allow rule: every write and command is DENIED, and the run used
+    to exit 0 as if done. Now it is "not confirmed complete" (3), in words and in the --json result; a
+    piped "n" is somebody's answer, and an allow rule or --yes lets work run: those end as before."""
+    script = [calls(tool_call("write_file", path="a.txt", content="a"), tool_call("shell", command="touch b")), "Done."]
+    done, server = run_with(ws, home, script, "--json", stdin="")
+    assert done.returncode == 3, done.stderr
+    assert [r.startswith("DENIED: the user did not allow") for r in tool_results(server.requests[1]).values()] == \
+           [True, True] and not (ws / "a.txt").exists() and not (ws / "b").exists()
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert (result["type"], result["exit_code"], result["is_error"], result["answer"]) == ("result", 3, True, "Done.")
+    assert result["stopped"].startswith("nothing was allowed: the 2 call(s) that needed approval")
+    done, _ = run_with(ws, home, script, stdin="")
+    assert done.returncode == 3 and done.stdout.rstrip().splitlines()[-1] == (
+        "Stopped: nothing was allowed: the 2 call(s) that needed approval (a write, a command, a URL) were DENIED, as "
+        "standard input is not a terminal and neither --yes nor an allow rule was given. The task is NOT confirmed "
+        "complete.")
+    assert run_with(ws, home, script, stdin="n\nn\n")[0].returncode == 0  # somebody said no
+    assert run_with(ws, home, script, "--allow", "Write", stdin="")[0].returncode == 0  # the write ran
+    assert run_with(ws, home, ["Done."], stdin="")[0].returncode == 0  # nothing was asked
+
+
+# --- the user's own hooks: ~/.claude/settings.json and $XDG_CONFIG_HOME/tinyharness/hooks.json ----------------
+
+USER_GUARD = """import json, os, sys
+event = json.load(sys.stdin)
+try:
+    open(os.path.expanduser("~/.claude/.credentials.json")).read()
+    creds = "read"
+except OSError:
+    creds = "no"
+if "rm " in event["tool_input"].get("command", ""):
+    print(f"no rm here (from {os.getcwd()}, credentials: {creds})", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+@pytest.mark.skipif(__import__("tinyharness.sandbox").sandbox.unavailable_reason() is not None, reason="needs the sandbox")
+def test_a_users_claude_hook_runs_without_a_trust_question_confined_in_its_hooks_folder(ws, home, tmp_path):
+    """~/.claude/settings.json's hooks are the user's own: no trust question; the hook starts in
+    ~/.claude/hooks (never the workspace) and, confined, reads its script there but no other file of
+    the home folder (Claude's credentials beside it)."""
+    me = tmp_path / "me"
+    write(me / ".claude" / "hooks" / "guard.py", USER_GUARD)
+    write(me / ".claude" / ".credentials.json", '{"token": "s3cr3t"}')
+    write(me / ".claude" / "settings.json", {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": f"{sys.executable} ~/.claude/hooks/guard.py"}]}]},
+        "permissions": {"allow": ["Bash(echo fine:*)"], "deny": ["Write"]}})
+    script = [calls(tool_call("shell", command="rm -f x"), tool_call("shell", command="echo fine"),
+                    tool_call("write_file", path="w.txt", content="w")), "Done."]
+    done, server = run_with(ws, {**home, "HOME": str(me)}, script, stdin="")  # no --yes: the allow rule lets it run
+    assert done.returncode == 0 and "Trust this file" not in done.stdout, done.stdout + done.stderr
+    assert f"[permissions] {me / '.claude' / 'settings.json'} (your own): its allow rules apply here too: " \
+           "Bash(echo fine:*)" in done.stderr
+    blocked, allowed, denied = tool_results(server.requests[1]).values()
+    assert denied.startswith(f"DENIED: the rule Write ({me / '.claude' / 'settings.json'})") and not (ws / "w.txt").exists()
+    assert blocked == f"BLOCKED: no rm here (from {me / '.claude' / 'hooks'}, credentials: no) (a pre_tool_use hook " \
+                      "of the user)", blocked
+    assert allowed == "exit status 0\nfine\n"  # the user's allow rule, with nobody to ask
+
+
+def test_our_own_user_hooks_file_starts_its_hooks_in_its_folder_never_the_workspace(ws, home, tmp_path):
+    """A `python -m audit` hook of $XDG_CONFIG_HOME/tinyharness/hooks.json ("sandbox": false) starts in that
+    folder: the audit.py the model wrote in the workspace is not what runs, and its canary stays unwritten."""
+    config = Path(home["XDG_CONFIG_HOME"]) / "tinyharness"
+    write(config / "audit.py", "import os\nprint('audited from', os.getcwd())\n")
+    write(config / "hooks.json", {"post_tool_use": [{"matcher": "write_file", "command": f"{sys.executable} -m audit",
+                                                     "sandbox": False}]})
+    canary = tmp_path / "canary"
+    planted = f"import pathlib\npathlib.Path({str(canary)!r}).write_text('pwned')\n"
+    script = [calls(tool_call("write_file", path="audit.py", content=planted)), "Done."]
+    done, server = run_with(ws, {**home, "HOME": str(tmp_path / "me")}, script, "--yes", stdin="")
+    assert done.returncode == 0 and "Trust this file" not in done.stdout, done.stdout + done.stderr
+    assert tool_results(server.requests[1]).popitem()[1].endswith(f"audited from {config}")
+    assert not canary.exists()
+
+
+def test_hooks_list_names_each_file_its_trust_and_where_each_hook_runs(tmp_path, monkeypatch):
+    from tinyharness import extensions
+    me, ws = tmp_path / "me", tmp_path / "ws"
+    for name, value in (("HOME", me), ("XDG_CONFIG_HOME", me / ".config"), ("XDG_DATA_HOME", tmp_path / "data")):
+        monkeypatch.setenv(name, str(value))
+    write(me / ".claude" / "hooks" / "guard.sh", "exit 0")
+    write(me / ".claude" / "settings.json", {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "~/.claude/hooks/guard.sh"}]}]}})
+    write(me / ".config" / "tinyharness" / "hooks.json", {"stop": [{"command": "notify-send done", "sandbox": False}]})
+    write(ws / ".tinyharness" / "hooks.json", {"post_tool_use": [{"command": "make test", "timeout": 90}]})
+    lines = []
+    assert extensions.list_hooks(str(ws), out=lines.append) == 0
+    assert lines == [
+        f"{me / '.claude' / 'settings.json'}  (your own file: no trust question)",
+        "  pre_tool_use [Bash] ~/.claude/hooks/guard.sh",
+        f"    in the sandbox; starts in {me / '.claude' / 'hooks'}; timeout 30 s",
+        f"{me / '.config' / 'tinyharness' / 'hooks.json'}  (your own file: no trust question)",
+        "  stop [*] notify-send done",
+        f"    UNCONFINED (\"sandbox\": false); starts in {me / '.config' / 'tinyharness'}; timeout 30 s",
+        f"{ws / '.tinyharness' / 'hooks.json'}  (NOT trusted yet: run or chat asks once; until then none runs)",
+        "  post_tool_use [*] make test",
+        "    in the sandbox; starts in the workspace; timeout 90 s"]
+    (ws / ".tinyharness" / "hooks.json").write_text("[]")
+    assert extensions.list_hooks(str(ws), out=lines.append) == 2 and lines[-1].startswith("error: ")

@@ -17,7 +17,9 @@ abandoned), or waiting for a shell command. The shell tool starts each command i
 its own (so its timeout can kill all of it), which also means the terminal's Ctrl-C never reaches
 it; the chat kills those groups itself. Then it repairs the history: every call of the interrupted
 turn that has no result gets one saying it was interrupted, because servers reject a call without
-its result. The session goes on at the prompt; Ctrl-D (end of input) or /quit ends it.
+its result. The session goes on at the prompt; Ctrl-D (end of input) or /quit ends it. SIGTERM and
+SIGHUP (`timeout`, systemd, a closed terminal) arrive as `Terminated`, a KeyboardInterrupt (run_end.py):
+the same clean-up, but the chat ends, at the prompt too, its session's end written, exit 143 or 129.
 
 Input. On a terminal, `readline` (where Python has it) gives line editing and a history kept in the
 data folder. A line ending with a backslash continues on the next line; a line that is just \"\"\"
@@ -37,7 +39,9 @@ import sys
 import time
 from pathlib import Path
 
+from . import chat_json
 from . import compact as compaction
+from .chat_input import BLOCK, Input  # noqa: F401 (Input: imported from here by the tests)
 from .console import StreamPrinter, printable
 from .filedoor import write_text
 from .flags import check_agent_flags, client_from_args, image_from_flag, irregular_config, sandbox_from_args
@@ -46,10 +50,9 @@ from .hooks import approve_everything, ask_user
 from .llm import LLMError
 from .loop import RunSettings, Stats, run_agent, system_prompt
 from .overflow import learn_window, window_in_force
-from .sessions import TranscriptWriter, UsageTap, sessions_dir
+from .run_end import Terminated
+from .sessions import TranscriptWriter, UsageTap
 
-PROMPT, MORE = "you> ", "...> "
-BLOCK = '"""'
 INTERRUPTED_CALL = ("ERROR: interrupted by the user (Ctrl-C) before this call finished; it did not complete, "
                     "and it may have done part of its work.")
 HELP = f"""Type a message and press Enter. A line ending with \\ continues on the next line;
@@ -73,6 +76,7 @@ class Conversation:
         self.messages = messages or [{"role": "system", "content": system_prompt(workspace)}]
         self.transcript = TranscriptWriter(settings.get("transcript"), err)
         self.end_line = lambda: None  # the printer's: a streamed answer's open line ends before [stats]
+        self.all_stats = []  # each message's, for chat --json's result line
 
     def sync(self, messages=None):
         if self.writer:
@@ -92,6 +96,7 @@ class Conversation:
         """Run the agent on one user message; return its answer. Raises what run_agent raises
         (Stopped, LLMError, KeyboardInterrupt) after making the history whole again."""
         stats = Stats()
+        self.all_stats.append(stats)
         window = self.window()
         if compaction.needs_compaction(self.tap.last_usage, self.messages, window, self.settings["compact_at"]):
             tokens, how = compaction.prompt_size(self.tap.last_usage, self.messages)
@@ -206,66 +211,6 @@ def stop_commands():
     return killed
 
 
-# --- Reading what the user types ----------------------------------------------------------------
-
-class Input:
-    """Lines from the terminal (with readline) or from a pipe, joined into messages."""
-
-    def __init__(self, interactive):
-        self.interactive = interactive
-        if interactive:
-            self.history = setup_readline()
-
-    def line(self, prompt):
-        if self.interactive:
-            return input(prompt)
-        line = sys.stdin.readline()
-        if not line:
-            raise EOFError
-        return line.rstrip("\n").rstrip("\r")
-
-    def message(self):
-        """One message: a line, lines joined by a trailing backslash, or a \"\"\" block. EOFError at the end."""
-        first = self.line(PROMPT)
-        if first.strip() == BLOCK:
-            lines = []
-            while True:
-                line = self.line(MORE)
-                if line.strip() == BLOCK:
-                    return "\n".join(lines)
-                lines.append(line)
-        lines = [first]
-        while lines[-1].endswith("\\"):
-            lines[-1] = lines[-1][:-1]
-            lines.append(self.line(MORE))
-        return "\n".join(lines)
-
-    def close(self):
-        if self.interactive and self.history:
-            try:
-                import readline
-                readline.write_history_file(self.history)
-            except (ImportError, OSError):
-                pass
-
-
-def setup_readline():
-    """Line editing and a history of what was typed, when Python was built with readline."""
-    try:
-        import readline
-    except ImportError:
-        return None
-    path = sessions_dir().parent / "chat_history"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_file():
-            readline.read_history_file(path)
-        readline.set_history_length(1000)
-    except OSError:
-        return None
-    return path
-
-
 # --- The session loop ----------------------------------------------------------------------------
 
 class Chat:
@@ -275,7 +220,7 @@ class Chat:
         self.conversation, self.client, self.printer, self.stream = conversation, client, printer, stream
         self.interactive, self.out = interactive, out or sys.stdout
         conversation.end_line = printer.end_line
-        self.status = 0  # what the last message ended with, for a pipe's exit status
+        self.status, self.last_answer = 0, None  # what the last message ended with, for a pipe's exit status
 
     def say(self, text):
         print(printable(text), file=self.out, flush=True)
@@ -315,7 +260,7 @@ class Chat:
         """Send one message and print its answer (or why it stopped), the way `run` prints them."""
         self.printer.since_tool = ""
         try:
-            answer = self.conversation.send(text, self.printer.echo, image=image)
+            answer = self.last_answer = self.conversation.send(text, self.printer.echo, image=image)
             self.printer.end_line()
             if not self.stream or answer.strip() != self.printer.since_tool.strip():
                 self.say(answer)
@@ -331,20 +276,25 @@ class Chat:
             self.say(f"Stopped: {e}. The task is NOT confirmed complete.")
             self.say(e.done)
             self.status = 3
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated), which end the chat
             self.printer.end_line()
             killed = stop_commands()
-            self.conversation.notice("Interrupted: the turn was stopped" + (f" and {killed} running command(s) killed"
-                                     if killed else "") + ("; the conversation is kept. Type your next message."
-                                                           if self.interactive else "; the session ends (exit 130)."))
-            self.status = 130
-            if not self.interactive:
+            ends = isinstance(e, Terminated) or not self.interactive
+            self.status = e.code if isinstance(e, Terminated) else 130
+            self.conversation.notice(f"{'Terminated (' + e.name + ')' if isinstance(e, Terminated) else 'Interrupted'}: "
+                                     "the turn was stopped" + (f" and {killed} running command(s) killed" if killed
+                                     else "") + (f"; the session ends (exit {self.status})." if ends else
+                                                 "; the conversation is kept. Type your next message."))
+            if ends:
                 raise
 
     def run(self, reader, first=None, image=None):
         """Read and answer messages until /quit or the end of input. Returns (exit status, end reason)."""
-        if first:
-            self.message(first, image)
+        try:
+            if first:
+                self.message(first, image)
+        except Terminated as e:
+            return e.code, f"terminated by {e.name}"
         while True:
             try:
                 text = reader.message()
@@ -352,6 +302,9 @@ class Chat:
                 if self.interactive:
                     print(file=self.out)
                 return self.status, "end of input"
+            except Terminated as e:  # SIGTERM, SIGHUP at the prompt: the chat ends, its session saved
+                print(f"Terminated ({e.name}).", file=sys.stderr, flush=True)
+                return e.code, f"terminated by {e.name}"
             except KeyboardInterrupt:  # Ctrl-C at the prompt: a fresh line, like a shell
                 print("^C", file=self.out, flush=True)
                 continue
@@ -361,11 +314,15 @@ class Chat:
                 try:
                     if not self.command(text):
                         return self.status, "quit"
+                except Terminated as e:
+                    return e.code, f"terminated by {e.name}"
                 except KeyboardInterrupt:  # e.g. during /compact's summary: nothing was replaced yet
                     self.conversation.notice("Interrupted: the command was stopped; the conversation is unchanged.")
                 continue
             try:
                 self.message(text)
+            except Terminated as e:
+                return e.code, f"terminated by {e.name}"
             except KeyboardInterrupt:
                 return 130, "interrupted"
 
@@ -446,9 +403,16 @@ def chat_command(args, parser):
     if writer and hands.hooks:  # a hook can tell one chat's events from another's, and read its story
         hands.hooks.session_id, hands.hooks.transcript_path = writer.id, str(writer.path)
     client = client_from_args(args, stream, printer)  # --api, --think; sets args.context_window
-    conversation = Conversation(client, workspace, chat_settings(args, parser, hands, approve), writer, messages)
+    settings = chat_settings(args, parser, hands, approve)
+    if hands.hooks:  # the hooks run in the chat's sandbox (--sandbox off: unconfined, as the commands)
+        hands.hooks.sandbox = settings["sandbox"]
+    lines = chat_json.open_lines(args.json_out, writer, args.model) if args.json else None
+    conversation = Conversation(client, workspace, settings, chat_json.Tee(writer, lines) if lines else writer, messages)
     chat = Chat(conversation, client, printer, stream, interactive)
-    return converse(chat, Input(interactive), args.task, image, hands, writer, workspace)
+    status = converse(chat, Input(interactive), args.task, image, hands, writer, workspace)
+    if lines:  # the last line, on this way out; main writes one on the others (a usage error, a crash)
+        chat_json.end_lines(lines, chat, conversation, writer, args.model, status, args.started)
+    return status
 
 
 def first_image(args, workspace, parser):
@@ -494,4 +458,4 @@ def converse(chat, reader, task, image, hands, writer, workspace):
             writer.close()
             saved = "not saved whole: see the warning above" if writer.failed else "saved"
             print(printable(f"Session {writer.id} {saved} (tinyharness chat --resume {writer.id})."), file=sys.stderr)
-    return status if not reader.interactive else 0
+    return status if not reader.interactive or reason.startswith("terminated") else 0

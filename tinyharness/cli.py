@@ -39,8 +39,8 @@ def main(argv=None):
     started, code = time.monotonic(), 1
     Results.written, Results.usage_error = False, None
     try:
-        # SIGTERM and SIGHUP end a run as Ctrl-C does (run_end.py); chat, eval and the rest keep the default
-        with ending_signals() if argv[:1] == ["run"] else contextlib.nullcontext():
+        # SIGTERM and SIGHUP end a run or a chat as Ctrl-C does (run_end.py); eval and the rest keep the default
+        with ending_signals() if argv[:1] in (["run"], ["chat"]) else contextlib.nullcontext():
             code = guarded(argv)
     except SystemExit as e:  # argparse's usage errors (2) and --help (0)
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -146,6 +146,8 @@ def prepare_run(args, parser):
         hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), report_line)
     except extensions.SetupError as e:
         return usage_failure(str(e))
+    if hands.hooks:  # the hooks run in the run's sandbox (--sandbox off: unconfined, as the commands)
+        hands.hooks.sandbox = sandbox
     return start_run(args, client_from_args(args, stream, printer), printer, stream, image, sandbox, hands)
 
 
@@ -185,10 +187,12 @@ def start_run(args, client, printer, stream, image, sandbox, hands):
     client, session, lines = open_records(args, client, hands)
     history = args.resumed[1] or None  # --continue, --resume: the conversation goes on
     result = {"exit_code": 1, "answer": None}
+    asked = {"calls": 0, "unanswered": 0}  # how often the permission prompt asked, and found nobody there
 
     def ask(prompt):
         printer.end_line()  # a streamed line still open would run into the question
-        return ask_user(printable(prompt))
+        asked["calls"] += 1
+        return ask_user(printable(prompt), on_eof=lambda: asked.update(unanswered=asked["unanswered"] + 1))
     try:
         settings = RunSettings(max_turns=args.max_turns, max_seconds=args.max_seconds, max_tokens=args.max_tokens,
                                shell_timeout=args.shell_timeout, context_policy=args.context_policy,
@@ -201,7 +205,7 @@ def start_run(args, client, printer, stream, image, sandbox, hands):
         result.update(exit_code=0, answer=answer)
         if not args.json and (not stream or answer.strip() != printer.since_tool.strip()):  # streamed: not twice
             print(printable(answer))
-        return 0
+        return nothing_allowed(args, hands, asked, result)
     except (LLMError, Stopped, KeyboardInterrupt) as e:
         printer.end_line()
         return run_failed(e, args, result)
@@ -216,6 +220,22 @@ def start_run(args, client, printer, stream, image, sandbox, hands):
         if session:
             session.end("run")
             session.close()
+
+
+def nothing_allowed(args, hands, asked, result):
+    """0, or 3 for a run with nobody to approve (no terminal, no --yes, no allow rule) whose every write
+    and command was DENIED, each question met by the end of input: the model's answer cannot be about
+    work it was never allowed to do, so the run is "not confirmed complete", as a limit would leave it (a
+    script must not read exit 0 as done). A "n" piped in is somebody's answer: that run ends as usual."""
+    if args.yes or sys.stdin.isatty() or (hands.rules and hands.rules.allows_any()) or not asked["calls"] or \
+            asked["unanswered"] < asked["calls"]:
+        return 0
+    why = (f"nothing was allowed: the {asked['calls']} call(s) that needed approval (a write, a command, a URL) "
+           "were DENIED, as standard input is not a terminal and neither --yes nor an allow rule was given")
+    result.update(exit_code=3, stopped=why)
+    if not args.json:
+        print(f"Stopped: {why}. The task is NOT confirmed complete.")
+    return 3
 
 
 def open_records(args, client, hands):
@@ -299,13 +319,24 @@ def session_keeper(*writers):
 
 
 def open_chat(args, usage):
+    """`tinyharness chat`; with --json, standard output is the JSON lines' alone (chat_json.py)."""
     from .chat import chat_command
-    return chat_command(args, usage)
+    args.started = time.monotonic()
+    if not args.json:
+        return chat_command(args, usage)
+    args.json_out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        return chat_command(args, usage)
 
 
 def list_mcp(args, usage):
     from .extensions import list_servers
     return list_servers(os.getcwd(), args.mcp, out=lambda text: print(printable(text), flush=True))
+
+
+def list_hooks(args, usage):
+    from .extensions import list_hooks as listing
+    return listing(os.getcwd(), out=lambda text: print(printable(text), flush=True))
 
 
 def list_sessions(args, usage):
@@ -371,6 +402,6 @@ def script_path(name_or_path):
 
 
 # Each command's function, given its arguments and its own parser (for usage errors); each imports what it needs.
-COMMANDS = {"run": run_command, "chat": open_chat, "mcp": list_mcp, "sessions": list_sessions, "view": view_session,
+COMMANDS = {"run": run_command, "chat": open_chat, "mcp": list_mcp, "hooks": list_hooks, "sessions": list_sessions, "view": view_session,
             "demo": replay_demo, "fake-server": lambda args, usage: fake_server(args),
             "course": lambda args, usage: course_command(args)}

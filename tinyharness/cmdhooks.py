@@ -8,7 +8,9 @@ written for Claude Code; they should run here unchanged.
 
 The mechanism. `.tinyharness/hooks.json` in the workspace lists commands per event, in our shape or
 in Claude Code's settings shape (both may sit in one file; `{"hooks": {...}}` around them is optional);
-the "hooks" of Claude Code's `.claude/settings.json` and `.claude/settings.local.json` run too:
+the "hooks" of Claude Code's `.claude/settings.json` and `.claude/settings.local.json` run too, and the
+user's own (`~/.claude/settings.json`, `$XDG_CONFIG_HOME/tinyharness/hooks.json`: no trust question, and
+started in their file's folder, never the workspace; `tinyharness hooks list` shows them all):
 
     {"pre_tool_use":  [{"matcher": "shell|write_file", "command": "python3 .tinyharness/policy.py"}],
      "post_tool_use": [{"matcher": "write_file", "command": "ruff check --quiet .", "timeout": 20}],
@@ -27,7 +29,8 @@ Events, ours and Claude Code's name for each (a Claude name fires for the agent 
 `matcher` is a regular expression that must match the whole tool name (absent, "" or "*": every tool).
 Claude Code's tool names match too: Bash = shell, Write/Edit/MultiEdit = write_file, Read = read_file
 and view_image, LS/Glob = list_dir, Task = task, Edit = save_note; `mcp__server__tool` is the same in
-both. The command runs with `/bin/sh -c` in the workspace, with `CLAUDE_PROJECT_DIR` set to it, and
+both. The command runs with `/bin/sh -c` in the workspace, in the sandbox of shell commands unless its
+entry says `"sandbox": false` (hookrun.py), with `CLAUDE_PROJECT_DIR` set to the workspace, and
 reads one JSON object on stdin: ours (`event`, `tool_name`, `tool_input`, `workspace`, `session_id`,
 `agent`: "parent" or "subagent", `result`, `prompt`, `answer`) and Claude Code's beside them
 (`hook_event_name`, `tool_input.file_path` (absolute) and `.command`, `tool_response`, `tool_use_id`,
@@ -50,31 +53,31 @@ hook sent it back, so a guarded Claude Stop hook lets it stop the second time.
 Fail closed. Claude Code lets a hook that crashes, times out or exits with another code proceed -
 a guard that fails opens the door. Here any other exit code, a command that cannot start, a timeout
 or output that cannot be read blocks the call, and the user sees which hook decided and why. Each
-hook runs in a process group of its own, bounded by its `timeout` (default 30 s) and by what is left
-of the run's --max-seconds; when it ends or times out the whole group is killed, so a background child
-it left holding its output neither keeps the call waiting nor outlives it.
+hook runs in a process group of its own (confined: a PID namespace of its own), bounded by its
+`timeout` (default 30 s) and by what is left of the run's --max-seconds; when it ends or times out the
+whole group is killed, so a background child it left holding its output neither keeps the call waiting
+nor outlives it.
 
 What it cannot do. A hooks file in a workspace is code that runs on your machine: a cloned repository
 could ship one. The first time a workspace's hooks file is seen, or after it changed, the user is
-asked to trust it (trust.py) - and `--yes`, which approves the model's calls, does not answer that
-question. A hook sees the call, not what the call will do: `pre_tool_use` on `shell` reads the same
-text the regex policy reads, with the same blind spots. A child that calls `setsid` leaves the group
-and survives. Claude's `prompt`, `http` and `agent` hooks (an LLM or a URL decides) are skipped with a
+asked to trust it (trust.py), the question naming each hook that runs unconfined - and `--yes`, which
+approves the model's calls, does not answer that question. A hook sees the call, not what the call
+will do: `pre_tool_use` on `shell` reads the same text the regex policy reads, with the same blind
+spots. Unconfined, a child that calls `setsid` leaves the group and survives. Claude's `prompt`, `http` and `agent` hooks (an LLM or a URL decides) are skipped with a
 warning when the file is loaded.
 """
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .filedoor import read_bytes
+from .hookdecide import MAX_OUTPUT, Verdict, decision
+from .hookrun import run_command
 
 EVENTS = ("pre_tool_use", "post_tool_use", "user_prompt_submit", "stop", "pre_compact", "session_start")
 # Claude Code's event name -> (ours, the agents it fires for: Claude's Stop is the main agent's only)
@@ -97,17 +100,6 @@ HOOK_FILES = (Path(".claude") / "settings.json", Path(".claude") / "settings.loc
 SKIPPED_TYPES = ("prompt", "http", "agent")  # Claude Code's hooks that are not a command: warned about, skipped
 HOOK_TIMEOUT = 30  # seconds; a hook that hangs blocks, it never waits forever
 MIN_TIMEOUT = 0.5  # seconds a hook still gets when the run's time is nearly out (it blocks if it needs more)
-MAX_OUTPUT = 4000  # characters of a hook's stdout/stderr kept for the model
-MAX_CAPTURE = 1 << 20  # bytes of a hook's stdout/stderr read into memory; the rest is read and dropped
-
-
-@dataclass
-class Verdict:
-    allowed: bool
-    reason: str = ""   # why it was blocked, for the model
-    output: str = ""   # a post_tool_use hook's stdout, or context for the task, for the model
-    hook: str = ""     # which command decided, for the user
-    ask: str = ""      # a hook asks that the user confirm this call (its reason), see "Deciding"
 
 
 @dataclass
@@ -118,6 +110,8 @@ class Hook:
     claude: bool = False          # written in Claude Code's shape: it reads Claude's names
     claude_event: str = ""        # the name the file used, sent as hook_event_name
     agents: set = field(default=None)  # None: every agent; else {"parent"} or {"subagent"}
+    sandbox: bool = True          # runs confined as a shell command (hookrun.py); "sandbox": false in its entry
+    home: str = ""                # the folder of the user's own file it came from ("": the workspace's)
 
 
 class HooksFileError(ValueError):
@@ -139,10 +133,34 @@ def load_with_notes(workspace):
     return hooks, notes
 
 
+def user_files():
+    """[(path, Claude settings?)] of the user's own hooks files: Claude Code's user settings, then ours."""
+    config = Path(os.environ.get("XDG_CONFIG_HOME", ""))
+    config = config if config.is_absolute() else Path.home() / ".config"  # the XDG rule: a relative path is ignored
+    return [(Path.home() / ".claude" / "settings.json", True), (config / "tinyharness" / "hooks.json", False)]
+
+
+def is_users(path):
+    """Whether PATH is one of the user's own hooks files (no trust question; its hooks start in its folder)."""
+    return any(Path(path) == own for own, _ in user_files())
+
+
 def load_files(workspace):
-    """[(path, the file's JSON, {event: [Hook]}, notes)] for each hooks file the workspace has: Claude
-    Code's project settings (their "hooks"), then ours."""
+    """[(path, the file's JSON, {event: [Hook]}, notes)] for each hooks file there is: the user's own
+    (user_files: their hooks start in the file's folder, never the workspace), then the workspace's,
+    Claude Code's project settings (their "hooks") before ours."""
     loaded = []
+    for path, claude_settings in user_files():
+        if not os.path.lexists(path):
+            continue
+        try:
+            whole, hooks, notes = load_file(path, claude_settings, own=True)
+        except HooksFileError as e:
+            raise HooksFileError(str(e).replace(str(HOOKS_FILE), str(path))) from None
+        for hook in (hook for entries in hooks.values() for hook in entries):
+            hook.home = str(path.parent)
+        loaded.append((path, whole, hooks, [note.replace(str(path.relative_to(path.parent.parent)), str(path))
+                                            for note in notes]))
     for name in HOOK_FILES:
         path = Path(workspace) / name
         if not os.path.lexists(path):
@@ -154,12 +172,14 @@ def load_files(workspace):
     return loaded
 
 
-def load_file(path, claude_settings=False):
-    """(the file's JSON, {event: [Hook]}, notes) of one file."""
+def load_file(path, claude_settings=False, own=False):
+    """(the file's JSON, {event: [Hook]}, notes) of one file. `own`: the user's, outside any workspace,
+    read where its links lead (a dotfiles manager links them), through the door all the same (no FIFO)."""
     if not path.is_file():
         raise HooksFileError(f"{HOOKS_FILE}: not a regular file")
-    try:
-        data, size = read_bytes(path, CONFIG_CAP)  # the harness's one door: no link leading out, no FIFO
+    real = path.resolve() if own else path
+    try:  # the harness's one door: no link leading out, no FIFO
+        data, size = read_bytes(real.name, CONFIG_CAP, str(real.parent)) if own else read_bytes(path, CONFIG_CAP)
         if size > CONFIG_CAP:
             raise ValueError(f"it is {size:,} bytes, more than the {CONFIG_CAP:,} a hooks file may have")
         whole = json.loads(data.decode("utf-8"))
@@ -188,6 +208,24 @@ def load_file(path, claude_settings=False):
     return whole, hooks, [note.replace(str(HOOKS_FILE), str(name)) for note in notes]
 
 
+CONFINED = ("in the sandbox that confines the model's shell commands: they may write only in this workspace, open "
+            "no network connection and read nothing of your home folder")
+
+
+def confinement_note(hooks, sandbox_on=True):
+    """What the trust question says of a file's hooks ({event: [Hook]}): which of them run unconfined."""
+    every = [hook for entries in hooks.values() for hook in entries]
+    loose = list(dict.fromkeys(hook.command for hook in every if not (hook.sandbox and sandbox_on)))
+    if not loose:
+        return f"These commands run {CONFINED} (\"sandbox\": false in a hook's entry runs it unconfined)."
+    why = '"sandbox": false' if sandbox_on else "--sandbox off"
+    others = f" The others run {CONFINED}." if len(loose) < len(every) else ""
+    return (f"These run UNCONFINED ({why}): {', '.join(f'`{c}`' for c in loose)} - outside the sandbox, with all "
+            "your rights (your files, your keys, the network); they can run code the model wrote in this workspace "
+            f"(a hook that runs the tests imports its test files).{others} Trust this file only if you would run "
+            "these commands yourself, in this folder, after the model has worked in it.")
+
+
 def parse_entry(event, entry, agents=None, notes=None):
     """The Hooks of one entry: ours {"matcher", "command", "timeout"} or Claude Code's
     {"matcher", "hooks": [{"type": "command", "command", "timeout"}]}."""
@@ -211,11 +249,21 @@ def parse_entry(event, entry, agents=None, notes=None):
             if kind != "command":
                 raise HooksFileError(f"{HOOKS_FILE}: {event}: only hooks of \"type\": \"command\" are supported, "
                                      f"not {kind!r}")
-            commands.append((command_of(event, hook), timeout_of(event, hook)))
+            commands.append((command_of(event, hook), timeout_of(event, hook),
+                             sandbox_of(event, hook, sandbox_of(event, entry))))
     else:
-        commands = [(command_of(event, entry), timeout_of(event, entry))]
+        commands = [(command_of(event, entry), timeout_of(event, entry), sandbox_of(event, entry))]
     claude_event = event if event in CLAUDE_EVENTS else CLAUDE_NAME.get(event, event)
-    return [Hook(matcher, command, timeout, claude, claude_event, agents) for command, timeout in commands]
+    return [Hook(matcher, command, timeout, claude, claude_event, agents, sandbox)
+            for command, timeout, sandbox in commands]
+
+
+def sandbox_of(event, entry, default=True):
+    """`"sandbox": false` runs the hook unconfined; absent, it runs in the sandbox."""
+    value = entry.get("sandbox", default) if isinstance(entry, dict) else default
+    if not isinstance(value, bool):
+        raise HooksFileError(f"{HOOKS_FILE}: {event}: \"sandbox\" must be true or false, not {json.dumps(value)[:60]}")
+    return value
 
 
 def compile_matcher(event, matcher):
@@ -246,8 +294,10 @@ def timeout_of(event, entry):
 
 
 class CommandHooks:
-    def __init__(self, hooks, workspace, session_id="", report=None, timeout=None, transcript_path=""):
+    def __init__(self, hooks, workspace, session_id="", report=None, timeout=None, transcript_path="", sandbox=None):
         self.hooks, self.workspace, self.session_id = hooks, str(workspace), session_id
+        self.sandbox = sandbox  # the run's sandbox.Sandbox (--sandbox off: every hook unconfined); None: the default
+        self.confined = {}  # a user's hooks folder -> the run's sandbox that may read it too
         self.transcript_path = transcript_path
         self.timeout = timeout        # caps every hook's own timeout (tests); None: each hook's own
         self.report = report or (lambda text: print(text, file=sys.stderr, flush=True))
@@ -269,6 +319,7 @@ class CommandHooks:
             verdicts = [run(hook) for hook in chosen]
         outputs, asks = [], []
         for hook, verdict in zip(chosen, verdicts):
+            verdict.own = bool(hook.home)
             if not verdict.allowed:
                 self.report(f"[hook] {event} `{hook.command}` blocked{' ' + tool if tool else ''}: {verdict.reason}")
             outputs += [verdict.output] if verdict.output else []
@@ -285,10 +336,14 @@ class CommandHooks:
     def run_one(self, event, hook, tool, arguments, extra, deadline=None):
         payload = self.payload(event, hook, tool, arguments, extra)
         timeout, command = self.time_for(hook, deadline), hook.command
-        env = {**os.environ, "CLAUDE_PROJECT_DIR": self.workspace}
+        sandbox, cwd = self.sandbox_for(hook)  # a user's own hook never starts in the workspace
+        if sandbox is not None and (problem := sandbox.problem()):
+            return Verdict(False, f"the hook `{command}` runs in the sandbox, which cannot run here, so the call is "
+                                  f"refused ({problem}) Or give that hook \"sandbox\": false.", hook=command)
+        env = {"CLAUDE_PROJECT_DIR": self.workspace, **({"PWD": cwd} if hook.home else {})}
         try:
-            code, out, err = run_command(command, json.dumps(payload, default=str).encode(), self.workspace, env,
-                                         timeout)
+            code, out, err = run_command(command, json.dumps(payload, default=str).encode(), cwd, env, timeout,
+                                         sandbox, self.workspace, self.report)
         except OSError as e:
             return Verdict(False, f"the hook `{command}` could not run ({e}), so the call is refused", hook=command)
         if code is None:
@@ -303,10 +358,30 @@ class CommandHooks:
             return Verdict(False, err[:MAX_OUTPUT] or f"the hook `{command}` refused it (exit 2, no reason given)",
                            hook=command)
         if code != 0:
+            confined = (" It ran in the sandbox (no network, no home folder, writes only in the workspace): "
+                        "\"sandbox\": false in its entry runs it unconfined.") if sandbox else ""
             return Verdict(False, f"the hook `{command}` failed with exit code {code}"
                                   f"{': ' + err[:500] if err else ''}, so the call is refused (fail closed: Claude "
-                                  "Code would have let it run)", hook=command)
+                                  f"Code would have let it run).{confined}", hook=command)
         return decision(event, out, command)
+
+    def sandbox_for(self, hook):
+        """(the sandbox this hook runs in, or None: unconfined ("sandbox": false, or --sandbox off); the
+        folder it starts in). A user's own hook starts in its file's folder; confined, in that folder's
+        `hooks/` (where such scripts live, and all it may read of the home folder), else in the home folder."""
+        if hook.sandbox and self.sandbox is None:
+            from .sandbox import Sandbox  # here: loading a hooks file must not load the sandbox
+            self.sandbox = Sandbox()
+        if not hook.sandbox or not self.sandbox.enabled:
+            return None, hook.home or self.workspace
+        if not hook.home:
+            return self.sandbox, self.workspace
+        scripts = os.path.join(hook.home, "hooks")
+        if not os.path.isdir(scripts):
+            return self.sandbox, os.path.expanduser("~")
+        if scripts not in self.confined:
+            self.confined[scripts] = self.sandbox.with_read([scripts])  # built once a run, as the run's own
+        return self.confined[scripts], scripts
 
     def payload(self, event, hook, tool, arguments, extra):
         """The JSON on the hook's stdin: our names, and Claude Code's beside them."""
@@ -357,134 +432,3 @@ def claude_response(tool, arguments, result, workspace):
     if isinstance(arguments.get("path"), str):
         response["filePath"] = os.path.normpath(os.path.join(workspace, arguments["path"]))
     return response
-
-
-# --- running one hook --------------------------------------------------------------------------------
-
-class Capture(threading.Thread):
-    """Read a pipe to its end on a thread of its own; keep the first MAX_CAPTURE bytes."""
-
-    def __init__(self, pipe):
-        super().__init__(daemon=True)
-        self.pipe, self.chunks, self.size = pipe, [], 0
-        self.start()
-
-    def run(self):
-        try:
-            while chunk := self.pipe.read1(65536):
-                if self.size < MAX_CAPTURE:
-                    self.chunks.append(chunk[:MAX_CAPTURE - self.size])
-                self.size += len(chunk)
-        except (OSError, ValueError):
-            pass
-
-    def text(self):
-        return b"".join(self.chunks)
-
-
-def run_command(command, stdin, cwd, env, timeout):
-    """(exit code, or None when it timed out; stdout bytes; stderr bytes). The command leads a process
-    group; whatever is left of the group when it ends (a background child holding its output) is killed
-    with it, so nobody waits for the child's end of the pipe."""
-    process = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True)
-    out, err = Capture(process.stdout), Capture(process.stderr)
-    threading.Thread(target=feed, args=(process.stdin, stdin), daemon=True).start()
-    try:
-        code = process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        code = None
-    kill_group(process.pid)
-    process.wait()
-    for reader in (out, err):
-        reader.join(2)  # a child that left the group (setsid) may hold the pipe: take what came
-    return code, out.text(), err.text()
-
-
-def feed(pipe, data):
-    try:
-        pipe.write(data)
-        pipe.close()
-    except OSError:  # the hook did not read its input: allowed
-        pass
-
-
-def kill_group(pgid):
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except OSError:  # the group is already gone
-        pass
-
-
-# --- what the hook's output decides ------------------------------------------------------------------
-
-def decision(event, out, command):
-    """Exit 0: what the hook's stdout says, by event. Anything unreadable where a decision belongs blocks."""
-    text_events = ("post_tool_use", "pre_compact", "user_prompt_submit", "session_start")
-    data = parse_object(out, text_allowed=event in text_events)
-    if event in text_events:  # their plain output is text for the model (context for a task, as in Claude Code)
-        if data is None:
-            return Verdict(True, output=out[:MAX_OUTPUT], hook=command)
-        verdict = json_decision(data, command)
-        if verdict.allowed:
-            verdict.output = additional_context(data)
-        return verdict
-    if not out:
-        return Verdict(True, hook=command)
-    if data is None:
-        return Verdict(False, f"the hook `{command}` printed something that is not a JSON decision "
-                              f"({out[:120]!r}), so the call is refused", hook=command)
-    return json_decision(data, command)
-
-
-DECISION_KEYS = {"decision", "reason", "hookSpecificOutput", "continue", "stopReason", "suppressOutput",
-                 "systemMessage"}
-
-
-def parse_object(out, text_allowed=False):
-    """The JSON object the hook printed, or None when it printed no object. Where text is allowed, an
-    object without any of the decision keys is text too (a linter's JSON report for the model)."""
-    if not out:
-        return None
-    try:
-        data = json.loads(out)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict) or (text_allowed and not DECISION_KEYS & set(data)):
-        return None
-    return data
-
-
-ALLOW, BLOCK = ("allow", "approve"), ("block", "deny")
-
-
-def json_decision(data, command):
-    """Ours: {"decision": "block"|"allow", "reason"}. Claude Code's: hookSpecificOutput.permissionDecision
-    allow|deny|ask with permissionDecisionReason, "continue": false, the older decision approve|block.
-    A decision this code does not know blocks: a policy we cannot read is a policy that says no."""
-    specific = data.get("hookSpecificOutput")
-    specific = specific if isinstance(specific, dict) else {}
-    why = specific.get("permissionDecisionReason") or data.get("reason") or data.get("stopReason")
-    why = str(why) if why else ""
-    if data.get("continue") is False:
-        return Verdict(False, why or f"the hook `{command}` said not to continue", hook=command)
-    if "updatedInput" in specific:
-        return Verdict(False, f"the hook `{command}` rewrote the call's input (updatedInput), which tinyharness "
-                              "does not support, so the call is refused", hook=command)
-    decisions = [str(value).lower() if isinstance(value, str) else value
-                 for value in (data.get("decision"), specific.get("permissionDecision")) if value is not None]
-    for value in decisions:
-        if value in BLOCK:
-            return Verdict(False, why or f"the hook `{command}` blocked it", hook=command)
-        if value != "ask" and value not in ALLOW:
-            return Verdict(False, f"the hook `{command}` gave the decision {json.dumps(value)[:40]}, which is "
-                                  "not allow, deny, ask or block, so the call is refused", hook=command)
-    if "ask" in decisions:
-        return Verdict(True, hook=command, ask=why or f"the hook `{command}` asks you to confirm this call")
-    return Verdict(True, hook=command)
-
-
-def additional_context(data):
-    specific = data.get("hookSpecificOutput")
-    context = specific.get("additionalContext") if isinstance(specific, dict) else None
-    return str(context)[:MAX_OUTPUT] if context else ""

@@ -123,7 +123,7 @@ class Extensions:
         verdict = self.hook("pre_tool_use", name, arguments, tool_use_id=call_id)
         if not verdict.allowed:
             self._call_ids.pop((threading.get_ident(), name), None)  # no post_tool_use follows
-            return f"{verdict.reason} (a pre_tool_use hook of this workspace)"
+            return f"{verdict.reason} (a pre_tool_use hook of {'the user' if verdict.own else 'this workspace'})"
         refused = self.confirm(name, arguments, verdict.ask) if verdict.ask else None
         if refused:
             self._call_ids.pop((threading.get_ident(), name), None)
@@ -331,6 +331,38 @@ def list_servers(workspace, flags=(), out=print):
     return status
 
 
+def list_hooks(workspace, out=print):
+    """`tinyharness hooks list`: every hooks file (the user's own, then the workspace's), whether it is
+    trusted, and each command hook: event, matcher, command, whether it runs in the sandbox and where it
+    starts. Nothing is run. 0, or 2 for a file that cannot be used."""
+    try:
+        files = [(path, hooks, notes) for path, _, hooks, notes in cmdhooks.load_files(workspace)]
+    except cmdhooks.HooksFileError as e:
+        out(f"error: {e}")
+        return 2
+    if not any(any(hooks.values()) for _, hooks, _ in files):
+        out("No command hooks are configured (~/.claude/settings.json, ~/.config/tinyharness/hooks.json, "
+            ".claude/settings.json, .claude/settings.local.json, .tinyharness/hooks.json).")
+        return 0
+    placing = cmdhooks.CommandHooks({}, workspace)
+    for path, hooks, notes in files:
+        if not any(hooks.values()):
+            continue
+        out(f"{path}  " + ("(your own file: no trust question)" if cmdhooks.is_users(path) else "(trusted)"
+                          if trust.is_trusted(path) else "(NOT trusted yet: run or chat asks once; until then none runs)"))
+        for event, entries in hooks.items():
+            for hook in entries:
+                _, start = placing.sandbox_for(hook)
+                where = "in the sandbox" if hook.sandbox else 'UNCONFINED ("sandbox": false)'
+                matcher = "*" if hook.matcher.pattern == ".*" else hook.matcher.pattern
+                out(f"  {event} [{matcher}] {hook.command[:120]}")
+                out(f"    {where}; starts in {'the workspace' if start == workspace else start}; "
+                    f"timeout {hook.timeout:g} s")
+        for note in notes:
+            out(f"  note: {note}")
+    return 0
+
+
 def load_policy(workspace, ask, report, flags=None):
     """(CommandHooks or None, permissions.Rules): the hooks and permission rules of the workspace's files
     (Claude Code's .claude/settings.json and settings.local.json, our .tinyharness/hooks.json) and the
@@ -341,10 +373,17 @@ def load_policy(workspace, ask, report, flags=None):
         for kind in ("allow", "deny"):
             rules.add(list(getattr(flags, kind, None) or []), kind, f"--{kind}", notes)
         for path, data, hooks, said in cmdhooks.load_files(workspace):
-            name = path.relative_to(workspace)
+            own = cmdhooks.is_users(path)  # the user's own file: no trust question
+            name = path if own else path.relative_to(workspace)
             allows, _ = from_settings(data, str(name), rules, said) if path.name.startswith("settings") else (0, 0)
+            if own and allows:  # said at start: a file of another tool lets calls run without asking, everywhere
+                said.append(f"[permissions] {name} (your own): its allow rules apply here too: "
+                            + ", ".join(map(str, data["permissions"]["allow"]))[:300])
             notes += said
-            if (any(hooks.values()) or allows) and not trust.ensure_trusted(path, "a hooks or settings file", ask):
+            note = cmdhooks.confinement_note(hooks, getattr(flags, "sandbox", "on") != "off") \
+                if any(hooks.values()) else trust.UNCONFINED
+            if (any(hooks.values()) or allows) and not own and \
+                    not trust.ensure_trusted(path, "a hooks or settings file", ask, note):
                 raise SetupError(f"{name} was not trusted, so the run did not start: its hooks and rules are this "
                                  "workspace's policy, and running without them would ignore it. Trust it when "
                                  "asked, or remove the file.")

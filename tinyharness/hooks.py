@@ -145,13 +145,16 @@ def pre_tool_use(workspace, name, args):
     return None
 
 
-def ask_user(prompt):
-    """The permission prompt: only 'y' (any case) approves; anything else, or end of input, denies."""
+def ask_user(prompt, on_eof=None):
+    """The permission prompt: only 'y' (any case) approves; anything else, or end of input, denies.
+    `on_eof` is called when nobody was there to answer (a run counts those: cli.nothing_allowed)."""
     try:
         answer = input(prompt)
     except EOFError:  # nobody there to answer: that is a no
         answer = ""
         print()
+        if on_eof:
+            on_eof()
     else:
         if not sys.stdin.isatty():
             print(printable(answer))  # a terminal shows what the user typed; a pipe does not, so show it here

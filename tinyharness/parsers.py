@@ -110,6 +110,17 @@ def add_mcp_parser(sub, command):
     mcp_parser.set_defaults(usage=mcp_parser)
 
 
+def add_hooks_parser(sub, command):
+    hooks = sub.add_parser("hooks", help="the command hooks this folder would run: `hooks list` shows them",
+                           description="List the command hooks of your own files (~/.claude/settings.json, "
+                                       "~/.config/tinyharness/hooks.json) and of this folder's (.claude/settings.json, "
+                                       ".claude/settings.local.json, .tinyharness/hooks.json): the file each comes from, "
+                                       "whether it is trusted, its event and matcher, where it starts and whether it runs "
+                                       "in the sandbox. Nothing is run.")
+    hooks.add_argument("hooks_command", choices=["list"], metavar="list", help="list the hooks")
+    hooks.set_defaults(usage=hooks)
+
+
 def add_sessions_parser(sub, command):
     sessions = sub.add_parser("sessions", help="list the saved sessions: id, turns, folder, first task",
                               description="List the sessions in $XDG_DATA_HOME/tinyharness/sessions/ "
@@ -239,7 +250,7 @@ def add_course_practice(course_sub):
     workspace.add_argument("--force", action="store_true", help="replace DIR if it exists")
 
 
-SUBPARSERS = (add_run_parser, add_chat_parser, add_mcp_parser, add_sessions_parser, add_view_parser, add_demo_parser,
+SUBPARSERS = (add_run_parser, add_chat_parser, add_mcp_parser, add_hooks_parser, add_sessions_parser, add_view_parser, add_demo_parser,
               add_fake_server_parser, add_eval_and_doctor_parsers, add_course_parser)
 
 
@@ -256,3 +267,8 @@ def add_chat_flags(parser):
                              "window (default %(default)s)")
     parser.add_argument("--keep-turns", type=int, default=KEEP_TURNS, metavar="N",
                         help="user turns kept whole after a summary (default %(default)s)")
+    parser.add_argument("--json", action="store_true",
+                        help="for scripts: one JSON object per line on standard output and nothing else - a start "
+                             "line, each event as the session file has it, and last, on every exit, a result line "
+                             "(as run --json's, with \"messages\" and the whole chat's counts); answers, tool lines "
+                             "and questions go to standard error")

@@ -10,7 +10,7 @@ before any session exists.
 The mechanism. `ending_signals` turns SIGTERM and SIGHUP into `Terminated`, a KeyboardInterrupt, so
 every path that cleans up after Ctrl-C (the command's process group killed, the sandbox's leftovers
 reaped, MCP servers closed, files flushed) cleans up after them too; the run exits 128 + the signal's
-number (143, 129), as a shell reports it. A second signal while cleaning up is ignored: cleaning up is
+number (143, 129), as a shell reports it (`chat` too: chat.py). A second signal while cleaning up is ignored: cleaning up is
 what the first one asked for. `Results` remembers whether the result line was written; `main` writes
 one itself when a run ended before it could (an argparse error, an untrusted config, a signal during
 set-up). `result_line` gives every result the same fields: `session_id`, `is_error`, `duration_ms`,
@@ -67,7 +67,7 @@ class Results:
 
 def wants_json(argv):
     """Does this command line ask `run` for --json (so every exit must end with a result line)?"""
-    return argv[:1] == ["run"] and "--json" in argv[1:argv.index("--") if "--" in argv else None]
+    return argv[:1] in (["run"], ["chat"]) and "--json" in argv[1:argv.index("--") if "--" in argv else None]
 
 
 def model_in(argv):

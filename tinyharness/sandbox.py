@@ -45,8 +45,9 @@ files there are readable too. `/tmp` itself is closed (empty, with namespaces): 
 `TMPDIR` fails there. `AF_UNIX` sockets stay open, and Landlock (up to ABI 7) does not check connecting
 to a socket file: with namespaces only those outside `/tmp`, `/run` and the home folder are left to
 reach; without them every one the user may use (an SSH agent's, tmux's, `/var/run/docker.sock`). The
-user's command hooks and MCP servers, and the harness itself (its `view_image` URLs, its model
-server, its own files: filedoor.py), run unconfined; what the user runs in the workspace afterwards
+user's MCP servers, the command hooks marked `"sandbox": false` (the others run in here: hookrun.py),
+and the harness itself (its `view_image` URLs, its model server, its own files: filedoor.py), run
+unconfined; what the user runs in the workspace afterwards
 (`make`, `npm install`, `pytest`) runs what the model wrote, and a hard link there writes through.
 Memory is not capped, CPU only per process by the CPU-seconds limit, and the disk can still fill with
 many 1 GiB files; as root, the task limit is not enforced. What the command
@@ -67,6 +68,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import weakref
 
 from .sandbox_beneath import BENEATH, open_beneath, walk_open  # noqa: F401 (imported from here by the file tools)
 from .sandbox_env import clean_environment, env_refusal  # noqa: F401
@@ -74,9 +76,11 @@ from .sandbox_git import (RestoreFailed, config_is_harmless, protected_path, res
                           snapshot)
 from .sandbox_landlock import MIN_ABI, landlock_abi
 from .sandbox_namespaces import NOT_ISOLATED, Isolation, namespaces_work  # noqa: F401
-from .sandbox_reaping import become_subreaper, child_lister, end_everything
+from .sandbox_reaping import LIVE, LOCK, become_subreaper, child_lister, end_everything
 from .sandbox_rules import FILE_BYTES, NEW_TASKS, Rules, read_paths, tasks_now
 from .sandbox_seccomp import syscall_filter
+
+REBUILD_AFTER = 256  # commands; then the ruleset is built afresh (each command's TMPDIR adds one rule)
 
 
 def unavailable_reason(abi=None, machine=None):
@@ -108,6 +112,8 @@ class Sandbox:
         self.enabled, self.extra_read, self.file_bytes = enabled, list(extra_read), file_bytes
         self.extra_env = list(extra_env)  # --sandbox-env: more variable names passed on
         self._abi, self._isolate = None, isolate  # isolate: None = namespaces where they work
+        self._built, self._lock = {}, LOCK  # workspace -> [Rules built once a run, commands started]
+        weakref.finalize(self, close_all, self._built)
 
     @property
     def isolated(self):
@@ -135,34 +141,66 @@ class Sandbox:
                      max_processes=NEW_TASKS if isolation else tasks_now() + NEW_TASKS, file_bytes=self.file_bytes,
                      isolation=isolation)
 
+    def rules_for(self, workspace, tmpdir, timeout, cwd):
+        """The rules of one command, from those built once a run (the read list, /etc entry by entry, the
+        namespaces' mounts, the seccomp program, the Landlock ruleset): its TMPDIR added, its limits set.
+        Called under the lock, which is held until the child is forked: a ruleset is closed (rebuilt after
+        REBUILD_AFTER commands, so the rules of gone TMPDIRs do not pile up) only when no child is being made."""
+        built = self._built.get(workspace)
+        if built is None or built[1] >= REBUILD_AFTER:
+            if built:
+                built[0].close()
+            base = self.rules(workspace, None, timeout)
+            base.grants = [(path, rights) for path, rights in base.grants if path is not None]
+            built = self._built[workspace] = [base.build(), 0]
+        built[1] += 1
+        return built[0].for_command(tmpdir, max(1, int(timeout) + 1),
+                                    NEW_TASKS if self.isolated else tasks_now() + NEW_TASKS, cwd)
+
     def env(self, tmpdir, workspace):
         return clean_environment(os.environ, tmpdir, workspace, self.extra_env)
 
-    def start(self, workspace, command, timeout, **popen):
+    def with_read(self, paths):
+        """The same sandbox, with more paths the commands may read (a user hook's own scripts folder)."""
+        more = Sandbox(self.enabled, [*self.extra_read, *paths], self.file_bytes, self.extra_env, self._isolate)
+        more._abi = self._abi
+        return more
+
+    def start(self, workspace, command, timeout, cwd=None, env_extra=None, **popen):
         """Start the command (confined when enabled); return (process, finish) where finish() ends
-        what it left behind, removes its TMPDIR, undoes changes to protected paths and returns notes."""
+        what it left behind, removes its TMPDIR, undoes changes to protected paths and returns notes.
+        `cwd`: where it starts when not the workspace (a user's own hook); `env_extra`: variables set
+        beside the allowlist (CLAUDE_PROJECT_DIR for a hook)."""
         if not self.enabled:
-            process = subprocess.Popen(command, shell=True, cwd=workspace, start_new_session=True, **popen)
-            return process, lambda timed_out=False: []
+            env = {**os.environ, **env_extra} if env_extra else None
+            process = subprocess.Popen(command, shell=True, cwd=cwd or workspace, start_new_session=True, env=env,
+                                       **popen)
+            return process, lambda timed_out=False, reap=True: []
         become_subreaper()
         adopted_before = child_lister()(os.getpid())
         contents = {}
         before = snapshot(workspace, contents)
         tmpdir = tempfile.mkdtemp(prefix="tinyharness-tmp-")
         workspace = os.path.realpath(workspace)
-        rules = self.rules(workspace, tmpdir, timeout)
         try:
-            rules.build()
-            process = subprocess.Popen(["/bin/sh", "-c", command], cwd=workspace, start_new_session=True,
-                                       env=self.env(tmpdir, workspace), preexec_fn=rules.apply_in_child, **popen)
+            with self._lock:  # the child has its own copy of the ruleset's descriptor, and closes it at exec
+                rules = self.rules_for(workspace, tmpdir, timeout, os.path.realpath(cwd) if cwd else workspace)
+                process = subprocess.Popen(["/bin/sh", "-c", command], cwd=rules.cwd, start_new_session=True,
+                                           env={**self.env(tmpdir, workspace), **(env_extra or {})},
+                                           preexec_fn=rules.apply_in_child, **popen)
+                LIVE.add(process.pid)  # under the lock: no other command's clean-up takes it for a leftover
         except BaseException:
             remove_tmpdir(tmpdir)
             raise
-        finally:
-            rules.close()  # the child has its own copy of the descriptor, and closes it at exec
 
-        def finish(timed_out=False):
-            left = end_everything(process.pid, adopted_before)
+        def finish(timed_out=False, reap=True):
+            """`reap`: wait for the command (killed by now) here; False leaves it for the caller (chat
+            counts the commands an interruption stopped), and then it stays in LIVE, a child of ours."""
+            with LOCK:  # no child is between its start and its registration in LIVE
+                left = end_everything(process.pid, adopted_before)
+            if reap:
+                process.wait()
+                LIVE.discard(process.pid)
             remove_tmpdir(tmpdir)
             notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running outside its "
                      "process group"] \
@@ -177,6 +215,13 @@ class Sandbox:
                              "to change.")
             return notes
         return process, finish
+
+
+def close_all(built):
+    """Close the rulesets a Sandbox built (when it is gone, or at exit)."""
+    for rules, _ in built.values():
+        rules.close()
+    built.clear()
 
 
 def what_is_left(workspace, error):

@@ -183,6 +183,8 @@ def restore(workspace, before, contents):
     try:
         before, undone = put_git_back(workspace, before)
         after = snapshot(workspace, fix=True)
+        if not undone and after == before:  # most commands: every digest, link, mode and .git's identity as they were
+            return undone
         for key in sorted(set(before) | set(after), key=len, reverse=True):  # the deepest first
             old, new = before.get(key), after.get(key)
             if key.startswith(":") or old == new or harmless_new_hook(key, old, new) or \

@@ -18,6 +18,7 @@ start says what is shared (NOT_ISOLATED), and the sandbox relies on Landlock, se
 group (sandbox_reaping.py) alone. With them, a socket file outside `/tmp`, `/run` and the home folder
 is still there to reach (AF_UNIX sockets stay open for the command's own use).
 """
+import copy
 import ctypes
 import os
 import signal
@@ -102,11 +103,20 @@ class Isolation:
         hidden = ["/run", "/tmp", os.path.realpath(home)]
         self.hidden = sorted({h for h in hidden if os.path.isdir(h) and h != "/"}, key=len)
         self.binds = []
-        for path in dict.fromkeys(os.path.realpath(g) for g in [tmpdir, *grants]):
+        for path in dict.fromkeys(os.path.realpath(g) for g in ([tmpdir] if tmpdir else []) + list(grants)):
             if os.path.exists(path) and self.under_hidden(path):
                 self.binds.append(path)
         self.binds.sort(key=len)  # a folder before what lies in it: `--sandbox-read /tmp` must not cover the rest
         self.fds = {}
+
+    def with_tmpdir(self, tmpdir):
+        """This isolation for one command: the same grants (worked out once a run), and its own TMPDIR."""
+        one = copy.copy(self)
+        one.tmpdir, one.fds = tmpdir, {}
+        path = os.path.realpath(tmpdir)
+        if self.under_hidden(path) and path not in self.binds:
+            one.binds = sorted([*self.binds, path], key=len)
+        return one
 
     def under_hidden(self, path):
         return next((h for h in reversed(self.hidden) if path == h or path.startswith(h + "/")), None)

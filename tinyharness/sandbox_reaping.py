@@ -15,11 +15,17 @@ started before it is never touched.
 """
 import os
 import signal
+import threading
 import time
 
 from .sandbox_syscalls import prctl
 
 PR_SET_CHILD_SUBREAPER = 36
+# The children the harness started that run now (sandboxed commands, hooks: several hooks of one event run
+# together): a child started after another command began is not that command's leftover, and is never
+# killed - nor reaped, which would leave its owner's Popen.wait an exit status 0 it never had.
+LIVE = set()
+LOCK = threading.Lock()  # held to start a child and register it, and to look for leftovers: never in between
 
 
 def become_subreaper():
@@ -84,18 +90,18 @@ def end_everything(command_pid, adopted_before):
     process group (setsid, setpgid, a daemon): those the plain group kill would have missed."""
     me, escaped = os.getpid(), set()
     for _ in range(100):
-        children = child_lister()
-        found = tree((children(me) - adopted_before) | {command_pid}, children)
+        children, others = child_lister(), set(LIVE) - {command_pid}
+        found = tree((children(me) - adopted_before - others) | {command_pid}, children)
         victims = {p for p in found if not is_zombie(p)}
         # A dying process hands its children to us before it turns zombie: read ours again AFTER the
         # zombie checks, or one handed over meanwhile would be missed.
-        if not victims and children(me) - adopted_before <= found:
+        if not victims and children(me) - adopted_before - others <= found:
             break
         for pid in victims:
             if kill_if_still_ours(pid, found | {me}, command_pid):
                 escaped.add(pid)
         time.sleep(0.001)
-    for pid in child_lister()(me) - adopted_before - {command_pid}:
+    for pid in child_lister()(me) - adopted_before - {command_pid} - set(LIVE):
         try:
             os.kill(pid, signal.SIGKILL)  # a child of ours cannot have been replaced: a zombie, or now dying
             os.waitpid(pid, 0)  # collected, or it stays a zombie for as long as the harness runs

@@ -26,7 +26,9 @@ start (the rules are inherited and can never be lifted):
   survive on a busy desktop.
 
 Everything is prepared in the parent (the read list, the ctypes functions, the BPF program, even the
-Landlock ruleset, whose file descriptor the child inherits) so that the child only makes system calls.
+Landlock ruleset, whose file descriptor the child inherits) so that the child only makes system calls;
+and it is prepared once a run (`Rules.for_command`: each command adds only its private TMPDIR to the
+ruleset and sets its own limits).
 The caveat: `preexec_fn` is not safe when the parent has other threads, because `fork` copies only the
 calling thread and a lock that another thread held stays locked forever in the child; the code run in
 the child takes no lock (no import, no logging, no print). The cleaner way is a helper that applies the
@@ -40,6 +42,7 @@ namespace): running as root, a fork bomb is NOT stopped. Reads of the system are
 sees which programs are installed and the world-readable parts of `/etc`; running as root, root-owned
 files there are readable too.
 """
+import copy
 import os
 import platform
 import stat
@@ -128,18 +131,35 @@ class Rules:
         self.ruleset = create_ruleset(self.attr, self.attr_size)
         beneath = PathBeneathAttr()
         for path, rights in self.grants:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue  # a path that does not exist here (no /lib32) grants nothing
-            try:
-                if not stat.S_ISDIR(os.fstat(fd).st_mode):
-                    rights &= FILE_ONLY_RIGHTS  # a right about folder entries on a file: the kernel says EINVAL
-                beneath.allowed_access, beneath.parent_fd = rights & self.fs, fd
-                add_path_rule(self.ruleset, beneath)
-            finally:
-                os.close(fd)
+            self.grant(path, rights, beneath)
         return self
+
+    def grant(self, path, rights, beneath=None):
+        """Add one grant to the ruleset (a path that does not exist here, like /lib32, grants nothing)."""
+        beneath = PathBeneathAttr() if beneath is None else beneath
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                rights &= FILE_ONLY_RIGHTS  # a right about folder entries on a file: the kernel says EINVAL
+            beneath.allowed_access, beneath.parent_fd = rights & self.fs, fd
+            add_path_rule(self.ruleset, beneath)
+        finally:
+            os.close(fd)
+
+    def for_command(self, tmpdir, cpu_seconds, max_processes, cwd):
+        """These rules, built once a run, for one command: its private TMPDIR granted in the same ruleset,
+        its own limits and isolation. The TMPDIR of an earlier command stays named in the ruleset, by its
+        inode: that folder is gone, and a new one at that path is another inode, granted nothing."""
+        one = copy.copy(self)
+        one.grant(tmpdir, self.fs)
+        one.limits = [(which, cpu_seconds if which == resource.RLIMIT_CPU else max_processes
+                       if which == resource.RLIMIT_NPROC else value) for which, value in self.limits]
+        one.isolation = self.isolation.with_tmpdir(tmpdir) if self.isolation else None
+        one.cwd = cwd
+        return one
 
     def close(self):
         if self.ruleset is not None:

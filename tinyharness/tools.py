@@ -190,7 +190,7 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
         timed_out = True
     except BaseException:  # Ctrl-C: the command leads its own session, so the terminal's signal missed it
         kill_group(process.pid)
-        finish(True)  # and what left the group, the private TMPDIR, the protected paths
+        finish(True, reap=False)  # and what left the group, the private TMPDIR, the protected paths
         raise  # the shell itself is left for the caller to reap (chat counts the commands it stopped)
     kill_group(process.pid)  # also what the command left running in the background: it would hold the pipe open
     notes = finish(timed_out)  # sandboxed: every process it left, wherever it went, and the protected paths put back

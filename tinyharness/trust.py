@@ -5,8 +5,9 @@ would be enough to run a stranger's code. So the first time such a file is seen 
 its bytes change - the user is asked, and the answer is remembered by the file's SHA-256 in the
 user's data folder. `--yes` approves the model's calls; it never answers this question, because the
 person who wrote the file is not the model and not the user. The question says in words that what the
-file lists runs unconfined: the sandbox confines the model's shell commands, not the user's hooks and
-MCP servers, and a hook that runs the tests runs whatever test files the model wrote.
+file lists runs: MCP servers unconfined (the sandbox confines the model's shell commands, not them);
+command hooks in the sandbox, but for those whose entry says "sandbox": false, which it names - a hook
+that runs the tests unconfined runs whatever test files the model wrote.
 """
 import hashlib
 import json
@@ -54,15 +55,15 @@ def remember(path):
     store.write_text(json.dumps(data, indent=1), encoding="utf-8")
 
 
-def ensure_trusted(path, what, ask):
+def ensure_trusted(path, what, ask, note=UNCONFINED):
     """True when the file is trusted (already, or the user says y now). `ask` is the permission prompt,
-    never the --yes one."""
+    never the --yes one. `note`: what running it means (a hooks file names which hooks run unconfined)."""
     if is_trusted(path):
         return True
     text = Path(path).read_text(encoding="utf-8", errors="replace")
     preview = text if len(text) < 1500 else text[:1500] + "\n[...]"
     print(printable(f"This workspace has {what} ({path}); it runs commands on your machine:\n{preview}"))
-    print(UNCONFINED)
+    print(printable(note))
     if ask("Trust this file and run what it lists? [y/N] "):
         try:
             remember(path)

@@ -1,0 +1,108 @@
+"""Running one command hook: in the sandbox unless its entry says `"sandbox": false`, in a process
+group of its own, bounded by its timeout.
+
+The problem. A hook is the user's policy, but what it runs is often the model's work: a `post_tool_use`
+hook that runs `python -m unittest` imports the test file the model just wrote, and a `ruff check .`
+reads a `pyproject.toml` the model may have changed. Run with the user's rights, that test file may
+delete a folder outside the workspace, read `~/.ssh` or send it anywhere. Trusting the hooks file
+does not make the workspace's files trustworthy.
+
+The mechanism. A hook runs as a model's `shell` command does (sandbox.py): the workspace writable, a
+private TMPDIR, the system readable, no network, no home folder, nothing left running afterwards, the
+protected paths (`.git`, `.tinyharness`) put back. Only its environment differs: the allowlist plus
+`CLAUDE_PROJECT_DIR`. A hook from the user's own file (`~/.claude/settings.json`, the harness's own
+hooks.json) never starts in the workspace: confined, it starts in that file's folder's `hooks/` (where
+such scripts live, and the only part of the home folder it may read), else in the home folder (empty
+in there); unconfined, in the file's folder. With `--sandbox off`
+hooks run unconfined, as the commands do. A hook whose entry says `"sandbox": false` runs with all
+the user's rights; the trust question names it.
+
+What it cannot do. Confined, a hook that needs the network (a webhook, a notifier), a variable outside
+the allowlist, or your home folder (a script elsewhere in it, a tool's cache) fails, and a failing hook
+blocks: give that one `"sandbox": false`, knowing what it runs. What a confined hook writes under `.git`
+or `.tinyharness` is put back, as a command's is. Unconfined, a hook runs whatever the workspace holds that it imports or
+reads. Where the sandbox cannot run (no Landlock), a confined hook refuses, as `shell` does.
+"""
+import os
+import signal
+import subprocess
+import threading
+
+from .sandbox_reaping import LIVE, LOCK
+
+MAX_CAPTURE = 1 << 20  # bytes of a hook's stdout/stderr read into memory; the rest is read and dropped
+
+
+class Capture(threading.Thread):
+    """Read a pipe to its end on a thread of its own; keep the first MAX_CAPTURE bytes."""
+
+    def __init__(self, pipe):
+        super().__init__(daemon=True)
+        self.pipe, self.chunks, self.size = pipe, [], 0
+        self.start()
+
+    def run(self):
+        try:
+            while chunk := self.pipe.read1(65536):
+                if self.size < MAX_CAPTURE:
+                    self.chunks.append(chunk[:MAX_CAPTURE - self.size])
+                self.size += len(chunk)
+        except (OSError, ValueError):
+            pass
+
+    def text(self):
+        return b"".join(self.chunks)
+
+
+def run_command(command, stdin, cwd, env, timeout, sandbox=None, workspace=None, report=None):
+    """(exit code, or None when it timed out; stdout bytes; stderr bytes). The command leads a process
+    group; whatever is left of the group when it ends (a background child holding its output) is killed
+    with it, so nobody waits for the child's end of the pipe. `sandbox` (an enabled sandbox.Sandbox):
+    confined as a shell command in `workspace` is, `env` then only adds to its allowlist; `report`
+    gets what the sandbox did afterwards (a protected path put back)."""
+    pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    finish = None
+    if sandbox is not None and sandbox.enabled:
+        process, finish = sandbox.start(workspace, command, timeout, cwd=cwd, env_extra=env, **pipes)
+    else:
+        with LOCK:  # registered at once: a confined hook's clean-up beside it never takes it for a leftover
+            process = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env={**os.environ, **env},
+                                       start_new_session=True, **pipes)
+            LIVE.add(process.pid)
+    out, err = Capture(process.stdout), Capture(process.stderr)
+    threading.Thread(target=feed, args=(process.stdin, stdin), daemon=True).start()
+    try:
+        code = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        code = None
+    except BaseException:  # Ctrl-C: nothing of the hook outlives the call
+        kill_group(process.pid)
+        if finish:
+            finish(True)
+        LIVE.discard(process.pid)
+        raise
+    kill_group(process.pid)
+    notes = finish(code is None) if finish else []
+    process.wait()
+    LIVE.discard(process.pid)
+    for reader in (out, err):
+        reader.join(2)  # a child that left the group (setsid) may hold the pipe: take what came
+    for note in notes:
+        if report:
+            report(f"[hook] `{command}`: {note}")
+    return code, out.text(), err.text()
+
+
+def feed(pipe, data):
+    try:
+        pipe.write(data)
+        pipe.close()
+    except OSError:  # the hook did not read its input: allowed
+        pass
+
+
+def kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:  # the group is already gone
+        pass
