@@ -202,7 +202,8 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
     if notes:  # what the sandbox did after the command: on lines of their own, after its output
         text = "\n".join(([text.rstrip("\n")] if text else []) + notes)
     if timed_out:
-        return (f"ERROR: timed out after {timeout:g} s; the command and everything it started were killed "
+        shown = f"{round(timeout, 1):g}" if timeout >= 0.1 else f"{timeout:.2g}"  # the run's time left: 3.98206 -> 4
+        return (f"ERROR: timed out after {shown} s; the command and everything it started were killed "
                 f"(exit status {status}). Output until then:\n{text}")
     return f"exit status {status}" + (f"\n{text}" if text else " (no output)")
 
