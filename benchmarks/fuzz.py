@@ -211,6 +211,8 @@ STREAM_KINDS = {
     "stream-error-line": lambda rng: {"raw": 'data: {"choices": []}\n\nerror: {"message": "old llama.cpp"}\n\n'},
     "stream-empty": lambda rng: {"raw": rng.choice(["", "\n\n", ": ping\n\n", "data: [DONE]\n\n"])},
     "stream-no-usage": lambda rng: sse(chunk({"content": "All done."}), chunk({}, "stop"), "[DONE]"),
+    # one 30 MB line, as a model that writes a whole file in one chunk sends it: read in linear time or never
+    "stream-one-30-mb-line": lambda rng: sse(chunk({"content": "x" * 30_000_000}), chunk({}, "stop"), "[DONE]"),
     "stream-garbage-line": lambda rng: {"raw": rng.choice(["data: {not json\n\n", "data: 42\n\n", "data: [1]\n\n",
                                                            "data: \xff\n\n".encode("latin-1"), "garbage\n\ndata: [DONE]\n\n"])},
     "stream-no-done": lambda rng: sse(chunk({"content": "Hi"}), chunk({}, "stop")),
