@@ -309,6 +309,16 @@ def test_cut_keeps_head_and_tail_and_counts_the_rest(tools):
     assert f"[... {len(text) - 200 + 7} characters omitted." in tools.cut(text, dropped=7, keep=100)
 
 
+def test_cut_at_its_boundaries(tools):
+    exact = "x" * 200
+    assert tools.cut(exact, keep=100) == exact                       # both ends fill it exactly: nothing cut
+    one_more = "a" * 100 + "b" + "c" * 100
+    out = tools.cut(one_more, keep=100)
+    assert out.startswith("a" * 100 + "\n[... 1 characters omitted.") and out.endswith("]\n" + "c" * 100)
+    assert "b" not in out
+    assert tools.cut("", keep=100) == ""
+
+
 def test_output_holds_only_both_ends_of_a_flood(tools, monkeypatch):
     home = importlib.import_module(tools.Output.__module__)  # a stage keeps it in its armour, safeio.py
     monkeypatch.setattr(home, "KEEP_BYTES", 1000)
