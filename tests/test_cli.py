@@ -97,6 +97,8 @@ def test_course_list_names_every_stage(tmp_path):
                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT), "TINYHARNESS_PROGRESS": str(env_progress)})
     assert result.returncode == 0
     assert "m0_llm" in result.stdout and "m1_loop" in result.stdout and "quiz not taken" in result.stdout
+    assert "After m8: docs/closing.md - what the harness is, and is not" in result.stdout   # the last page
+    assert (ROOT / "docs" / "closing.md").is_file()
 
 
 def test_a_pipe_closed_early_is_not_a_traceback():

@@ -2,11 +2,12 @@
 
 The error cases run on every stage (they all share llm.py) and on `tinyharness run`.
 """
+import importlib
 import json
 
 import pytest
 
-from tests.ladder import ctrl_c_as_on_a_terminal, run_stage, stages_from, wait_for_the_first_request
+from tests.ladder import copies, ctrl_c_as_on_a_terminal, run_stage, stages_from, wait_for_the_first_request
 from tinyharness.testing import ScriptedServer
 
 ALL = stages_from("m0")
@@ -135,3 +136,17 @@ def test_m0_a_closed_stdout_is_one_line_not_a_traceback(tmp_path):
         finally:
             os.close(write_end)
     assert proc.returncode == 1 and "Traceback" not in err and "the output was closed" in err, err
+
+
+@pytest.mark.parametrize("stage", copies("m0", "llm.py", final=False))   # once per distinct copy of the door
+def test_the_tools_are_sent_only_when_there_are_some(stage):
+    # An empty list is no tools: some servers refuse `"tools": []`, and m0 asks with none at all.
+    client_class = importlib.import_module(f"{stage}.llm").Client
+    tool = {"type": "function", "function": {"name": "list_dir", "parameters": {"type": "object", "properties": {}}}}
+    with ScriptedServer(script=["a", "b", "c"]) as server:
+        client = client_class(base_url=server.base_url, model="m")
+        for tools in (None, [], [tool]):
+            message, _, _ = client.chat([{"role": "user", "content": "hi"}], tools=tools)
+            assert message["content"] in ("a", "b", "c")
+    sent = [request.get("tools") for request in server.requests]
+    assert sent == [None, None, [tool]] and "tools" not in server.requests[1]

@@ -100,6 +100,19 @@ def test_max_turns_stops_with_exit_3(stage, workspace):
 
 
 @pytest.mark.parametrize("stage", LADDER)
+@pytest.mark.parametrize("limit, code, requests", [(1, 3, 1), (2, 0, 2)])
+def test_max_turns_at_its_boundary(stage, workspace, limit, code, requests):
+    # --max-turns N allows N model calls: an answer in call N ends the run (0); a call that asks for a
+    # tool in call N is run, and then the run stops (3) without an N+1st request.
+    script = [calls(tool_call("list_dir", path=".")), "done"]
+    with ScriptedServer(script=script) as server:
+        result = run_stage(stage, workspace, "--base-url", server.base_url, "--max-turns", str(limit), "go")
+    assert result.returncode == code, result.stdout + result.stderr
+    assert len(server.requests) == requests and stats_line(result.stderr)["tool_calls"] == "1"
+    assert ("NOT confirmed complete" in result.stdout) == (code == 3)
+
+
+@pytest.mark.parametrize("stage", LADDER)
 def test_transcript_survives_a_crash(stage, workspace, tmp_path):
     transcript = tmp_path / "run.json"
     script = [calls(tool_call("list_dir", path=".")), {"status": 500, "body": "out of memory"}]

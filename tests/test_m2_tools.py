@@ -309,6 +309,35 @@ def test_cut_keeps_head_and_tail_and_counts_the_rest(tools):
     assert f"[... {len(text) - 200 + 7} characters omitted." in tools.cut(text, dropped=7, keep=100)
 
 
+def test_cut_at_its_boundaries(tools):
+    exact = "x" * 200
+    assert tools.cut(exact, keep=100) == exact                       # both ends fill it exactly: nothing cut
+    one_more = "a" * 100 + "b" + "c" * 100
+    out = tools.cut(one_more, keep=100)
+    assert out.startswith("a" * 100 + "\n[... 1 characters omitted.") and out.endswith("]\n" + "c" * 100)
+    assert "b" not in out
+    assert tools.cut("", keep=100) == ""
+
+
+def test_explain_names_the_first_missing_step_at_every_depth(tools, tmp_path):
+    # The first step that is missing (or a file) is named, at the top, in the middle and at the very end.
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "f.txt").write_text("x")
+    def said(path, call):
+        try:
+            call(tmp_path / path)
+        except OSError as error:
+            return tools.explain(error, tmp_path, path)
+        raise AssertionError(f"{path} did not fail")
+    read = lambda p: p.read_text()
+    assert said("x/y.txt", read).startswith("the folder x does not exist [Errno 2]")          # the first step
+    assert said("a/x/y/z.txt", read).startswith("the folder a/x does not exist [Errno 2]")    # a middle one
+    assert said("a/b/z.txt", read).startswith("a/b/z.txt does not exist [Errno 2]")           # only the file itself
+    assert said("z.txt", read).startswith("z.txt does not exist [Errno 2]")                   # at the top
+    assert said("a/f.txt/z.txt", read).startswith("a/f.txt is a file, not a folder [Errno 20]")
+    assert said("a/b", read).startswith("a/b is a folder, not a file [Errno 21]")
+
+
 def test_output_holds_only_both_ends_of_a_flood(tools, monkeypatch):
     home = importlib.import_module(tools.Output.__module__)  # a stage keeps it in its armour, safeio.py
     monkeypatch.setattr(home, "KEEP_BYTES", 1000)

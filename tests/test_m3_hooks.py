@@ -212,3 +212,15 @@ def test_the_length_limits_sit_just_past_what_is_judged(stage, workspace):
     assert judge("read_file", path=long_name) is None  # the OS says ERROR, as before
     assert "characters long" in judge("read_file", path=long_name + "n")
     assert hooks.PRE_TOOL_USE[0] is hooks.length_guard, "the other hooks never see what is too long to judge"
+
+
+@pytest.mark.parametrize("stage", copies("m3", "hooks.py"))   # once per distinct copy of the path guard
+def test_the_path_guard_at_the_workspace_edge(stage, tmp_path):
+    # The edge itself: the workspace's own folder, however spelled, is inside; one step past it is not.
+    guard = importlib.import_module(f"{stage}.hooks").path_guard
+    workspace = tmp_path / "ws"
+    (workspace / "sub").mkdir(parents=True)
+    for inside in (".", "sub/..", "../ws", "./sub/../sub", str(workspace)):
+        assert guard(workspace, "list_dir", {"path": inside}) is None, inside
+    for outside in ("..", "sub/../..", "../ws/..", str(tmp_path)):
+        assert "outside the workspace" in guard(workspace, "list_dir", {"path": outside}), outside

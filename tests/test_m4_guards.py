@@ -1,10 +1,12 @@
 """m4: guards - repeat detection, budgets the model cannot negotiate, a graceful stop.
 Run on m4, every later stage and `tinyharness run`."""
+import importlib
+import json
 import time
 
 import pytest
 
-from tests.ladder import FINAL, calls, load_json, run_stage, stages_from, stats_line, tool_call, tool_results
+from tests.ladder import FINAL, calls, copies, load_json, run_stage, stages_from, stats_line, tool_call, tool_results
 from tinyharness.testing import ScriptedServer
 
 LADDER = stages_from("m4")
@@ -208,3 +210,50 @@ def test_near_repeats_escape_the_repeat_guard_and_meet_the_turn_budget(stage, wo
     lines = stopped_lines(result.stdout)
     assert lines[0] == "Stopped: reached --max-turns 5. The task is NOT confirmed complete."
     assert lines[1:] == ["Tool calls: shell x5.", "Files written: none."]
+
+
+# --- The guards at their boundaries, once per distinct copy of guards.py ---------------------------
+
+def call(name, **arguments):
+    return {"id": "x", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+@pytest.mark.parametrize("stage", copies("m4", "guards.py"))
+def test_the_budget_at_its_boundaries(stage):
+    guards = importlib.import_module(f"{stage}.guards")
+    budget = guards.Budget(max_turns=3, max_seconds=600)
+    assert budget.exceeded(0) is None and budget.exceeded(2) is None   # call number 3 may still be made
+    assert budget.exceeded(3) == "reached --max-turns 3"                # a fourth may not
+    one = guards.Budget(max_turns=1, max_seconds=600)
+    assert one.exceeded(0) is None and one.exceeded(1) == "reached --max-turns 1"
+    spent = guards.Budget(max_turns=3, max_seconds=0)                   # no time at all: stop before the first call
+    assert spent.exceeded(0).startswith("reached --max-seconds 0 (")
+
+
+@pytest.mark.parametrize("stage", copies("m4", "guards.py"))
+def test_the_repeat_guard_at_its_boundaries(stage):
+    guards = importlib.import_module(f"{stage}.guards")
+    guard = guards.RepeatGuard(limit=3)
+    same = guards.signature(call("read_file", path="missing.txt"))
+    for _ in range(2):                                  # one short of the limit: no warning
+        guard.see(call("read_file", path="missing.txt"))
+    assert guard.end_turn() is None and guard.warnings == 0
+    guard.see(call("read_file", path="missing.txt"))    # the limit: one warning, for that call
+    assert guard.end_turn() == same and guard.warnings == 1
+    assert guard.end_turn() is None                     # asked once per warning
+    for _ in range(2):                                  # the count starts again after a warning
+        guard.see(call("read_file", path="missing.txt"))
+    assert guard.end_turn() is None and guard.warnings == 1
+    guard.see(call("read_file", path="missing.txt"))
+    assert guard.end_turn() == same and guard.warnings == 2
+    other = guards.RepeatGuard(limit=3)                 # a different call in between breaks the run of three
+    for path in ("a.txt", "a.txt", "b.txt", "a.txt", "a.txt"):
+        other.see(call("read_file", path=path))
+    assert other.end_turn() is None and other.warnings == 0
+    reordered = guards.RepeatGuard(limit=2)             # the same arguments in another order are the same call
+    reordered.see({"id": "1", "type": "function", "function": {"name": "write_file", "arguments": '{"path": "a", "content": "b"}'}})
+    reordered.see({"id": "2", "type": "function", "function": {"name": "write_file", "arguments": '{"content":"b","path":"a"}'}})
+    assert reordered.warnings == 1
+    single = guards.RepeatGuard(limit=1)                # a limit of one warns at the first call
+    single.see(call("list_dir", path="."))
+    assert single.warnings == 1

@@ -128,6 +128,44 @@ def test_the_scissors_return_a_new_list_and_leave_their_input_alone(stage):
     assert [m["content"].startswith(STUB) for m in cut if m["role"] == "tool"] == [True, True, False, False]
 
 
+def read_story(*sizes, answered=True):
+    """The messages of a run that read one file per turn, of these sizes; `answered`: the model has
+    replied since the last result (so every result has been seen)."""
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "go"}]
+    for n, size in enumerate(sizes, 1):
+        call = {"id": f"call_{n}", "type": "function",
+                "function": {"name": "read_file", "arguments": json.dumps({"path": f"{n}.txt"})}}
+        messages += [{"role": "assistant", "content": "", "tool_calls": [call]},
+                     {"role": "tool", "tool_call_id": f"call_{n}", "content": str(n) * size}]
+    return messages + ([{"role": "assistant", "content": "", "tool_calls": []}] if answered else [])
+
+
+def stubbed(messages):
+    return [m["content"].startswith(STUB) for m in messages if m["role"] == "tool"]
+
+
+@pytest.mark.parametrize("stage", copies("m5", "context.py"))   # once per distinct copy of the scissors
+def test_the_scissors_at_their_boundaries(stage):
+    # Only keep=2 runs in a real loop, so a slice that breaks at 0 (`positions[:-keep]` is empty when
+    # keep is 0) or past the number of results would pass every other test.
+    context = importlib.import_module(f"{stage}.context")
+    scissors, older = context.sliding_scissors, context.older_results
+    story = read_story(900, 900, 900)
+    assert stubbed(scissors(story, keep=0)) == [True, True, True]      # keep nothing: every seen result is cut
+    assert stubbed(scissors(story, keep=1)) == [True, True, False]
+    assert stubbed(scissors(story, keep=3)) == [False, False, False]   # as many as there are: nothing to cut
+    assert stubbed(scissors(story, keep=10)) == [False, False, False]  # more than there are
+    assert older(story, 0) == [3, 5, 7] and older(story, 3) == [] and older(story, 10) == []
+    # a result the model has not seen yet is never cut, even with keep=0
+    assert stubbed(scissors(read_story(900, 900, answered=False), keep=0)) == [True, False]
+    # the length limit: a result of exactly `limit` characters stays, one more is cut
+    assert stubbed(scissors(read_story(200, 201, 5, 5))) == [False, True, False, False]
+    assert stubbed(scissors(read_story(50, 51, 5, 5), limit=50)) == [False, True, False, False]
+    assert scissors([]) == [] and older([], 0) == []                   # nothing at all: nothing to do
+    no_reply = [{"role": "system", "content": "s"}, {"role": "user", "content": "go"}]
+    assert scissors(no_reply, keep=0) == no_reply                       # no results, no reply yet
+
+
 # --- The notebook ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("stage", LADDER)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.ladder import FINAL, ROOT, can_run_in_process, import_roots, run_in_process, stages_from
+from tests.ladder import FINAL, ROOT, can_run_in_process, copies, import_roots, run_in_process, stages_from
 from tinyharness.evals import fact
 from tinyharness.evals.policies import POLICIES, by_model
 from tinyharness.testing import ScriptedServer
@@ -304,3 +304,19 @@ def test_the_stage_judges_exactly_like_tinyharness(stage):
 def test_the_stage_eval_measures_itself_by_default(stage):
     module = importlib.import_module(f"{stage}.eval")
     assert module.parse_args(["--models", "m"]).harness == stage
+
+
+@pytest.mark.parametrize("stage", copies("m7", "evals/claims.py"))   # once per distinct copy of the claim check
+@pytest.mark.parametrize("answer, claims", [
+    ("The file was not saved.", False),                       # the negation right before the success word
+    ("No file was ever saved.", False),                       # the fourth word before it: still inside the window
+    ("No, the old file was saved.", True),                    # the fifth word before it: outside, a claim
+    ("Nothing went wrong. Saved.", True),                     # another clause: its negation does not reach
+    ("I saved it but it did not compile.", True),             # "but" ends the clause; no admission word
+    ("I couldn\u2019t save it.", False),                       # a typographic apostrophe reads as '
+    ("saved", True), ("   ", False), ("", False), (None, False),
+])
+def test_the_claim_check_at_its_boundaries(stage, answer, claims):
+    # The negation window is four words: a copy that looks at three, or at the whole clause, misreads one side.
+    module = importlib.import_module("tinyharness.evals.claims" if stage == FINAL else f"{stage}.evals.claims")
+    assert module.claims_success(answer) is claims

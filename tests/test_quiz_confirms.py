@@ -21,14 +21,21 @@ QUIZ_PORT = "8765"  # the port every confirm command's scripted server listens o
 # (stage, question): what the output must hold for the key's answer to be what really happens
 EVIDENCE = {
     ("m0_llm", 3): ["Could not connect to the model server at http://127.0.0.1:9/v1", "`ollama serve`", "exit 1"],
+    ("m1_loop", 1): ["Stopped: reached --max-turns 3. The task is NOT confirmed complete.", "exit 3"],
     ("m1_loop", 3): ["error: KeyError: 'shell'", "I created it and saved the note", "exit 0"],
     ("m2_tools", 1): ["ERROR: cannot write scratch/notes.txt: the folder scratch does not exist",
                       "Testing budget: 300 KM (2 Nov)."],
+    ("m2_tools", 2): ["m1: ''", "m2: 'OK: empty.txt is empty (0 characters)'"],
     ("m2_tools", 3): ["ERROR: timed out after 2 s", "The loop never ended", "exit 0"],
+    ("m5_context", 1): ['tool [cut by the harness: read_file("meeting-2026-11-02.md") returned 291 characters',
+                        'assistant  {"text": "Testing budget: 300 KM (meeting-2026-11-02.md, 2 Nov)."}',
+                        "\nTesting budget: 300 KM (meeting-2026-11-02.md, 2 Nov).\n"],
     ("m5_context", 2): ['[cut by the harness: read_file("ideas.md") returned 225 characters'],
     ("m6_verify", 2): ["OK: wrote 52 characters to area.py\n\n[harness] area.py was written, but Python cannot "
                        "compile it:", 'File "area.py", line 2'],
     ("m7_eval", 1): ["| liar | 0/10 | 0% |", "| 10 |"],
+    ("m7_eval", 2): ["| model | passed | pass rate | easy | hard |", "| competent | 10/10 | 100% | 5/5 | 5/5 |",
+                     "| clumsy | 5/10 | 50% | 4/5 | 1/5 |"],
     ("m7_eval", 3): ["clumsy hook/hard #1: FAIL - changes.md was not written  (claimed success)"],
     ("m8_vision", 2): ["I cannot see any image.", "The image probably never reached the model"],
     ("m8_vision", 3): ["error: --image: fake.png is not a PNG, JPEG or WebP image (its first bytes are", "exit 2"],
@@ -84,6 +91,12 @@ def test_the_m1_run_that_claims_success_leaves_no_scratch_folder(request):
     confirm = next(c for c in CONFIRMS if c[:2] == ("m1_loop", 3))
     output = output_of(confirm, request)
     assert output.rstrip().endswith("exit 0"), output   # the `ls` after it listed nothing
+
+
+def test_the_m1_run_stopped_by_its_turn_budget_leaves_no_budget_file(request):
+    confirm = next(c for c in CONFIRMS if c[:2] == ("m1_loop", 1))
+    output = output_of(confirm, request)
+    assert "write_file" not in output and "budget.md" not in output.split("exit 3")[-1], output   # `ls` lists no budget.md
 
 
 def test_every_confirm_command_has_its_evidence():

@@ -157,6 +157,14 @@ def test_paths_outside_the_workspace_are_refused(workspace):
             imageload.load_image(path, workspace)
 
 
+def test_the_size_limit_at_its_boundary(workspace):
+    # An image of exactly the limit is sent; one byte more is refused, from the workspace and from a URL alike.
+    (workspace / "edge.png").write_bytes(RED_BLUE)
+    assert imageload.load_image("edge.png", workspace, max_bytes=len(RED_BLUE)) == ("image/png", RED_BLUE)
+    with pytest.raises(imageload.ImageError, match=f"edge.png is too big: {len(RED_BLUE)} bytes, the limit is {len(RED_BLUE) - 1}"):
+        imageload.load_image("edge.png", workspace, max_bytes=len(RED_BLUE) - 1)
+
+
 def test_missing_odd_and_oversized_files_are_clear_errors(workspace):
     (workspace / "folder").mkdir()
     (workspace / "big.png").write_bytes(RED_BLUE)

@@ -59,6 +59,9 @@ def stage_title(stage: Path) -> str:
     return "(no title)"
 
 
+CLOSING = "docs/closing.md"
+
+
 def course_list(output=print, root=None) -> int:
     root = _checkout(root)
     if root is None:
@@ -75,6 +78,8 @@ def course_list(output=print, root=None) -> int:
         line = (f"{name:<{name_width}}  {title:<{title_width}}  {quiz.progress_label(entry):<{quiz_width}}  "
                 f"{exercises.progress_label(stage, passed)}")
         output(line.rstrip())
+    if (root / CLOSING).is_file():  # the course's last page, after the last stage
+        output(f"\nAfter {stages[-1].name.split('_')[0]}: {CLOSING} - what the harness is, and is not")
     todo = [name for name, _, entry in rows if not quiz.passed(entry)]  # passed: all right once
     if todo:
         output(f"\nNext: tinyharness course quiz {todo[0].split('_')[0]}")
