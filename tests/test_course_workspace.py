@@ -76,7 +76,7 @@ def test_a_script_path_still_wins_over_a_name(tmp_path, monkeypatch):
 def test_an_unknown_script_name_is_a_usage_error(capsys):
     assert cli.main(["fake-server", "--script", "no-such-script"]) == 2
     err = capsys.readouterr().err
-    assert "no-such-script" in err and "endless, hello, notes, repeat, self-rescue, verify" in err
+    assert "no-such-script" in err and "endless, hello, notebook, notes, repeat, self-rescue, verify" in err
 
 
 def test_fake_server_serves_a_bundled_script_by_name(tmp_path):
