@@ -42,6 +42,25 @@ def wait_for(condition, proc, seconds=120):
     assert condition(), f"never happened (the child's exit code: {proc.poll()})"
 
 
+def signalled(argv, workspace, env, ready, signum, typed=None):
+    """Start `python -m tinyharness ARGV` in WORKSPACE, type TYPED into it (the pipe stays open), wait until
+    READY(), send SIGNUM; (exit code, stdout, stderr). The child is killed if it outlives the test."""
+    proc = subprocess.Popen([sys.executable, "-m", "tinyharness", *argv], cwd=workspace, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        if typed is not None:
+            proc.stdin.write(typed)
+            proc.stdin.flush()
+        wait_for(ready, proc)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, out, err
+
+
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_reaps_the_command_and_ends_with_the_result_line(tmp_path, sandbox, signum):
@@ -51,18 +70,10 @@ def test_a_signal_reaps_the_command_and_ends_with_the_result_line(tmp_path, sand
     script = [calls(tool_call("shell", command=f"echo started > started.txt; sleep {marker}")), "never read"]
     env = {**os.environ, **own_home(tmp_path), "PYTHONPATH": str(ROOT)}
     with ScriptedServer(script) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "tinyharness", "run", "--json", "--yes", "--sandbox", sandbox,
-                                 "--transcript", "t.json", "--base-url", server.base_url, "sleep"],
-                                cwd=workspace, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        try:
-            wait_for(lambda: (workspace / "started.txt").exists() and running_with(marker), proc)
-            proc.send_signal(signum)
-            out, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 128 + signum, err
+        code, out, err = signalled(["run", "--json", "--yes", "--sandbox", sandbox, "--transcript", "t.json",
+                                    "--base-url", server.base_url, "sleep"], workspace, env,
+                                   lambda: (workspace / "started.txt").exists() and running_with(marker), signum)
+    assert code == 128 + signum, err
     assert running_with(marker) == [], "the command outlived the run"
     result = json.loads(out.splitlines()[-1])
     assert result["type"] == "result" and result["exit_code"] == 128 + signum and result["is_error"] is True
@@ -99,20 +110,10 @@ def test_a_signal_ends_a_chat_its_command_reaped_and_its_session_ended(tmp_path,
     env = {**os.environ, **own_home(tmp_path), "PYTHONPATH": str(ROOT)}
     name = signal.Signals(signum).name
     with ScriptedServer(script) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "tinyharness", "chat", "--yes", "--sandbox", SANDBOXES[-1],
-                                 "--base-url", server.base_url], cwd=workspace, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        try:
-            proc.stdin.write("sleep, please\n")
-            proc.stdin.flush()
-            wait_for(lambda: (workspace / "started.txt").exists() and running_with(marker), proc)
-            proc.send_signal(signum)
-            out, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 128 + signum, err
+        code, out, err = signalled(["chat", "--yes", "--sandbox", SANDBOXES[-1], "--base-url", server.base_url],
+                                   workspace, env, lambda: (workspace / "started.txt").exists() and running_with(marker),
+                                   signum, typed="sleep, please\n")
+    assert code == 128 + signum, err
     assert running_with(marker) == [], "the command outlived the chat"
     assert "Traceback" not in err and f"Terminated ({name})" in err and f"the session ends (exit {128 + signum})" in err
     end = session_events(tmp_path)[-1]
@@ -127,22 +128,11 @@ def test_a_signal_at_the_chat_prompt_ends_it_with_its_session_saved(tmp_path, si
     workspace.mkdir()
     env = {**os.environ, **own_home(tmp_path), "PYTHONPATH": str(ROOT)}
     name = signal.Signals(signum).name
-    with ScriptedServer(["Hello there."]) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "tinyharness", "chat", "--json", "--base-url", server.base_url],
-                                cwd=workspace, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env)
-        try:
-            proc.stdin.write("hi\n")
-            proc.stdin.flush()  # and the pipe stays open: the chat waits at its prompt
-            wait_for(lambda: any(e.get("message", {}).get("content") == "Hello there." for e in session_events(tmp_path)),
-                     proc)
-            proc.send_signal(signum)
-            out, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 128 + signum, err
+    answered = lambda: any(e.get("message", {}).get("content") == "Hello there." for e in session_events(tmp_path))
+    with ScriptedServer(["Hello there."]) as server:   # the pipe stays open after "hi": the chat waits at its prompt
+        code, out, err = signalled(["chat", "--json", "--base-url", server.base_url], workspace, env, answered,
+                                   signum, typed="hi\n")
+    assert code == 128 + signum, err
     assert f"Terminated ({name})" in err and "Traceback" not in err, err
     result = json.loads(out.splitlines()[-1])  # chat --json: the result line last, on this exit too
     assert (result["type"], result["exit_code"], result["is_error"], result["messages"]) == ("result", 128 + signum,
