@@ -435,3 +435,52 @@ def test_rules_built_once_a_run_grant_no_earlier_tmpdir_and_hold_after_a_rebuild
         assert sandbox._built[os.path.realpath(place.ws)][1] == 2  # rebuilt after the third command
     finally:
         shutil.rmtree(old)
+
+
+# The sandbox mounts an empty tmpfs over /tmp, /run and home in the command's mount namespace, and no
+# longer remounts / as private first: the namespace is made with a user namespace, so the kernel turns
+# the shared mounts it copies into slaves. Checked where it matters, on a host whose / is shared (systemd
+# makes it so): a child of this test makes such a host in namespaces of its own, runs one sandboxed
+# command there, and looks at its own mount table while the command runs. The control case mounts the
+# way a sandbox without a user namespace would, and must be seen, or the check proves nothing.
+PROPAGATION_CHECK = r'''
+import ctypes, os, sys, time
+from tinyharness import sandbox, sandbox_namespaces as ns
+workspace, control = sys.argv[1], sys.argv[2] == "control"
+uid, gid = os.geteuid(), os.getegid()
+if ns.libc.unshare(ns.CLONE_NEWUSER | ns.CLONE_NEWNS) != 0:
+    sys.exit(77)
+for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+    with open(f"/proc/self/{name}", "w") as f:
+        f.write(text)
+MS_SHARED = 1 << 20
+ns.mount(None, "/", None, ns.MS_REC | MS_SHARED)  # the host as systemd leaves it: every mount shared
+def tmpfs_mounts():
+    return sum(1 for line in open("/proc/self/mountinfo") if " - tmpfs " in line and line.split()[4] == "/tmp")
+before = tmpfs_mounts()
+if control:  # a mount namespace of the same user namespace: its mounts do reach this one
+    pid = os.fork()
+    if pid == 0:
+        ns.libc.unshare(ns.CLONE_NEWNS)
+        ns.mount("tmpfs", "/tmp", "tmpfs", 0, "size=4k")
+        time.sleep(2)
+        os._exit(0)
+else:
+    process, finish = sandbox.Sandbox().start(workspace, "sleep 2", 10)
+time.sleep(1)
+print(tmpfs_mounts() - before)
+'''
+
+
+@needs_sandbox
+@pytest.mark.parametrize("how", ["sandbox", "control"])
+def test_the_commands_mounts_never_reach_the_harness_on_a_shared_host(place, how):
+    """A sandboxed command's tmpfs over /tmp stays in its namespace even where / is a shared mount."""
+    if not sandbox_module.namespaces_work():
+        pytest.skip("user namespaces are switched off here")
+    done = subprocess.run([PY, "-c", PROPAGATION_CHECK, str(place.ws), how], capture_output=True, text=True,
+                          timeout=30, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if done.returncode == 77:
+        pytest.skip("this machine does not let a test make a user namespace of its own")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == (["1"] if how == "control" else ["0"]), done.stderr

@@ -8,6 +8,14 @@ person who wrote the file is not the model and not the user. The question says i
 file lists runs: MCP servers unconfined (the sandbox confines the model's shell commands, not them);
 command hooks in the sandbox, but for those whose entry says "sandbox": false, which it names - a hook
 that runs the tests unconfined runs whatever test files the model wrote.
+
+The yes covers more than the file's own bytes: the model can write anywhere in the workspace, so a
+trusted `.mcp.json` that starts `python server.py` would run whatever the model later put in server.py.
+The fingerprint therefore takes in every workspace file the config names (named.py): a change to any of
+them asks again, and the question lists them. What it cannot cover: code those files import or read
+from elsewhere in the workspace (a planted `json.py` beside server.py is imported first). For that,
+review the workspace before you trust it, or keep the server in your own config, which starts it
+outside the workspace (mcp_config.outside_the_workspace).
 """
 import hashlib
 import json
@@ -15,7 +23,11 @@ import os
 import sys
 from pathlib import Path
 
+from . import filedoor
 from .console import printable  # the files are the workspace's: ESC, U+009B, U+202E are shown, not obeyed
+from .named import named_digest, named_files, workspace_of
+
+CONFIG_CAP = 1 << 20  # a hooks or server list is a few hundred bytes; one of more is not read whole
 
 
 UNCONFINED = ("These commands run unconfined: outside the sandbox that confines the model's shell commands, with "
@@ -32,7 +44,20 @@ def store_path():
 
 
 def fingerprint(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """The SHA-256 of the file, and of every workspace file it names when it names any (the same value
+    as before for a file that names none, so that an earlier yes still holds)."""
+    data = config_bytes(path)
+    digest = hashlib.sha256(data).hexdigest()
+    named = named_files(path, data)
+    if not named:
+        return digest
+    return hashlib.sha256(f"{digest}\n{named_digest(named, workspace_of(path))}".encode()).hexdigest()
+
+
+def config_bytes(path):
+    """The file's bytes, through the door: a link at its name, a FIFO or a device is refused (DoorError)."""
+    data, size = filedoor.read_bytes(os.path.abspath(path), CONFIG_CAP, workspace_of(path))
+    return data if size <= CONFIG_CAP else data + f"\n[{size} bytes]".encode()
 
 
 def _load():
@@ -44,7 +69,10 @@ def _load():
 
 
 def is_trusted(path):
-    return _load().get(str(Path(path).resolve())) == fingerprint(path)
+    try:
+        return _load().get(str(Path(path).resolve())) == fingerprint(path)
+    except OSError:  # a link at the list's name, a FIFO: the door refused it, and nothing is trusted through it
+        return False
 
 
 def remember(path):
@@ -60,10 +88,19 @@ def ensure_trusted(path, what, ask, note=UNCONFINED):
     never the --yes one. `note`: what running it means (a hooks file names which hooks run unconfined)."""
     if is_trusted(path):
         return True
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    try:
+        text = config_bytes(path).decode("utf-8", errors="replace")
+    except OSError as e:
+        print(printable(f"{path} was not read, so nothing it lists runs: {e}"), file=sys.stderr)
+        return False
     preview = text if len(text) < 1500 else text[:1500] + "\n[...]"
     print(printable(f"This workspace has {what} ({path}); it runs commands on your machine:\n{preview}"))
     print(printable(note))
+    named = named_files(path, text.encode())
+    if named:
+        print(printable("Your yes also covers the workspace files it names, as they are now: "
+                        + ", ".join(named)[:600] + ". If the model changes one, you are asked again. Code they "
+                        "import from elsewhere in the workspace is not covered: look before you trust."))
     if ask("Trust this file and run what it lists? [y/N] "):
         try:
             remember(path)
