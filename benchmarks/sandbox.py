@@ -9,24 +9,24 @@ prints the median and the 90th percentile wall time of one whole `shell` call:
             process-group kill): the baseline;
 - sandbox:  `tools.shell` with the sandbox on, the way `tinyharness run` works: the rules prepared in
             the parent once a run (the read list, /etc entry by entry, the namespaces' mounts, the
-            seccomp program, the Landlock ruleset; each command adds its TMPDIR and sets its limits), applied in
-            `preexec_fn` (namespaces where they work: one more fork, empty /tmp, /run and home with
-            the grants mounted back, a /proc of its own; then Landlock, seccomp, rlimits,
-            no_new_privs), then the clean-up (/proc walked for what was left behind, the private
-            TMPDIR removed, the protected paths compared); and the same without namespaces;
+            seccomp program, the Landlock ruleset; each command adds its TMPDIR and sets its limits);
+            the command cloned straight into its namespaces as their PID 1 (sandbox_clone.py: one copy
+            of the harness), where it mounts its view (empty /tmp, /run and home with the grants
+            mounted back, a /proc of its own) and applies Landlock, seccomp, rlimits, no_new_privs;
+            then the clean-up (/proc walked for what was left behind, the private TMPDIR removed, the
+            protected paths compared); beside it, the way before clone3 (fork, unshare, a second fork
+            for the PID namespace, the rules applied in `preexec_fn`), and the same without namespaces;
 - helper:   the other way to get the rules into the child: a fresh interpreter,
             `python -m tinyharness.sandbox --exec WORKSPACE -- /bin/sh -c COMMAND`, which applies
             them and execs the shell (no clean-up, no snapshot: the confinement alone).
 
 Then the parts of the sandbox's own work, timed alone. Timings vary with the machine and its load;
-they are printed, never asserted. The target: under 10 ms a command on a 2-core machine. On a shared
-2-core machine (2026-12, load 3.4, the two versions interleaved in batches of 5, 80 calls each):
-+29.8 ms before, +20.5 ms after building the rules once a run instead of once a command and skipping
-the second look at .git when nothing changed (without namespaces: +17.8 ms, +12.6 ms). What is left is
-mostly forks: preexec_fn forbids vfork, the PID namespace needs a second fork, and on that machine a
-fork costs about 0.13 ms per MiB the process holds (0.8 ms for `python -S`, 7 ms for the 31 MiB
-harness; the row "fork this process" below). The next step is a small process started once a run
-that forks the commands, not the harness.
+they are printed, never asserted. The target: under 10 ms a command on a 2-core machine. Where it went
+(2026-12, 2 cores, the rows of one run): a fork costs by the memory the process holds (the row "fork
+this process"; about 0.13 ms per MiB), and the namespaces' way used to fork the harness twice -
+Popen's fork, then one more for the PID namespace, with a process in between that waits and exits.
+Cloning straight into the namespaces (clone3) makes one copy: at load 0.1, +12.4 ms before this change;
+the rows "as used" and "two forks (before)" compare the two in the same run.
 """
 import argparse
 import os
@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from tinyharness import sandbox as sb
+from tinyharness import sandbox_clone
 from tinyharness.tools import shell
 
 PACKAGE_ROOT = Path(sb.__file__).parent.parent  # the helper runs this checkout's code, installed or not
@@ -78,9 +79,15 @@ def main(argv=None):
             print(f"  the sandbox cannot run here: {problem}")
             return 1
         assert shell(workspace, "true", sandbox=on) == "exit status 0 (no output)"
-        row("sandbox on (preexec_fn, as used)", *timed(lambda: shell(workspace, args.command, sandbox=on), args.runs),
+        row("sandbox on (clone3, as used)", *timed(lambda: shell(workspace, args.command, sandbox=on), args.runs),
             base=plain[0])
-        if on.isolated:  # the namespaces' share: one more fork, a user/mount/PID/network namespace, the mounts
+        if on.isolated and sandbox_clone.works():  # the way before clone3, in the same run: fork, unshare, fork
+            sandbox_clone._state["works"] = False
+            two = sb.Sandbox()
+            row("sandbox on, two forks (before)", *timed(lambda: shell(workspace, args.command, sandbox=two),
+                                                         args.runs), base=plain[0])
+            sandbox_clone._state["works"] = True
+        if on.isolated:  # the namespaces' share: a user/mount/PID/network/IPC namespace, the mounts
             flat = sb.Sandbox(isolate=False)
             row("sandbox on, without namespaces", *timed(lambda: shell(workspace, args.command, sandbox=flat),
                                                           args.runs), base=plain[0])
@@ -96,7 +103,7 @@ def main(argv=None):
         with on._lock:
             row("  once a run; then per command", *timed(lambda: on.rules_for(real, tmpdir, 60, real), args.runs))
         rules = on.rules(workspace, tmpdir, 60).build()
-        row("apply them (fork + apply + exit)", *timed(lambda: fork_and(rules.apply), args.runs))
+        row("apply them the two-fork way (+ exit)", *timed(lambda: fork_and(rules.apply), args.runs))
         row("fork this process (+ exit)", *timed(lambda: fork_and(lambda: None), args.runs))
         row("walk /proc for leftovers", *timed(lambda: sb.end_everything(2 ** 22 + 1, set()), args.runs))
         row("snapshot + compare protected paths", *timed(lambda: snapshot_and_compare(workspace), args.runs))

@@ -484,3 +484,40 @@ def test_the_commands_mounts_never_reach_the_harness_on_a_shared_host(place, how
         pytest.skip("this machine does not let a test make a user namespace of its own")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == (["1"] if how == "control" else ["0"]), done.stderr
+
+
+@needs_sandbox
+def test_the_command_is_cloned_straight_into_its_namespaces_as_pid_1(place):
+    """One copy of the harness per command (sandbox_clone.py): the shell is the harness's own child and
+    PID 1 of its PID namespace, with no process in between; still confined."""
+    from tinyharness import sandbox_clone
+    box = Sandbox()
+    if not box.isolated:
+        pytest.skip("user namespaces are switched off here")
+    process, finish = box.start(str(place.ws), f"echo $$; cat {place.canary}; echo x > {place.outside}/new",
+                                10, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    parent = int(Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    output = process.stdout.read().decode()
+    process.wait()
+    finish()
+    if sandbox_clone.works() is False:
+        pytest.skip("clone3 is refused here: the two-fork way is tested by the rest of this file")
+    assert parent == os.getpid() and output.splitlines()[0] == "1"
+    assert CANARY.strip() not in output and untouched(place)  # /tmp is empty in there, or refused
+
+
+@needs_sandbox
+def test_where_clone3_is_refused_every_command_goes_the_two_fork_way(place, monkeypatch):
+    from tinyharness import sandbox_clone
+
+    def refused(flags):
+        raise OSError(1, "Operation not permitted", "clone3")
+    monkeypatch.setattr(sandbox_clone, "clone", refused)
+    monkeypatch.setitem(sandbox_clone._state, "works", None)
+    box = Sandbox()
+    first = tools.shell(str(place.ws), f"echo $$; cat {place.canary}", sandbox=box)
+    assert sandbox_clone.works() is False
+    second = tools.shell(str(place.ws), f"echo x > {place.outside}/new", sandbox=box)
+    if box.isolated:
+        assert first.splitlines()[1] == "1"  # PID 1 of its namespace, behind the process in between
+    assert CANARY.strip() not in first and "exit status 0" not in second and untouched(place)

@@ -75,7 +75,8 @@ from .sandbox_env import clean_environment, env_refusal  # noqa: F401
 from .sandbox_git import (RestoreFailed, config_is_harmless, protected_path, restore,  # noqa: F401
                           snapshot)
 from .sandbox_landlock import MIN_ABI, landlock_abi
-from .sandbox_namespaces import NOT_ISOLATED, Isolation, namespaces_work  # noqa: F401
+from . import sandbox_clone
+from .sandbox_namespaces import NAMESPACES, NOT_ISOLATED, Isolation, namespaces_work  # noqa: F401
 from .sandbox_reaping import LIVE, LOCK, become_subreaper, child_lister, end_everything
 from .sandbox_rules import FILE_BYTES, NEW_TASKS, Rules, read_paths, tasks_now
 from .sandbox_seccomp import syscall_filter
@@ -185,9 +186,9 @@ class Sandbox:
         try:
             with self._lock:  # the child has its own copy of the ruleset's descriptor, and closes it at exec
                 rules = self.rules_for(workspace, tmpdir, timeout, os.path.realpath(cwd) if cwd else workspace)
-                process = subprocess.Popen(["/bin/sh", "-c", command], cwd=rules.cwd, start_new_session=True,
-                                           env={**self.env(tmpdir, workspace), **(env_extra or {})},
-                                           preexec_fn=rules.apply_in_child, **popen)
+                env = {**self.env(tmpdir, workspace), **(env_extra or {})}
+                process = launch(["/bin/sh", "-c", command], rules, cwd=rules.cwd, start_new_session=True, env=env,
+                                 **popen)
                 LIVE.add(process.pid)  # under the lock: no other command's clean-up takes it for a leftover
         except BaseException:
             remove_tmpdir(tmpdir)
@@ -215,6 +216,19 @@ class Sandbox:
                              "to change.")
             return notes
         return process, finish
+
+
+def launch(argv, rules, **popen):
+    """Popen of the confined command: cloned straight into its namespaces (one copy of the harness,
+    sandbox_clone.py) where that works, else forked with the rules applied in preexec_fn."""
+    if rules.isolation is not None and sandbox_clone.works() is not False:
+        try:
+            return sandbox_clone.CloneStart(argv, rules, NAMESPACES, **popen)
+        except OSError as e:
+            if sandbox_clone.works() is not False:  # not the clone refused: the command could not start
+                raise
+            del e
+    return subprocess.Popen(argv, preexec_fn=rules.apply_in_child, **popen)
 
 
 def close_all(built):

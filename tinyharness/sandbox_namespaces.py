@@ -96,7 +96,9 @@ class Isolation:
     In the child, after fork: new namespaces; /tmp, /run and the home folder become empty tmpfs, and
     what the sandbox grants under them (the private TMPDIR, the workspace, a virtualenv in home, git's
     settings) is bind-mounted back in its place. An SSH agent's socket (/tmp/ssh-*/agent.*,
-    /run/user/UID/...), a tmux or screen server's, D-Bus's: none is there to connect to. Then one more fork:
+    /run/user/UID/...), a tmux or screen server's, D-Bus's: none is there to connect to. The command is
+    cloned straight into the namespaces where clone3 works (sandbox_clone.py, `enter_cloned`); else, after
+    unshare, one more fork:
     the command runs as PID 1 of its own PID namespace, with a /proc of its own (no process outside is
     visible, so none can be named), and when it ends - or the process between it and the harness is
     killed - the kernel ends every process in the namespace: nothing is left behind, however it forked."""
@@ -128,6 +130,20 @@ class Isolation:
         """In the child: the namespaces and the mounts. Returns in the command's PID 1; the process in
         between waits for it and exits with its status, never returning."""
         enter_namespaces()
+        self.mount_view()
+        command = os.fork()
+        if command != 0:
+            wait_and_exit(command)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the process in between killed (a timeout): all of this ends
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+    def enter_cloned(self):
+        """In a child cloned into its namespaces (sandbox_clone.py), already their PID 1: the mounts."""
+        self.mount_view()
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+    def mount_view(self):
+        """/tmp, /run and home made empty, and what the sandbox grants under them mounted back."""
         # the sources of the bind mounts, opened in the new mount namespace (a bind from a mount of another
         # namespace is EINVAL) and before anything is mounted over them
         self.fds = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in self.binds}
@@ -147,11 +163,6 @@ class Isolation:
                     # MS_REC would copy the empty tmpfs just mounted inside a grant that holds a hidden folder
                     holds = any(h == path or h.startswith(path + "/") for h in self.hidden)
                     mount(f"/proc/self/fd/{self.fds[path]}", path, None, MS_BIND | (0 if holds else MS_REC))
-        command = os.fork()
-        if command != 0:
-            wait_and_exit(command)
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the process in between killed (a timeout): all of this ends
-        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
 def wait_and_exit(pid):

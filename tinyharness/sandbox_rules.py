@@ -166,10 +166,11 @@ class Rules:
             os.close(self.ruleset)
             self.ruleset = None
 
-    def apply(self):
-        """Confine the calling process for good: in the child, between fork and exec."""
-        if self.isolation:
-            self.isolation.enter()  # from here on, in the command's PID namespace
+    def apply(self, cloned=False):
+        """Confine the calling process for good: in the child, between fork and exec. `cloned`: the child
+        was cloned into its namespaces already (sandbox_clone.py), and only mounts its view."""
+        if self.isolation:  # from here on, in the command's PID namespace
+            self.isolation.enter_cloned() if cloned else self.isolation.enter()
             fd = os.open("/proc", os.O_PATH | os.O_CLOEXEC)  # its own /proc: a new inode, so a rule of its own
             self.proc_rule.parent_fd = fd
             add_path_rule(self.ruleset, self.proc_rule)

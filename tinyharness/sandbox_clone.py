@@ -1,0 +1,137 @@
+"""One clone instead of two forks: the command starts as PID 1 of its new namespaces.
+
+The problem: with namespaces (sandbox_namespaces.py), a command used to cost two forks of the
+harness. `subprocess.Popen` forks; the child unshares a user, mount, PID, network and IPC namespace;
+a new PID namespace takes effect only for the next child, so it forks again, and the process in
+between waits. A fork copies the page tables of everything the process holds - the harness with
+`requests` loaded holds tens of MiB - so each fork, and each exit, costs milliseconds: the two forks
+were most of what the sandbox added to a command (benchmarks/sandbox.py).
+
+The mechanism: `clone3()` makes the child in its new namespaces at once, so it is already PID 1 of
+its PID namespace: one copy of the harness, no process in between. `CloneStart` is a
+`subprocess.Popen` whose `_execute_child` clones instead of forking; everything else (pipes, wait,
+kill, returncode) is Popen's own. The system call is made with the interpreter lock held (a ctypes
+`PyDLL`) and between `PyOS_BeforeFork()` and `PyOS_AfterFork_*()`, as `os.fork()` does. The parent
+writes the child's uid and gid maps (a process may not write its own here), then lets it go on: it
+mounts its file system view, applies Landlock, seccomp and the limits, and execs.
+
+What it cannot do: run where clone3 is missing (Linux before 5.3) or refused (a container's seccomp
+profile): then the first command finds out, and every command goes the two-fork way (`works`). The C
+library's fork takes its allocator's locks first; a raw clone3 cannot: a thread of the harness that
+was inside malloc without the interpreter lock at that moment (none of ours allocates without it)
+would leave the child waiting on a lock nobody releases, and the command's timeout would end it.
+"""
+import ctypes
+import inspect
+import os
+import signal
+import subprocess
+
+
+SYS_CLONE3 = 435  # the same number on every architecture (system calls added since Linux 5.3 share one table)
+SIGCHLD = int(signal.SIGCHLD)  # the signal the parent gets when the child ends, as after fork()
+_state = {"works": None}  # None until the first clone says
+
+
+class CloneArgs(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in ("flags", "pidfd", "child_tid", "parent_tid", "exit_signal",
+                                                     "stack", "stack_size", "tls", "set_tid", "set_tid_size",
+                                                     "cgroup")]
+
+
+def works():
+    """False once clone3 has been refused here; None while untried; True once it made a child."""
+    return _state["works"]
+
+
+def clone(flags):
+    """fork(), into new namespaces: the child's pid in the parent, 0 in the child. OSError when refused."""
+    locked = ctypes.PyDLL(None, use_errno=True)  # PyDLL: the interpreter lock stays held across the call
+    locked.syscall.restype = ctypes.c_long
+    args = CloneArgs(flags=flags, exit_signal=SIGCHLD)
+    ctypes.pythonapi.PyOS_BeforeFork()
+    pid = locked.syscall(ctypes.c_long(SYS_CLONE3), ctypes.byref(args), ctypes.c_size_t(ctypes.sizeof(args)))
+    if pid == 0:
+        ctypes.pythonapi.PyOS_AfterFork_Child()
+        return 0
+    code = ctypes.get_errno()
+    ctypes.pythonapi.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(code, os.strerror(code), "clone3")
+    return pid
+
+
+def write_id_maps(pid):
+    """The child's user namespace maps our own uid and gid to themselves (setgroups denied first)."""
+    uid, gid = os.geteuid(), os.getegid()
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        fd = os.open(f"/proc/{pid}/{name}", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+
+class CloneStart(subprocess.Popen):
+    """Popen that starts `args` as PID 1 of new namespaces, confined by `rules` (sandbox_rules.Rules)."""
+
+    def __init__(self, args, rules, flags, **popen):
+        self._rules, self._flags = rules, flags
+        super().__init__(args, **popen)
+
+    def _execute_child(self, *args, **kwargs):
+        given = inspect.signature(subprocess.Popen._execute_child).bind(self, *args, **kwargs).arguments
+        ready_read, ready_write = os.pipe()
+        try:
+            pid = clone(self._flags)
+        except OSError:
+            _state["works"] = False
+            os.close(ready_read)
+            os.close(ready_write)
+            raise
+        if pid == 0:
+            os.close(ready_write)
+            in_the_child(given, self._rules, ready_read)  # never returns
+        os.close(ready_read)
+        try:
+            write_id_maps(pid)
+            os.write(ready_write, b"go")
+        except OSError:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
+        finally:
+            os.close(ready_write)
+        _state["works"] = True
+        self.pid, self._child_created = pid, True
+        self._close_pipe_fds(given["p2cread"], given["p2cwrite"], given["c2pread"], given["c2pwrite"],
+                             given["errread"], given["errwrite"])
+
+
+def in_the_child(given, rules, ready):
+    """PID 1 of the new namespaces: standard streams, a session, the rules, exec. Never returns."""
+    try:
+        if os.read(ready, 2) != b"go":  # the parent could not write our id maps: nothing may run
+            os._exit(126)
+        os.close(ready)
+        for fd, target in ((given["p2cread"], 0), (given["c2pwrite"], 1), (given["errwrite"], 2)):
+            if fd == target:
+                os.set_inheritable(fd, True)
+            elif fd != -1:
+                os.dup2(fd, target)
+        if given["start_new_session"]:
+            os.setsid()
+        for name in ("SIGPIPE", "SIGXFSZ"):  # Python ignores them; a shell's commands expect the default
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_DFL)
+        rules.apply(cloned=True)
+        keep = sorted({0, 1, 2, *given["pass_fds"]})
+        for low, high in zip(keep, keep[1:] + [os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 20]):
+            os.closerange(low + 1, high)
+        argv = given["args"]
+        os.execve(argv[0], argv, os.environ if given["env"] is None else given["env"])
+    except BaseException as e:
+        try:
+            os.write(2, f"[sandbox] could not confine the command, so it did not run: {e}\n".encode())
+        finally:
+            os._exit(126)
