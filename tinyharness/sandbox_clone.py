@@ -31,6 +31,8 @@ import subprocess
 SYS_CLONE3 = 435  # the same number on every architecture (system calls added since Linux 5.3 share one table)
 SIGCHLD = int(signal.SIGCHLD)  # the signal the parent gets when the child ends, as after fork()
 _state = {"works": None}  # None until the first clone says
+NEEDED = ("args", "env", "pass_fds", "start_new_session", "p2cread", "p2cwrite", "c2pread", "c2pwrite", "errread",
+          "errwrite")
 
 
 class CloneArgs(ctypes.Structure):
@@ -80,7 +82,12 @@ class CloneStart(subprocess.Popen):
         super().__init__(args, **popen)
 
     def _execute_child(self, *args, **kwargs):
-        given = inspect.signature(subprocess.Popen._execute_child).bind(self, *args, **kwargs).arguments
+        try:  # Popen's private method: a Python whose names differ goes the two-fork way
+            given = inspect.signature(subprocess.Popen._execute_child).bind(self, *args, **kwargs).arguments
+            given = {name: given[name] for name in NEEDED} | {"close": self._close_pipe_fds}
+        except (TypeError, KeyError, AttributeError) as e:
+            _state["works"] = False
+            raise OSError(38, f"this Python's Popen is not the one sandbox_clone knows: {e}") from None
         ready_read, ready_write = os.pipe()
         try:
             pid = clone(self._flags)
@@ -104,8 +111,8 @@ class CloneStart(subprocess.Popen):
             os.close(ready_write)
         _state["works"] = True
         self.pid, self._child_created = pid, True
-        self._close_pipe_fds(given["p2cread"], given["p2cwrite"], given["c2pread"], given["c2pwrite"],
-                             given["errread"], given["errwrite"])
+        given["close"](*(given[name] for name in ("p2cread", "p2cwrite", "c2pread", "c2pwrite", "errread",
+                                                  "errwrite")))
 
 
 def in_the_child(given, rules, ready):
