@@ -222,6 +222,22 @@ def test_compact_sends_the_history_and_the_prompt_and_keeps_the_last_turns(works
     assert session.messages() == chat.messages
 
 
+def test_the_summary_request_offers_exactly_the_conversations_tools(workspace, tmp_path):
+    """What a request offers is decided in one place (extensions.Extensions.tools): with the task tool on,
+    the chat's requests offer seven tools, and so does its summary request, so the server's prompt cache
+    reuses the whole prefix."""
+    from tinyharness.extensions import Extensions
+    with ScriptedServer(["one", "two", "three", "SUMMARY: counted."]) as srv:
+        chat = conversation(srv, workspace, tmp_path, extensions=Extensions(subagents=True))
+        for text in ("1", "2", "3"):
+            chat.send(text, echo=lambda line: None)
+        assert chat.compact("asked for with /compact")
+    offered = [tool["function"]["name"] for tool in srv.requests[2]["tools"]]
+    assert len(offered) == 7 and offered[-1] == "task"
+    assert srv.requests[3]["messages"][-1]["content"].startswith(compact.SUMMARY_PROMPT)
+    assert srv.requests[3]["tools"] == srv.requests[2]["tools"]
+
+
 @pytest.mark.parametrize("reply", ["", {"status": 500, "body": {"error": {"message": "boom"}}}])
 def test_a_failed_or_empty_summary_keeps_the_history_and_says_so(workspace, tmp_path, reply):
     with ScriptedServer(["one", "two", "three", reply]) as srv:
