@@ -10,9 +10,9 @@ message (`messages=`, kept up to date in place), so every message gets the same 
 guards, context policy and verification as `run`, and its own budgets (`--max-turns` and
 `--max-seconds` count per message). Its `ChatSettings` are the run's settings (built from the
 command line in one place, flags.settings_from_args) and the chat's own two (`--compact-at`,
-`--keep-turns`); each message's settings are derived from them with `dataclasses.replace`. Each message added is appended to the session file at once
-(`on_update`, sessions.py). Before a message is sent, the prompt's size is checked and the history
-compacted past the threshold (compact.py).
+`--keep-turns`); each message's settings are derived from them with `dataclasses.replace`. Each
+message added is appended to the session file at once (`on_update`, sessions.py). Before a message
+is sent, the prompt's size is checked and the history compacted past the threshold (compact.py).
 
 Ctrl-C raises KeyboardInterrupt wherever the main thread is: in the model call (the HTTP read is
 abandoned), or waiting for a shell command. The shell tool starts each command in a process group of

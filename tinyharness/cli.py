@@ -211,8 +211,8 @@ def start_run(args, client, settings, printer, stream, prompt, resumed):
     client, session, lines = open_records(args, client, hands, resumed)
     result = {"exit_code": 1, "answer": None}
     try:
-        settings = replace(settings, on_update=keeper(session, lines, TranscriptWriter(args.transcript)),  # --transcript
-                           on_subagent=session_keeper(session, lines))
+        on_update = keeper(session, lines, TranscriptWriter(args.transcript))  # the session, --json, --transcript
+        settings = replace(settings, on_update=on_update, on_subagent=session_keeper(session, lines))
         answer = run_agent(args.task, client, os.getcwd(), settings, stats, messages=resumed[1] or None)  # --continue
         printer.end_line()
         result.update(exit_code=0, answer=answer)

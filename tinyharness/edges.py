@@ -198,7 +198,8 @@ class Edges:
         gets a [harness] warning; the same again after a warning stops the run."""
         repeated, report = repeats.end_turn(), self.report
         if repeated and repeats.warnings == 1:
-            report.echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: the model is asked for another approach")
+            report.echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: the model is asked for "
+                        "another approach")
             messages.append({"role": "user", "content": repeat_warning(repeated)})
         report.updated(messages)
         if repeated and repeats.warnings > 1:

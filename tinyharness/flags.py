@@ -301,7 +301,8 @@ def settings_from_args(args, window, **built):
     two edits: its flag and its field. `window`: the context window client_from_args chose. `built`: what
     the command made itself (the sandbox, the permission prompt, the extensions, the callbacks)."""
     from .settings import RunSettings
-    named = {f.name: getattr(args, f.name) for f in fields(RunSettings) if hasattr(args, f.name) and f.name not in BUILT}
+    named = {f.name: getattr(args, f.name) for f in fields(RunSettings)
+             if hasattr(args, f.name) and f.name not in BUILT}
     return RunSettings(**{**named, "context_window": window, **built})
 
 

@@ -50,7 +50,8 @@ def run_agent(task, client, workspace, settings=None, stats=None, messages=None)
     edges, model = Edges(client, report, hands), Model(client, report)  # edges.py: decisions; overflow.py: asks
     report.updated(messages)
     budget, repeats = Budget(settings.max_turns, settings.max_seconds), RepeatGuard()
-    runner = CallRunner(workspace, settings, hands, Parent(run_agent, client, workspace, stats, settings), report, budget)
+    parent = Parent(run_agent, client, workspace, stats, settings)  # what the task tool starts a child from
+    runner = CallRunner(workspace, settings, hands, parent, report, budget)
     policy = POLICIES[settings.context_policy]  # how old tool results are cut before each call (context.py)
     for turn in itertools.count():
         save_transcript(settings.transcript, messages, report.warn)  # before each call: a failed call leaves the story
