@@ -119,3 +119,14 @@ def test_the_warn_line_makes_control_characters_visible(capsys):
     from tinyharness.settings import RunSettings
     RunSettings().warn("error: \x1b]0;owned\x07 from the server")
     assert capsys.readouterr().err == "error: \\x1b]0;owned\\x07 from the server\n"
+
+
+def test_record_has_one_home_the_edges_module_in_the_stages_and_the_package():
+    def record(path):
+        source = path.read_text(encoding="utf-8")
+        found = [n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "Record"]
+        return "\n".join(source.splitlines()[found[0].lineno - 1:found[0].end_lineno]) if found else None
+    homes = {path.parent.name: record(path) for path in sorted(ROOT.glob("*/edges.py")) if record(path)}
+    assert {"m4_guards", "m5_context", "m6_verify", "m7_eval", "m8_vision", "tinyharness"} == set(homes)
+    assert len(set(homes.values())) == 1, "Record differs between the edges.py copies"
+    assert record(PACKAGE / "guards.py") is None
