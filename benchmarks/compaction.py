@@ -30,11 +30,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from tinyharness.chat import Conversation
+from tinyharness.chat import ChatSettings, Conversation
 from tinyharness.compact import SUMMARY_PROMPT
 from tinyharness.llm import Client
 from tinyharness.context import estimate_tokens as history_tokens
 from tinyharness.testing import ScriptedServer, common_prefix_length, estimate_tokens, prompt_text
+from tinyharness.settings import RunSettings
 
 WINDOW = 8192
 CODENAME = "BLUE-HERON-4417"
@@ -107,12 +108,11 @@ def play(compact_at):
         make_workspace(folder)
         with ScriptedServer(policy=model) as server:
             client = Client(server.base_url, "scripted")
-            settings = {"max_turns": 5, "max_seconds": 60, "transcript": None, "shell_timeout": 10,
-                        "approve": lambda prompt: False, "context_policy": "batch+cap", "context_window": WINDOW,
-                        "compact_at": compact_at, "keep_turns": 2}
+            run = RunSettings(max_turns=5, max_seconds=60, shell_timeout=10, approve=lambda prompt: False,
+                              context_policy="batch+cap", context_window=WINDOW)
             notices = io.StringIO()
-            conversation = Conversation(client, str(folder), settings, err=notices)
-            with contextlib.redirect_stderr(notices):   # the loop's [context] warnings
+            conversation = Conversation(client, str(folder), ChatSettings(run, compact_at, keep_turns=2))
+            with contextlib.redirect_stderr(notices):   # the chat's notices and the loop's warnings
                 answers = [conversation.send(text, echo=lambda line: None) for text in user_messages()]
             return server.requests, conversation, answers, notices.getvalue()
     finally:

@@ -12,8 +12,9 @@ import pytest
 
 from tests.ladder import ROOT, calls, ctrl_c_as_on_a_terminal, tool_call, wait_for_the_first_request
 from tinyharness import compact, sessions
-from tinyharness.chat import INTERRUPTED_CALL, Conversation, Input, close_open_calls
+from tinyharness.chat import INTERRUPTED_CALL, ChatSettings, Conversation, Input, close_open_calls
 from tinyharness.llm import Client
+from tinyharness.settings import RunSettings
 from tinyharness.testing import ScriptedServer
 
 
@@ -183,14 +184,17 @@ def test_an_interrupted_turn_gets_a_result_for_every_call():
 # --- Compaction -----------------------------------------------------------------------------------
 
 SETTINGS = {"max_turns": 5, "max_seconds": 60, "transcript": None, "shell_timeout": 10,
-            "approve": lambda prompt: True, "context_policy": "batch+cap", "context_window": 8192,
-            "compact_at": 0.8, "keep_turns": 2}
+            "approve": lambda prompt: True, "context_policy": "batch+cap", "context_window": 8192}
 
 
 def conversation(srv, workspace, tmp_path, **settings):
+    """A Conversation whose warnings (the notices, the [stats] lines, the loop's) are kept in `.err`."""
     writer = sessions.SessionWriter.start(workspace, "m", directory=tmp_path / "sessions")
-    return Conversation(Client(srv.base_url, "m"), str(workspace), {**SETTINGS, **settings}, writer,
-                        err=io.StringIO())
+    err = io.StringIO()
+    run = RunSettings(**{**SETTINGS, **settings}, warn=lambda text: print(text, file=err))
+    chat = Conversation(Client(srv.base_url, "m"), str(workspace), ChatSettings(run, 0.8, 2), writer)
+    chat.err = err
+    return chat
 
 
 def test_compact_sends_the_history_and_the_prompt_and_keeps_the_last_turns(workspace, tmp_path):
@@ -216,6 +220,22 @@ def test_compact_sends_the_history_and_the_prompt_and_keeps_the_last_turns(works
     [event] = [e for e in session.events if e["type"] == "compaction"]
     assert event["replaced"] == before[1:3] and event["summary"]["content"] == sent[1]
     assert session.messages() == chat.messages
+
+
+def test_the_summary_request_offers_exactly_the_conversations_tools(workspace, tmp_path):
+    """What a request offers is decided in one place (extensions.Extensions.tools): with the task tool on,
+    the chat's requests offer seven tools, and so does its summary request, so the server's prompt cache
+    reuses the whole prefix."""
+    from tinyharness.extensions import Extensions
+    with ScriptedServer(["one", "two", "three", "SUMMARY: counted."]) as srv:
+        chat = conversation(srv, workspace, tmp_path, extensions=Extensions(subagents=True))
+        for text in ("1", "2", "3"):
+            chat.send(text, echo=lambda line: None)
+        assert chat.compact("asked for with /compact")
+    offered = [tool["function"]["name"] for tool in srv.requests[2]["tools"]]
+    assert len(offered) == 7 and offered[-1] == "task"
+    assert srv.requests[3]["messages"][-1]["content"].startswith(compact.SUMMARY_PROMPT)
+    assert srv.requests[3]["tools"] == srv.requests[2]["tools"]
 
 
 @pytest.mark.parametrize("reply", ["", {"status": 500, "body": {"error": {"message": "boom"}}}])
@@ -273,7 +293,7 @@ def test_nothing_to_compact_in_a_short_conversation(workspace, tmp_path):
     assert "nothing to compact" in chat.err.getvalue() and len(srv.requests) == 1
 
 
-def test_chat_adopts_the_window_from_the_first_overflow_and_compacts_before_the_next(workspace, tmp_path, capsys):
+def test_chat_adopts_the_window_from_the_first_overflow_and_compacts_before_the_next(workspace, tmp_path):
     # A server with a 3,000-token window that says so only when a prompt overflows (llama-cpp-python's 400).
     for i in range(3):
         (workspace / f"f{i}.txt").write_text(str(i) * 3000)
@@ -283,7 +303,7 @@ def test_chat_adopts_the_window_from_the_first_overflow_and_compacts_before_the_
         chat.send("read the three files", echo=lambda line: None)
         assert srv.overflows == [3] and chat.window() == 3000   # learned from the first overflow
         chat.send("2", echo=lambda line: None)
-    said = capsys.readouterr().err
+    said = chat.err.getvalue()  # the loop's warnings and the chat's notices: one channel
     assert said.count("the server says its context window holds 3000 tokens, not the 8192 planned") == 1
     assert srv.requests[5]["messages"][-1]["content"].startswith(compact.SUMMARY_PROMPT)   # before message 2
     assert "of the 3000-token window" in chat.err.getvalue() and "only the last 0 turn(s)" in chat.err.getvalue()

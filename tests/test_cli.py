@@ -219,5 +219,5 @@ def test_a_run_given_more_time_lets_one_reply_take_it(monkeypatch):
     for max_seconds, wait in ((1800, 1800), (60, 600)):
         args = argparse.Namespace(base_url="http://127.0.0.1:9/v1", model="m", max_reply_tokens=512,
                                   max_seconds=max_seconds, api="openai", think=None, context_window=None)
-        client = client_from_args(args, False, StreamPrinter(io.StringIO()))
+        client, _ = client_from_args(args, False, StreamPrinter(io.StringIO()))
         assert client.timeout == wait

@@ -245,15 +245,18 @@ def test_user_prompt_submit_text_is_context_and_a_json_block_refuses(workspace):
 
 
 def test_claude_stop_fires_for_the_parent_subagent_stop_for_the_child_and_agent_says_which(workspace):
-    from tinyharness.extensions import Extensions
+    from tinyharness.edges import Stats
+    from tinyharness.extensions import Extensions, RunHands
+    from tinyharness.settings import RunSettings
+    from tinyharness.subagents import Parent, child_settings
     record = script(workspace, "import json,sys; e=json.load(sys.stdin); "
                                "open('seen.txt','a').write(e['hook_event_name']+' '+e['agent']+'\\n')")
     hooks, _ = claude_hooks(workspace, {"hooks": {
         "Stop": [{"hooks": [{"type": "command", "command": record}]}],
         "SubagentStop": [{"hooks": [{"type": "command", "command": record}]}],
         "pre_tool_use": [{"command": record}]}})
-    parent = Extensions(hooks=hooks)
-    child = parent.for_child()
+    parent = RunHands(RunSettings(extensions=Extensions(hooks=hooks)))
+    child = RunHands(child_settings(Parent(None, None, str(workspace), Stats(), parent.settings)))
     assert parent.stop("done") is None and child.stop("done") is None
     assert child.pre_tool_use("read_file", {"path": "a"}) is None
     assert (workspace / "seen.txt").read_text().splitlines() == ["Stop parent", "SubagentStop subagent",
@@ -261,16 +264,18 @@ def test_claude_stop_fires_for_the_parent_subagent_stop_for_the_child_and_agent_
 
 
 def test_ask_puts_a_read_to_the_user_and_a_write_to_the_usual_prompt(workspace):
-    from tinyharness.extensions import Extensions
+    from tinyharness.extensions import Extensions, RunHands
+    from tinyharness.settings import RunSettings
     hooks, reports = claude_hooks(workspace, pre_tool_use(printing(
         {"hookSpecificOutput": {"permissionDecision": "ask", "permissionDecisionReason": "secrets nearby"}}), ".*"))
     questions = []
-    ext = Extensions(hooks=hooks, approve=lambda q: questions.append(q) or False)
+    ext = RunHands(RunSettings(extensions=Extensions(hooks=hooks), approve=lambda q: questions.append(q) or False))
     assert "did not confirm" in ext.pre_tool_use("read_file", {"path": ".env"})
     assert questions == ["A hook asks you to confirm: allow read_file({\"path\": \".env\"})? [y/N] "]
     assert ext.pre_tool_use("shell", {"command": "ls"}) is None  # shell asks anyway: asked once, by the loop
     assert len(questions) == 1 and "secrets nearby" in reports[-1]
-    assert Extensions(hooks=hooks, approve=lambda q: True).pre_tool_use("read_file", {"path": "a"}) is None
+    yes = RunSettings(extensions=Extensions(hooks=hooks), approve=lambda q: True)
+    assert RunHands(yes).pre_tool_use("read_file", {"path": "a"}) is None
 
 
 # --- through `tinyharness run`: hooks written for Claude Code, unchanged -----------------------------
@@ -416,9 +421,10 @@ def test_chat_hooks_get_the_sessions_id_and_file(workspace, tmp_path):
 
 
 def test_the_runs_time_left_bounds_each_hook(workspace):
-    from tinyharness.extensions import Extensions
+    from tinyharness.extensions import Extensions, RunHands
+    from tinyharness.settings import RunSettings
     hooks, _ = claude_hooks(workspace, {"pre_tool_use": [{"command": "sleep 30", "timeout": 60}]})
-    ext = Extensions(hooks=hooks, max_seconds=0.2)  # --max-seconds 0.2
+    ext = RunHands(RunSettings(extensions=Extensions(hooks=hooks), max_seconds=0.2))  # --max-seconds 0.2
     assert ext.user_prompt_submit("task") is None   # the run's clock starts with its task
     reason = ext.pre_tool_use("shell", {"command": "ls"})
     assert f"did not finish within {cmdhooks.MIN_TIMEOUT:g} s" in reason

@@ -184,8 +184,9 @@ def test_a_stop_hook_sends_the_model_back_to_work(workspace, tmp_path):
 
 def test_a_pre_compact_hook_can_block_compaction_or_add_to_the_summary_request(workspace, tmp_path):
     from tinyharness import cmdhooks, compact
-    from tinyharness.chat import Conversation
+    from tinyharness.chat import ChatSettings, Conversation
     from tinyharness.extensions import Extensions
+    from tinyharness.settings import RunSettings
     history = [{"role": "system", "content": "s"}]
     for i in range(4):
         history += [{"role": "user", "content": f"task {i}"}, {"role": "assistant", "content": f"done {i}"}]
@@ -196,9 +197,9 @@ def test_a_pre_compact_hook_can_block_compaction_or_add_to_the_summary_request(w
         hands = Extensions(hooks=cmdhooks.CommandHooks(cmdhooks.load(workspace), workspace, report=lambda t: None))
         with ScriptedServer(script=["The summary."]) as server:
             from tinyharness.llm import Client
-            settings = {"extensions": hands, "keep_turns": 1}
+            settings = ChatSettings(RunSettings(extensions=hands, warn=lambda text: None), keep_turns=1)
             conversation = Conversation(Client(server.base_url, "m"), str(workspace), settings,
-                                        messages=[dict(m) for m in history], err=open("/dev/null", "w"))
+                                        messages=[dict(m) for m in history])
             assert conversation.compact("test") is compacted
         if compacted:
             assert server.requests[0]["messages"][-1]["content"].endswith("Keep the release codename.")

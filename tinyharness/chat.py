@@ -8,9 +8,11 @@ or a command that hangs, without losing the hour of context before it.
 The mechanism. A `Conversation` holds the message list and hands it to `run_agent` for each user
 message (`messages=`, kept up to date in place), so every message gets the same tools, hooks,
 guards, context policy and verification as `run`, and its own budgets (`--max-turns` and
-`--max-seconds` count per message). Each message added is appended to the session file at once
-(`on_update`, sessions.py). Before a message is sent, the prompt's size is checked and the history
-compacted past the threshold (compact.py).
+`--max-seconds` count per message). Its `ChatSettings` are the run's settings (built from the
+command line in one place, flags.settings_from_args) and the chat's own two (`--compact-at`,
+`--keep-turns`); each message's settings are derived from them with `dataclasses.replace`. Each
+message added is appended to the session file at once (`on_update`, sessions.py). Before a message
+is sent, the prompt's size is checked and the history compacted past the threshold (compact.py).
 
 Ctrl-C raises KeyboardInterrupt wherever the main thread is: in the model call (the HTTP read is
 abandoned), or waiting for a shell command. The shell tool starts each command in a process group of
@@ -37,16 +39,19 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import chat_json
 from . import compact as compaction
 from .chat_input import BLOCK, Input  # noqa: F401 (Input: imported from here by the tests)
-from .console import StreamPrinter, printable
+from .console import StreamPrinter, printable, warn
+from .extensions import of as extensions_of
 from .filedoor import write_text
-from .flags import check_agent_flags, client_from_args, image_from_flag, irregular_config, sandbox_from_args
+from .flags import (approver, check_agent_flags, client_from_args, image_from_flag, irregular_config, sandbox_from_args,
+                    settings_from_args)
 from .guards import Stopped
-from .hooks import approve_everything, ask_user
+from .hooks import ask_user
 from .llm import LLMError
 from .loop import RunSettings, Stats, run_agent, system_prompt
 from .overflow import learn_window, window_in_force
@@ -66,17 +71,26 @@ a line holding only {BLOCK} starts a block that ends at the next {BLOCK} line.
 Ctrl-C stops the current turn (the model call or the running command) and returns to the prompt."""
 
 
+@dataclass(frozen=True)
+class ChatSettings:
+    """A chat's settings: the run's (each message's are derived from them), and when and how much to compact."""
+    run: RunSettings = RunSettings()
+    compact_at: float = compaction.COMPACT_AT  # --compact-at: the share of the window that starts a compaction
+    keep_turns: int = compaction.KEEP_TURNS    # --keep-turns: the last turns kept whole
+
+
 class Conversation:
     """The message list of one chat, and what happens to it: messages, compaction, /clear."""
 
-    def __init__(self, client, workspace, settings, writer=None, messages=None, err=None):
+    def __init__(self, client, workspace, settings, writer=None, messages=None):
         self.tap = UsageTap(client, writer)
         self.workspace, self.settings, self.writer = workspace, settings, writer
-        self.err = err or sys.stderr  # looked up now, not when the module was imported
+        self.warn = settings.run.warn  # the one channel to the user: stderr, made printable
         self.messages = messages or [{"role": "system", "content": system_prompt(workspace)}]
-        self.transcript = TranscriptWriter(settings.get("transcript"), err)
+        self.transcript = TranscriptWriter(settings.run.transcript, sys.stderr)
         self.end_line = lambda: None  # the printer's: a streamed answer's open line ends before [stats]
         self.all_stats = []  # each message's, for chat --json's result line
+        self.opened = False  # the first message opens the session: its session_start hooks run then
 
     def sync(self, messages=None):
         if self.writer:
@@ -88,7 +102,7 @@ class Conversation:
             self.writer.event("subagent", messages=messages)
 
     def notice(self, text):
-        print(printable(text), file=self.err, flush=True)
+        self.warn(text)
         if self.writer:
             self.writer.notice(text)
 
@@ -97,14 +111,7 @@ class Conversation:
         (Stopped, LLMError, KeyboardInterrupt) after making the history whole again."""
         stats = Stats()
         self.all_stats.append(stats)
-        window = self.window()
-        if compaction.needs_compaction(self.tap.last_usage, self.messages, window, self.settings["compact_at"]):
-            tokens, how = compaction.prompt_size(self.tap.last_usage, self.messages)
-            at = compaction.threshold(window, self.settings["compact_at"])
-            share = f"{self.settings['compact_at']:.0%}" if at >= self.settings["compact_at"] * window else \
-                f"{at / window:.0%} (room left for the summary request)"
-            self.compact(f"the history is about {tokens} tokens ({how}), past {share} of the {window}-token window",
-                         stats, automatic=True)
+        self.compact_if_full(stats)
         try:
             return run_agent(text, self.tap, self.workspace, self.run_settings(echo, image), stats, self.messages)
         except BaseException:
@@ -113,37 +120,46 @@ class Conversation:
         finally:
             self.sync()
             self.end_line()  # [stats] on a line of its own, not after the streamed answer's last word
-            print(stats.line(), file=self.err, flush=True)
+            self.warn(stats.line())
+
+    def compact_if_full(self, stats):
+        """Before a message is sent: compact the history when it is past --compact-at of the window."""
+        window, at = self.window(), self.settings.compact_at
+        if compaction.needs_compaction(self.tap.last_usage, self.messages, window, at):
+            tokens, how = compaction.prompt_size(self.tap.last_usage, self.messages)
+            threshold = compaction.threshold(window, at)
+            share = f"{at:.0%}" if threshold >= at * window else \
+                f"{threshold / window:.0%} (room left for the summary request)"
+            self.compact(f"the history is about {tokens} tokens ({how}), past {share} of the {window}-token window",
+                         stats, automatic=True)
 
     def run_settings(self, echo, image=None):
-        """The loop's settings for one message: the chat's, this message's picture, and the session's callbacks."""
-        chosen = self.settings
-        return RunSettings(max_turns=chosen["max_turns"], max_seconds=chosen["max_seconds"],
-                           max_tokens=chosen.get("max_tokens"), shell_timeout=chosen["shell_timeout"],
-                           context_policy=chosen["context_policy"], context_window=chosen["context_window"],
-                           sandbox=chosen.get("sandbox"), approve=chosen["approve"],
-                           extensions=chosen.get("extensions"), echo=echo, on_update=self.sync,
-                           on_subagent=self.keep_subagent, image=image)
+        """The loop's settings for one message: the chat's, derived with this message's picture and echo, the
+        session's callbacks (the chat writes --transcript itself), and session_start for the first only."""
+        opens, self.opened = not self.opened, True
+        return replace(self.settings.run, echo=echo, image=image, transcript=None, opens_session=opens,
+                       on_update=self.sync, on_subagent=self.keep_subagent)
 
     def window(self):
         """The window in force: --context-window (or the model's), or the server's own once an
         overflow error named it (learned for the rest of the chat, see overflow.learn_window)."""
-        return window_in_force(self.tap, self.settings["context_window"])
+        return window_in_force(self.tap, self.settings.run.context_window)
 
     def compact(self, reason, stats=None, automatic=False):
         """Summarise the past; on failure keep the history and say so. Returns True when it compacted.
         The summary call is counted in `stats` (a model call like any other) when given."""
         self.notice(f"[compact] {reason}: asking the model for a summary...")
-        hands = self.settings.get("extensions")
-        verdict = hands.hook("pre_compact") if hands else None  # the workspace's command hooks, if any
+        run = self.settings.run
+        hands = extensions_of(run)
+        verdict = hands.hook("pre_compact") if hands.hooks else None  # the workspace's command hooks, if any
         if verdict and not verdict.allowed:
             self.notice(f"[compact] a pre_compact hook blocked it, so the history is kept as it was: {verdict.reason}")
             return False
         try:
-            done = compaction.compact(self.messages, self.tap, self.workspace, self.settings["keep_turns"],
+            done = compaction.compact(self.messages, self.tap, self.workspace, self.settings.keep_turns,
                                       extra=[verdict.output] if verdict and verdict.output else (),
-                                      fewer_turns=automatic, on_overflow=lambda overflow: learn_window(
-                                          self.tap, overflow, self.settings["context_window"]))
+                                      fewer_turns=automatic, tools=hands.tools(), on_overflow=lambda overflow:
+                                      learn_window(self.tap, overflow, run.context_window, run.warn))
         except compaction.CompactionFailed as e:
             self.notice(f"[compact] {e}")
             return False
@@ -303,7 +319,7 @@ class Chat:
                     print(file=self.out)
                 return self.status, "end of input"
             except Terminated as e:  # SIGTERM, SIGHUP at the prompt: the chat ends, its session saved
-                print(f"Terminated ({e.name}).", file=sys.stderr, flush=True)
+                self.conversation.warn(f"Terminated ({e.name}).")
                 return e.code, f"terminated by {e.name}"
             except KeyboardInterrupt:  # Ctrl-C at the prompt: a fresh line, like a shell
                 print("^C", file=self.out, flush=True)
@@ -340,8 +356,9 @@ def check_flags(args, parser):
         parser.error("give --continue or --resume ID, not both")
 
 
-def open_session(args, workspace, model, err):
+def open_session(args, workspace, model, err, approve):
     """(writer, messages) for a new, continued or resumed session; (None, None) with --no-session.
+    `approve`: the permission prompt, which answers whether to resume another folder's session here.
     Raises SessionError when the session asked for cannot be used."""
     from . import sessions
     if args.no_session:
@@ -357,10 +374,10 @@ def open_session(args, workspace, model, err):
                                         "lists them); start one with `tinyharness chat`")
     session, writer = sessions.resume(path, err)  # locked before it is read: one writer per session
     if session.warning:
-        print(printable(session.warning), file=err)
+        warn(session.warning)
     folder = session.header.get("folder")
     try:
-        if folder != str(Path(workspace).resolve()) and not args.yes_approve(
+        if folder != str(Path(workspace).resolve()) and not approve(
                 f"Session {session.id} was started in {folder}; resume it here, in {workspace}? [y/N] "):
             raise sessions.SessionError(f"not resumed: session {session.id} belongs to {folder}; run "
                                         "`tinyharness chat --resume ID` from that folder")
@@ -369,8 +386,7 @@ def open_session(args, workspace, model, err):
         raise
     messages = session.messages()
     writer.notice(f"resumed in {workspace}")
-    print(printable(f"Resumed session {session.id}: {len(messages)} messages, {len(session.user_tasks())} turns."),
-          file=err)
+    warn(f"Resumed session {session.id}: {len(messages)} messages, {len(session.user_tasks())} turns.")
     return writer, messages or None
 
 
@@ -386,26 +402,26 @@ def chat_command(args, parser):
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
     ask = user_prompt(printer)  # trusting hooks and MCP servers is always the user's (never --yes)
-    args.yes_approve = approve = approve_everything if args.yes else ask
+    approve = approver(args, ask)
     try:
-        writer, messages = open_session(args, workspace, args.model, sys.stderr)
+        writer, messages = open_session(args, workspace, args.model, sys.stderr, approve)
     except SessionError as e:
-        print(printable(f"error: {e}"), file=sys.stderr)  # a folder or id from the file can be in it
+        warn(f"error: {e}")  # made printable: a folder or id from the file can be in it
         return 1
     if problem := irregular_config(workspace):
-        print(printable(f"error: {problem}"), file=sys.stderr)
+        warn(f"error: {problem}")
         return 2
     try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
-        hands = extensions.from_flags(args, workspace, ask, lambda text: print(printable(text), file=sys.stderr))
+        hands = extensions.from_flags(args, workspace, ask, warn)
     except extensions.SetupError as e:
-        print(printable(f"error: {e}"), file=sys.stderr)
+        warn(f"error: {e}")
         return 2
     if writer and hands.hooks:  # a hook can tell one chat's events from another's, and read its story
         hands.hooks.session_id, hands.hooks.transcript_path = writer.id, str(writer.path)
-    client = client_from_args(args, stream, printer)  # --api, --think; sets args.context_window
-    settings = chat_settings(args, parser, hands, approve)
+    client, window = client_from_args(args, stream, printer)  # --api, --think; the window
+    settings = chat_settings(args, window, sandbox=sandbox_from_args(args, parser), approve=approve, extensions=hands)
     if hands.hooks:  # the hooks run in the chat's sandbox (--sandbox off: unconfined, as the commands)
-        hands.hooks.sandbox = settings["sandbox"]
+        hands.hooks.sandbox = settings.run.sandbox
     lines = chat_json.open_lines(args.json_out, writer, args.model) if args.json else None
     conversation = Conversation(client, workspace, settings, chat_json.Tee(writer, lines) if lines else writer, messages)
     chat = Chat(conversation, client, printer, stream, interactive)
@@ -436,11 +452,11 @@ def user_prompt(printer):
     return ask
 
 
-def chat_settings(args, parser, hands, approve):
-    return {"extensions": hands, "sandbox": sandbox_from_args(args, parser), "max_turns": args.max_turns,
-            "max_seconds": args.max_seconds, "max_tokens": args.max_tokens, "transcript": args.transcript,
-            "shell_timeout": args.shell_timeout, "approve": approve, "context_policy": args.context_policy,
-            "context_window": args.context_window, "compact_at": args.compact_at, "keep_turns": args.keep_turns}
+def chat_settings(args, window, **built):
+    """The chat's settings: the run's from the command line (flags.settings_from_args, with --transcript,
+    which the chat writes itself), and --compact-at and --keep-turns."""
+    return ChatSettings(settings_from_args(args, window, transcript=args.transcript, **built), args.compact_at,
+                        args.keep_turns)
 
 
 def converse(chat, reader, task, image, hands, writer, workspace):
@@ -457,5 +473,5 @@ def converse(chat, reader, task, image, hands, writer, workspace):
             writer.end(reason)
             writer.close()
             saved = "not saved whole: see the warning above" if writer.failed else "saved"
-            print(printable(f"Session {writer.id} {saved} (tinyharness chat --resume {writer.id})."), file=sys.stderr)
+            warn(f"Session {writer.id} {saved} (tinyharness chat --resume {writer.id}).")
     return status if not reader.interactive or reason.startswith("terminated") else 0

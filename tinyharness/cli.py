@@ -22,8 +22,9 @@ import os
 import sys
 import time
 
-from .console import StreamPrinter, printable
-from .flags import check_agent_flags, client_from_args, image_from_flag, irregular_config, sandbox_from_args, usage_problem
+from .console import StreamPrinter, printable, warn
+from .flags import (approver, check_agent_flags, client_from_args, image_from_flag, irregular_config, sandbox_from_args,
+                    settings_from_args, usage_problem)
 from .parsers import build_parser, version
 from .run_end import Results, Terminated, ending_signals, result_line, write_missing_result
 
@@ -46,7 +47,7 @@ def main(argv=None):
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         raise
     except Terminated as e:  # before a run could catch it: in set-up, at a trust question
-        print(f"Terminated ({e.name}).", file=sys.stderr)
+        warn(f"Terminated ({e.name}).")
         code = e.code
     finally:
         if code != 0:  # a finished run wrote its own; --help and --version are no run
@@ -60,7 +61,7 @@ def guarded(argv):
     except Terminated:
         raise
     except KeyboardInterrupt:  # Ctrl-C anywhere (a run catches its own first, to print its stats)
-        print("Interrupted.", file=sys.stderr)
+        warn("Interrupted.")
         return 130
     except BrokenPipeError:  # `tinyharness course diff m0 m1 | head` closed the pipe: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush stays quiet
@@ -71,7 +72,7 @@ def guarded(argv):
         from .sandbox import RestoreFailed  # here, not at the top: --help must not load the sandbox
         if not isinstance(e, RestoreFailed):
             raise
-        print(printable(f"error: {e}"), file=sys.stderr)  # .git may be left changed: the user is told, never the model
+        warn(f"error: {e}")  # .git may be left changed: the user is told, never the model
         return 1
 
 
@@ -88,9 +89,6 @@ def dispatch(argv):
     usage = getattr(args, "usage", parser)  # the subcommand's own parser, where it set one
     if args.command in ("run", "chat") and (problem := usage_problem(args, extra)):
         usage.error(problem)
-    if args.command in ("run", "chat"):
-        from .hooks import allow_urls
-        allow_urls(getattr(args, "allow_image_urls", False))  # every run sets it: a test may run several in one process
     if extra:
         usage.error(f"unrecognized arguments: {' '.join(extra)}")
     sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
@@ -112,9 +110,36 @@ def run_command(args, parser):
 
 def prepare_run(args, parser):
     """The task, the checks a usage error comes from, the workspace's hooks and MCP servers, the sandbox
-    and the client; then the run."""
+    and the client; then the run, with the settings the command line asks for (flags.settings_from_args)."""
     from . import extensions
     from .hooks import ask_user
+    from .sessions import SessionError
+    sandbox, image = checked_run_args(args, parser)
+    if args.json:  # stdout is for the JSON lines alone: the tool lines and a streamed answer go to stderr
+        stream, printer = bool(args.stream), StreamPrinter(sys.stderr)
+    else:
+        stream, printer = sys.stdout.isatty() if args.stream is None else args.stream, StreamPrinter(sys.stdout)
+    if problem := irregular_config(os.getcwd()):
+        return usage_failure(problem)
+    try:
+        resumed = resumed_session(args)
+    except SessionError as e:
+        return usage_failure(str(e))
+    try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
+        hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), warn)
+    except extensions.SetupError as e:
+        return usage_failure(str(e))
+    if hands.hooks:  # the hooks run in the run's sandbox (--sandbox off: unconfined, as the commands)
+        hands.hooks.sandbox = sandbox
+    client, window = client_from_args(args, stream, printer)
+    prompt = Prompt(printer)
+    settings = settings_from_args(args, window, sandbox=sandbox, approve=approver(args, prompt), extensions=hands,
+                                  echo=printer.echo, image=image)
+    return start_run(args, client, settings, printer, stream, prompt, resumed)
+
+
+def checked_run_args(args, parser):
+    """(sandbox, image part or None): the task read, the usage errors found (exit 2) before anything starts."""
     from .imageload import ImageError
     from .vision import image_part
     if args.task == "-":  # `echo "fix the tests" | tinyharness run -`
@@ -128,27 +153,26 @@ def prepare_run(args, parser):
         parser.error("--continue and --resume go on with a session: they cannot be used with --no-session")
     sandbox = sandbox_from_args(args, parser)
     try:  # a bad image is a usage error (exit 2), found before any model call
-        image = image_part(*image_from_flag(args.image, os.getcwd())) if args.image is not None else None
+        return sandbox, image_part(*image_from_flag(args.image, os.getcwd())) if args.image is not None else None
     except ImageError as e:
         parser.error(f"--image: {e}")
-    if args.json:  # stdout is for the JSON lines alone: the tool lines and a streamed answer go to stderr
-        stream, printer = bool(args.stream), StreamPrinter(sys.stderr)
-    else:
-        stream, printer = sys.stdout.isatty() if args.stream is None else args.stream, StreamPrinter(sys.stdout)
-    if problem := irregular_config(os.getcwd()):
-        return usage_failure(problem)
-    from .sessions import SessionError
-    try:
-        args.resumed = resumed_session(args)
-    except SessionError as e:
-        return usage_failure(str(e))
-    try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
-        hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), report_line)
-    except extensions.SetupError as e:
-        return usage_failure(str(e))
-    if hands.hooks:  # the hooks run in the run's sandbox (--sandbox off: unconfined, as the commands)
-        hands.hooks.sandbox = sandbox
-    return start_run(args, client_from_args(args, stream, printer), printer, stream, image, sandbox, hands)
+
+
+class Prompt:
+    """A run's permission prompt: the question on a fresh line, and a count of how often it asked and
+    found nobody there to answer (nothing_allowed reads them)."""
+
+    def __init__(self, printer):
+        self.printer, self.calls, self.unanswered = printer, 0, 0
+
+    def __call__(self, question):
+        from .hooks import ask_user
+        self.printer.end_line()  # a streamed line still open would run into the question
+        self.calls += 1
+        return ask_user(printable(question), on_eof=self.nobody)
+
+    def nobody(self):
+        self.unanswered += 1
 
 
 def resumed_session(args):
@@ -172,49 +196,38 @@ def resumed_session(args):
 def usage_failure(problem):
     """Exit code 2, said on stderr (and in the --json result line)."""
     Results.usage_error = problem
-    print(printable(f"error: {problem}"), file=sys.stderr)
+    warn(f"error: {problem}")
     return 2
 
 
-def start_run(args, client, printer, stream, image, sandbox, hands):
-    """Run the loop once, with the session file and --json around it; what the user is shown at the end."""
-    from .hooks import approve_everything, ask_user
-    from .loop import RunSettings, Stats, Stopped, run_agent
+def start_run(args, client, settings, printer, stream, prompt, resumed):
+    """Run the loop once, with the session file and --json around it; what the user is shown at the end.
+    `settings`: the command line's (settings_from_args), given the session's callbacks here."""
+    from dataclasses import replace
+    from .loop import Stats, Stopped, run_agent
     from .llm import LLMError
     from .sessions import TranscriptWriter, keeper
-    stats = Stats()
-    echo = printer.echo
-    client, session, lines = open_records(args, client, hands)
-    history = args.resumed[1] or None  # --continue, --resume: the conversation goes on
+    stats, hands = Stats(), settings.extensions
+    client, session, lines = open_records(args, client, hands, resumed)
     result = {"exit_code": 1, "answer": None}
-    asked = {"calls": 0, "unanswered": 0}  # how often the permission prompt asked, and found nobody there
-
-    def ask(prompt):
-        printer.end_line()  # a streamed line still open would run into the question
-        asked["calls"] += 1
-        return ask_user(printable(prompt), on_eof=lambda: asked.update(unanswered=asked["unanswered"] + 1))
     try:
-        settings = RunSettings(max_turns=args.max_turns, max_seconds=args.max_seconds, max_tokens=args.max_tokens,
-                               shell_timeout=args.shell_timeout, context_policy=args.context_policy,
-                               context_window=args.context_window, sandbox=sandbox,
-                               approve=approve_everything if args.yes else ask, extensions=hands, echo=echo,
-                               on_update=keeper(session, lines, TranscriptWriter(args.transcript)),  # --transcript too
-                               on_subagent=session_keeper(session, lines), image=image)
-        answer = run_agent(args.task, client, os.getcwd(), settings, stats, messages=history)
+        on_update = keeper(session, lines, TranscriptWriter(args.transcript))  # the session, --json, --transcript
+        settings = replace(settings, on_update=on_update, on_subagent=session_keeper(session, lines))
+        answer = run_agent(args.task, client, os.getcwd(), settings, stats, messages=resumed[1] or None)  # --continue
         printer.end_line()
         result.update(exit_code=0, answer=answer)
         if not args.json and (not stream or answer.strip() != printer.since_tool.strip()):  # streamed: not twice
             print(printable(answer))
-        return nothing_allowed(args, hands, asked, result)
+        return nothing_allowed(args, hands, prompt, result)
     except (LLMError, Stopped, KeyboardInterrupt) as e:
         printer.end_line()
-        return run_failed(e, args, result)
+        return run_failed(e, args, result, settings.warn)
     except BrokenPipeError:  # `... | head` closed the output: the run cannot show its work, so it stops
         lines = None  # nor its --json result
         return output_closed()
     finally:
         hands.close()  # MCP servers end on every path, Ctrl-C included
-        print(stats.line(), file=sys.stderr)
+        settings.warn(stats.line())
         if lines:
             lines.result(result, stats)
         if session:
@@ -222,15 +235,15 @@ def start_run(args, client, printer, stream, image, sandbox, hands):
             session.close()
 
 
-def nothing_allowed(args, hands, asked, result):
+def nothing_allowed(args, hands, prompt, result):
     """0, or 3 for a run with nobody to approve (no terminal, no --yes, no allow rule) whose every write
     and command was DENIED, each question met by the end of input: the model's answer cannot be about
     work it was never allowed to do, so the run is "not confirmed complete", as a limit would leave it (a
     script must not read exit 0 as done). A "n" piped in is somebody's answer: that run ends as usual."""
-    if args.yes or sys.stdin.isatty() or (hands.rules and hands.rules.allows_any()) or not asked["calls"] or \
-            asked["unanswered"] < asked["calls"]:
+    if args.yes or sys.stdin.isatty() or (hands.rules and hands.rules.allows_any()) or not prompt.calls or \
+            prompt.unanswered < prompt.calls:
         return 0
-    why = (f"nothing was allowed: the {asked['calls']} call(s) that needed approval (a write, a command, a URL) "
+    why = (f"nothing was allowed: the {prompt.calls} call(s) that needed approval (a write, a command, a URL) "
            "were DENIED, as standard input is not a terminal and neither --yes nor an allow rule was given")
     result.update(exit_code=3, stopped=why)
     if not args.json:
@@ -238,11 +251,12 @@ def nothing_allowed(args, hands, asked, result):
     return 3
 
 
-def open_records(args, client, hands):
-    """(client, session, lines): the session file a run is appended to (none with --no-session) and the
-    --json lines; the client wrapped so that each call's usage is noted beside its answer."""
+def open_records(args, client, hands, resumed):
+    """(client, session, lines): the session file a run is appended to (none with --no-session; `resumed`:
+    the (writer, messages) of --continue or --resume) and the --json lines; the client wrapped so that each
+    call's usage is noted beside its answer."""
     from .sessions import UsageTap, start_or_warn
-    resumed, history = getattr(args, "resumed", (None, None))
+    resumed, history = resumed
     session = resumed or (None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr))
     if session and hands.hooks:
         hands.hooks.session_id = session.id  # a hook can tell one run's events from another's
@@ -258,25 +272,25 @@ def open_records(args, client, hands):
 def output_closed():
     """Exit code 1, said on stderr, for a run whose standard output was closed."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # or the exit flush fails again
-    print("error: the output was closed (e.g. by `| head`), so the run stopped.", file=sys.stderr)
+    warn("error: the output was closed (e.g. by `| head`), so the run stopped.")
     return 1
 
 
-def run_failed(e, args, result):
+def run_failed(e, args, result, warn=warn):
     """The exit code of a run that did not finish, and what it says: a server's error (1), a limit that
     stopped it (3), Ctrl-C (130)."""
     from .llm import LLMError
     if isinstance(e, LLMError):
         result.update(error=str(e))
-        print(printable(f"error: {e}"), file=sys.stderr)  # the server's own words can be in it
+        warn(f"error: {e}")  # made printable: the server's own words can be in it
         return 1
     if isinstance(e, Terminated):  # SIGTERM, SIGHUP: cleaned up as after Ctrl-C, exit 128 + the signal
         result.update(exit_code=e.code, error=f"terminated by {e.name}")
-        print(f"Terminated ({e.name}).", file=sys.stderr)
+        warn(f"Terminated ({e.name}).")
         return e.code
     if isinstance(e, KeyboardInterrupt):
         result.update(exit_code=130, error="interrupted")
-        print("Interrupted.", file=sys.stderr)
+        warn("Interrupted.")
         return 130
     result.update(exit_code=3, stopped=str(e), done=e.done)  # Stopped: a limit, or a hook that refused the task
     if not args.json:
@@ -306,10 +320,6 @@ class JsonLines:
     def result(self, result, stats):
         Results.written = True  # before writing: a closed output must not get a second try from main
         self.events.write(result_line(result, stats, self.session_id, self.model, stats.started))
-
-
-def report_line(text):
-    print(printable(text), file=sys.stderr, flush=True)
 
 
 def session_keeper(*writers):
@@ -368,8 +378,8 @@ def fake_server(args):
             return 2
         return fake_server_main([*source, "--port", str(args.port)] + ["--drop-images"] * args.drop_images)
     except OSError as e:  # the port is taken, or below 1024 without the right to it
-        print(f"error: cannot listen on 127.0.0.1:{args.port}: {e.strerror or e}. Choose another --port, "
-              "or leave it out to take any free port.", file=sys.stderr)
+        warn(f"error: cannot listen on 127.0.0.1:{args.port}: {e.strerror or e}. Choose another --port, "
+             "or leave it out to take any free port.")
         return 1
 
 
@@ -396,8 +406,8 @@ def script_path(name_or_path):
     path = bundled_script(name_or_path)
     if os.path.exists(path):
         return path
-    print(f"error: no script file {name_or_path!r}, and no bundled script of that name "
-          f"(bundled: {', '.join(bundled_script_names())})", file=sys.stderr)
+    warn(f"error: no script file {name_or_path!r}, and no bundled script of that name "
+         f"(bundled: {', '.join(bundled_script_names())})")
     return None
 
 

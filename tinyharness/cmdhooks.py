@@ -69,12 +69,12 @@ warning when the file is loaded.
 import json
 import os
 import re
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .console import warn
 from .filedoor import read_bytes
 from .hookdecide import MAX_OUTPUT, Verdict, decision
 from .hookrun import run_command
@@ -300,7 +300,7 @@ class CommandHooks:
         self.confined = {}  # a user's hooks folder -> the run's sandbox that may read it too
         self.transcript_path = transcript_path
         self.timeout = timeout        # caps every hook's own timeout (tests); None: each hook's own
-        self.report = report or (lambda text: print(text, file=sys.stderr, flush=True))
+        self.report = report or warn  # console.warn: the default of settings.warn, made printable
 
     def __bool__(self):
         return any(self.hooks.values())

@@ -10,7 +10,8 @@ The mechanism. Before a new user message is sent, the harness looks at the size 
 the server's own count (`prompt_tokens` of the last call plus the `completion_tokens` of the reply
 now in the history) when it reported one, else our estimate (characters/4 of the messages). Past `COMPACT_AT` (80%) of the window, or when the user types `/compact`, it asks the model
 for a summary, with `SUMMARY_PROMPT` appended to the history exactly as the model last saw it (the
-same tools too, so the server's prompt cache reuses the whole prefix and the summary costs little
+same tools too - the run's own list, extensions.Extensions.tools(), the one place that decides what a
+request offers - so the server's prompt cache reuses the whole prefix and the summary costs little
 more than its own reply). Then everything between the system prompt and the last `KEEP_TURNS` user
 turns is replaced by one user message that starts with `SUMMARY_MARK`. A turn is a message the user
 typed and everything that followed it. The session file keeps the summary and every message it
@@ -146,13 +147,15 @@ def summary_request(messages, workspace, extra):
     return list(messages) + [{"role": "user", "content": prompt}]
 
 
-def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=(), fewer_turns=False, on_overflow=None):
+def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=(), fewer_turns=False, on_overflow=None,
+            tools=SCHEMAS):
     """Summarise and replace everything before the last `keep_turns` user turns. Returns a Compaction;
     raises CompactionFailed (history untouched) when there is nothing to replace or no summary came.
     `extra`: more instructions for the summary (a pre_compact command hook's output).
     `fewer_turns`: when the last `keep_turns` turns are the whole conversation, keep fewer (down to
     none) rather than nothing to compact: the history is past the threshold and must shrink.
-    `on_overflow(ContextOverflow)`: told when the summary request did not fit (chat learns the window)."""
+    `on_overflow(ContextOverflow)`: told when the summary request did not fit (chat learns the window).
+    `tools`: what the conversation's requests offer, offered again (the prompt cache reuses the prefix)."""
     start, notes = kept_from(messages, keep_turns), []
     while fewer_turns and start <= 1 and keep_turns > 0:
         keep_turns -= 1
@@ -169,7 +172,7 @@ def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=(), fewer_
     extra = hooks_extra + list(extra)
     request = summary_request(messages, workspace, extra)
     try:
-        reply = ask_for_summary(client, request, on_overflow)
+        reply = ask_for_summary(client, request, on_overflow, tools)
     except LLMError as e:
         raise CompactionFailed(f"the summary request failed, so the history is kept as it was: {e}") from None
     message, usage = reply[0], reply[1]
@@ -181,11 +184,11 @@ def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=(), fewer_
     return Compaction(messages[:1] + [summary] + messages[start:], summary, replaced, usage, notes)
 
 
-def ask_for_summary(client, request, on_overflow=None):
+def ask_for_summary(client, request, on_overflow=None, tools=SCHEMAS):
     """The summary call. When it does not fit the window, every tool result in the request is stubbed
     (the summary replaces them anyway; the session file keeps them whole) and it is sent once more."""
     try:
-        return client.chat(request, tools=SCHEMAS)
+        return client.chat(request, tools=tools)
     except ContextOverflow as overflow:
         if on_overflow:
             on_overflow(overflow)
@@ -194,7 +197,7 @@ def ask_for_summary(client, request, on_overflow=None):
         if not stubbed:
             raise LLMError(f"{overflow} (The request held no tool result that could be cut.)") from None
     try:
-        return client.chat(cut, tools=SCHEMAS)
+        return client.chat(cut, tools=tools)
     except ContextOverflow as overflow:
         if on_overflow:
             on_overflow(overflow)

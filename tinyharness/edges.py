@@ -17,24 +17,26 @@ loop once grew to 123 lines this way):
 - The [tool] and -> lines, the transcript and the [stats] line: one spelling of the arguments, a file
   rewritten every turn, and only the counts the server really made.
 
-The mechanism. `Edges` holds what these cases need for one run (the client, the settings, the stats,
-the record of what was done) and answers each case with one method the loop calls where it arises;
-a method that returns True means "the model is asked again".
+The mechanism. Three holders, one per kind, each made by run_agent for one run. `Edges` decides: a
+cut reply, an empty answer, a stop hook's objection, a repeated call, a spent budget - each one
+method the loop calls where it arises; a method that returns True means "the model is asked again".
+`Report` shows and counts: the [tool] and -> lines (settings.echo), every warning (settings.warn,
+the one channel to the user's stderr), the messages handed on (settings.on_update), the [stats]
+counts and the `Record` of what was done. Model access - a prompt that does not fit, the window in
+force - is overflow.py's `Model`.
 
 What it cannot do. It handles what it names: a new kind of misbehaviour needs a new name here, and a
 line in the loop where it arises.
 """
 import json
-import sys
 import time
+from collections import Counter
 
 from .arrival import ArrivalWatch
 from .context import ContextWatch, estimate_tokens
 from .filedoor import write_text
-from .guards import REPEAT_LIMIT, Record, Stopped, brief, repeat_warning
-from .llm import LLMError
-from .overflow import ask, window_in_force
-from .tools import TOOLS
+from .guards import REPEAT_LIMIT, Stopped, brief, repeat_warning
+from .tools import TOOLS, parse_arguments
 
 CUT = ("[harness] Your last reply was cut off at the length limit ({}), so none of its tool calls ran. "
        "Continue with a shorter reply: fewer or smaller tool calls, less text.")
@@ -83,85 +85,52 @@ class Stats:
                 f"seconds={time.monotonic() - self.started:.1f}{cached}{missing}")
 
 
-class Edges:
-    """The loop's edge cases for one run, each behind a name; loop.py calls each where it arises."""
+class Record:
+    """What the run has done, for the account a stopped run prints: calls per tool, files written."""
 
-    def __init__(self, client, settings, stats, extensions):
-        self.client, self.settings, self.stats, self.ext = client, settings, stats, extensions
-        self.echo = settings.echo
+    def __init__(self):
+        self.calls, self.written = Counter(), []
+
+    def note(self, call, result):
+        """Note one call after it ran. A file counts as written only when write_file said OK."""
+        function = call.get("function") or {}
+        name = str(function.get("name"))
+        self.calls[name] += 1
+        if name == "write_file" and result.startswith("OK: wrote"):
+            path = parse_arguments(function.get("arguments"))[0].get("path")
+            if path not in self.written:
+                self.written.append(path)
+
+    def account(self):
+        tools = ", ".join(f"{name} x{count}" for name, count in self.calls.items()) or "none"
+        return f"Tool calls: {tools}.\nFiles written: {', '.join(self.written) or 'none'}."
+
+
+class Report:
+    """What one run shows and counts: the [tool] and -> lines, its warnings (one channel, settings.warn),
+    the messages handed on, the counts of the [stats] line and the record a stopped run prints."""
+
+    def __init__(self, settings, stats):
+        self.settings, self.stats = settings, stats
+        self.echo, self.warn = settings.echo, settings.warn
         self.updated = settings.on_update or (lambda messages: None)  # messages were added (the session appends)
         self.record = Record()  # what the run did, for the account a stopped run prints
         self.watch = ContextWatch(settings.context_window)  # context.py: nearly full, or cut by the server
         self.arrivals = ArrivalWatch()  # did each picture reach the model? The bill says
-        self.was_cut = self.nudged = False
 
-    def check_budget(self, budget, turn):
-        """Between turns, the only moment the loop can stop: --max-turns, --max-seconds, --max-tokens."""
-        limit = budget.exceeded(turn) or tokens_spent(self.stats, self.settings.max_tokens)
-        if limit:
-            raise Stopped(limit, self.record.account())
-
-    def window(self):
-        """The window to plan this turn with: the server's own, once it said it (overflow.py)."""
-        self.watch.window = window_in_force(self.client, self.settings.context_window)
-        return self.watch.window
-
-    def ask(self, messages, window, budget, turn, tools):
-        """The model's reply (overflow.ask: a prompt that does not fit is cut and retried once), bounded by
-        what is left of --max-seconds: a runaway reply is cut short, not waited for, and a reply that ran
-        out of the run's time is a limit (exit 3), not a failure."""
-        try:
-            return ask(self.client, messages, window, budget, tools)
-        except LLMError:
-            if budget.exceeded(turn):
-                raise Stopped(budget.exceeded(turn), self.record.account()) from None
-            raise
-
-    def warn(self, usage, messages, tools):
-        """On stderr after a reply: a --max-tokens the server's counts cannot enforce (once), the context
-        nearly full or cut, a picture that never arrived."""
+    def turn(self, usage, messages, tools, window):
+        """After a reply: the model call counted; then warned on stderr: a --max-tokens the server's counts
+        cannot enforce (once), the context nearly full or cut, a picture that never arrived."""
+        self.stats.count_turn(usage)
         max_tokens = self.settings.max_tokens
         if max_tokens and self.stats.uncounted == 1 and not {"prompt_tokens", "completion_tokens"} & set(usage):
-            print(f"[harness] --max-tokens {max_tokens} cannot be enforced: the server reports no token counts "
-                  "for its replies (see `tinyharness doctor`).", file=sys.stderr)  # once: a silent budget is no budget
-        watch_context(self.watch, usage, messages, tools)
+            self.warn(f"[harness] --max-tokens {max_tokens} cannot be enforced: the server reports no token counts "
+                      "for its replies (see `tinyharness doctor`).")  # once: a silent budget is no budget
+        self.watch.window = window  # the window in force: the server's own, once it said it
+        watch_context(self.watch, usage, messages, tools, self.warn)
         arrived = self.arrivals.check(messages, tools, usage)  # a warning if a new picture never arrived
         if arrived:
-            print(arrived, file=sys.stderr, flush=True)
-
-    def cut(self, finish_reason, message, messages):
-        """True when the reply was cut at the length limit: a call in it may be cut too, so none of it runs,
-        and the model is asked for a shorter reply (the loop asks again). A second cut stops the run."""
-        if finish_reason != "length":
-            return False
-        where = cut_at(self.client.max_reply_tokens, self.stats.last_reply_tokens)
-        if self.was_cut:
-            raise Stopped(f"the model's reply was cut at the length limit twice ({where})",
-                          self.record.account())
-        self.was_cut = True
-        self.echo(f"  [harness] the reply was cut at {where}: none of it was used")
-        messages += [{"role": "assistant", "content": message["content"]},
-                     {"role": "user", "content": CUT.format(where)}]
-        self.updated(messages)
-        return True
-
-    def objection(self, message, messages):
-        """True when a stop hook says the work is not done: the model reads why, and goes on."""
-        objection = self.ext.stop(message["content"]) if message["content"].strip() else None
-        if not objection:
-            return False
-        messages.append({"role": "user", "content": STOP_HOOK.format(objection)})
-        self.updated(messages)
-        return True
-
-    def nudge(self, message, messages):
-        """True when an empty answer got its one [harness] nudge (the loop asks again)."""
-        if message["content"].strip() or self.nudged:
-            return False
-        self.nudged = True
-        messages.append({"role": "user", "content": EMPTY})
-        self.updated(messages)
-        return True
+            self.warn(arrived)
 
     def show(self, call):
         """The [tool] line: the arguments in one line, one spelling."""
@@ -174,18 +143,69 @@ class Edges:
         self.stats.tool_calls += 1
         self.record.note(call, result)
 
+
+class Edges:
+    """The loop's control decisions for one run, each behind a name; loop.py calls each where it arises.
+    What they show goes through the run's `Report`; the client is asked only for its reply limit."""
+
+    def __init__(self, client, report, hands):
+        self.client, self.report, self.hands = client, report, hands
+        self.was_cut = self.nudged = False
+
+    def check_budget(self, budget, turn):
+        """Between turns, the only moment the loop can stop: --max-turns, --max-seconds, --max-tokens."""
+        limit = budget.exceeded(turn) or tokens_spent(self.report.stats, self.report.settings.max_tokens)
+        if limit:
+            raise Stopped(limit, self.report.record.account())
+
+    def cut(self, finish_reason, message, messages):
+        """True when the reply was cut at the length limit: a call in it may be cut too, so none of it runs,
+        and the model is asked for a shorter reply (the loop asks again). A second cut stops the run."""
+        if finish_reason != "length":
+            return False
+        report = self.report
+        where = cut_at(self.client.max_reply_tokens, report.stats.last_reply_tokens)
+        if self.was_cut:
+            raise Stopped(f"the model's reply was cut at the length limit twice ({where})",
+                          report.record.account())
+        self.was_cut = True
+        report.echo(f"  [harness] the reply was cut at {where}: none of it was used")
+        messages += [{"role": "assistant", "content": message["content"]},
+                     {"role": "user", "content": CUT.format(where)}]
+        report.updated(messages)
+        return True
+
+    def objection(self, message, messages):
+        """True when a stop hook says the work is not done: the model reads why, and goes on."""
+        objection = self.hands.stop(message["content"]) if message["content"].strip() else None
+        if not objection:
+            return False
+        messages.append({"role": "user", "content": STOP_HOOK.format(objection)})
+        self.report.updated(messages)
+        return True
+
+    def nudge(self, message, messages):
+        """True when an empty answer got its one [harness] nudge (the loop asks again)."""
+        if message["content"].strip() or self.nudged:
+            return False
+        self.nudged = True
+        messages.append({"role": "user", "content": EMPTY})
+        self.report.updated(messages)
+        return True
+
     def steer(self, repeats, messages):
         """After all of a turn's results, never between them: a call repeated REPEAT_LIMIT times in a row
         gets a [harness] warning; the same again after a warning stops the run."""
-        repeated = repeats.end_turn()
+        repeated, report = repeats.end_turn(), self.report
         if repeated and repeats.warnings == 1:
-            self.echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: the model is asked for another approach")
+            report.echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: the model is asked for "
+                        "another approach")
             messages.append({"role": "user", "content": repeat_warning(repeated)})
-        self.updated(messages)
+        report.updated(messages)
         if repeated and repeats.warnings > 1:
-            save_transcript(self.settings.transcript, messages)
+            save_transcript(report.settings.transcript, messages, report.warn)
             raise Stopped(f"the model made the same call {REPEAT_LIMIT} times in a row again, after a [harness] "
-                          f"warning: {brief(repeated)}", self.record.account())
+                          f"warning: {brief(repeated)}", report.record.account())
 
 
 def cut_at(max_tokens, used):
@@ -212,7 +232,7 @@ def tokens_spent(stats, max_tokens):
     return None
 
 
-def watch_context(watch, usage, messages, tools=()):
+def watch_context(watch, usage, messages, tools, warn):
     """Warn on stderr when the prompt count says the context is nearly full, or was cut. Without the
     server's count, the harness's own estimate of what it sent stands in, and the warning says so.
     The estimate counts the tool schemas too: an MCP server withdrawn mid-run shrinks the prompt, and
@@ -221,15 +241,14 @@ def watch_context(watch, usage, messages, tools=()):
     counted = usage.get("prompt_tokens")
     warning = watch.check(sent if counted is None else counted, len(messages), sent_tokens=sent)
     if warning:
-        print(warning + (" (estimated: the server reported no prompt_tokens)" if counted is None else ""),
-              file=sys.stderr, flush=True)
+        warn(warning + (" (estimated: the server reported no prompt_tokens)" if counted is None else ""))
 
 
-def save_transcript(path, messages):
+def save_transcript(path, messages, warn):
     """Rewritten every turn, so a crash still leaves the story so far; through the door (filedoor.py):
     never through a link the model planted, never into a FIFO. A refusal is said on stderr, the run goes on."""
     if path:
         try:
             write_text(path, json.dumps(messages, indent=2))
         except OSError as e:
-            print(f"warning: the transcript is not written: {e.strerror or e}", file=sys.stderr, flush=True)
+            warn(f"warning: the transcript is not written: {e.strerror or e}")

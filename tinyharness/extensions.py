@@ -8,9 +8,12 @@ after the built-in ones (hooks.py) and before the permission prompt, and after t
 verification hook. So a blocked call is blocked the same way whoever wrote the tool, and a call that
 asks permission asks it the same way.
 
-The loop is handed an `Extensions` in its settings, as it is handed its client, and sets nothing on
-it. The one tool that needs the loop itself, `task`, gets it with the call: the loop passes its own
-context (`subagents.Parent`) through the choke point to `run`, so this module never imports loop.py.
+The loop is handed an `Extensions` in its settings, as it is handed its client: configuration,
+frozen, which no run writes to. What one run learns on the way - its deadline, what its prompt hooks
+added, whether a stop hook sent the model back, the ids pairing pre and post hooks - is a `RunHands`
+that run_agent makes for that run alone and hands down. The one tool that needs the loop itself,
+`task`, gets it with the call: the loop passes its own context (`subagents.Parent`) through the
+choke point to `run`, so this module never imports loop.py.
 
 What it cannot do. It adds hands, not judgement: an MCP tool is as safe as its server and the
 configuration's word on what only reads, and a command hook is as good as the program the workspace
@@ -19,52 +22,46 @@ wrote. See mcp.py, subagents.py, cmdhooks.py and parallel.py for each piece's ow
 import sys
 import threading
 import time
+from dataclasses import dataclass, replace
 from itertools import count
 from pathlib import Path
+from typing import Any
 
 from . import cmdhooks, mcp, trust
 from .cmdhooks import Verdict
-from .hooks import approve_everything, needs_permission as ours_needs_permission
+from .hooks import needs_permission as ours_needs_permission
 from .permissions import Rules, from_settings
 from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL, run_child
-from .tools import canonical, parse_arguments
+from .tools import SCHEMAS, canonical, parse_arguments
 from .imageload import is_url
 
 READ_ONLY_TOOLS = ("list_dir", "read_file")
 
 
-_call_numbers = count(1)
+_call_numbers = count(1)  # tool_use_id numbers: unique in the process, so no two calls of a chat share one
 
 
+@dataclass(frozen=True)
 class Extensions:
-    def __init__(self, mcp=None, hooks=None, subagents=False, parallel=True,
-                 subagent_max_turns=SUBAGENT_MAX_TURNS, subagent_max_seconds=SUBAGENT_MAX_SECONDS,
-                 max_seconds=None, approve=None, agent="parent", rules=None):
-        self.mcp, self.hooks = mcp, hooks  # hooks: a cmdhooks.CommandHooks, or None
-        self.rules = rules              # permissions.Rules (--allow, --deny, settings files), or None
-        self.subagents, self.parallel = subagents, parallel
-        self.subagent_max_turns, self.subagent_max_seconds = subagent_max_turns, subagent_max_seconds
-        self.max_seconds = max_seconds  # a run's --max-seconds: hooks and MCP calls end by its end
-        self.outer_deadline = None      # a subagent's: its parent's deadline, which it cannot pass
-        self.deadline = None            # time.monotonic() when this run's time is out (set as a task starts)
-        self.approve = approve          # the permission prompt, for a hook that asks the user to confirm
-        self.agent = agent              # "parent" or "subagent": the hooks read it
-        self.started = False            # session_start hooks ran
-        self.stop_hook_active = False   # the model goes on because a stop hook sent it back
-        self.prompt_context = ""        # what user_prompt_submit/session_start hooks add to the task
-        self._call_ids = {}             # (thread, tool) -> tool_use_id, from pre_tool_use to post_tool_use
+    """What a run is given beyond tools.py: MCP servers, command hooks, permission rules, the task tool
+    and parallel reads. Configuration only, frozen, in RunSettings.extensions: what a run learns on the
+    way (its deadline, its hooks' memory) is its `RunHands`, made by run_agent."""
+    mcp: Any = None                 # mcp.Slots, or None
+    hooks: Any = None               # cmdhooks.CommandHooks, or None
+    rules: Any = None               # permissions.Rules (--allow, --deny, settings files), or None
+    subagents: bool = False
+    parallel: bool = True
+    subagent_max_turns: int = SUBAGENT_MAX_TURNS
+    subagent_max_seconds: float = SUBAGENT_MAX_SECONDS
 
     def for_child(self):
         """The same MCP servers and hooks, without the task tool: a subagent cannot start another (depth 1)."""
-        child = Extensions(self.mcp, self.hooks, subagents=False, parallel=self.parallel,
-                           max_seconds=self.subagent_max_seconds, approve=self.approve, agent="subagent",
-                           rules=self.rules)
-        child.outer_deadline, child.started = self.deadline, True
-        return child
+        return replace(self, subagents=False)
 
-    def time_left(self):
-        """Seconds until this run's deadline, or None when it has none."""
-        return None if self.deadline is None else self.deadline - time.monotonic()
+    def tools(self):
+        """The tools a request offers, decided here alone (the loop's requests and the chat's summary
+        request): tools.py's, then the extensions', asked anew (an MCP server may have changed its list)."""
+        return SCHEMAS + self.schemas()
 
     def rule_for(self, name, arguments):
         """The permission rule that decides this call (a deny before any allow), or None."""
@@ -94,13 +91,6 @@ class Extensions:
         the configuration says it only reads."""
         return name != TASK_TOOL and not self.mcp.read_only(name)
 
-    def run(self, name, arguments, images=None, parent=None):
-        """`images`: where a picture an MCP tool returned goes (the loop sends it after the turn's results).
-        `parent` (subagents.Parent): the running loop's own context, which the task tool starts its child from."""
-        if name == TASK_TOOL:
-            return run_child(arguments["description"], parent, self)
-        return self.mcp.call(name, arguments, time_left=self.time_left(), images=images)
-
     def read_only(self, name, arguments):
         """May this call run beside others? Only reads: they cannot change what another call sees."""
         if name in READ_ONLY_TOOLS:
@@ -110,11 +100,50 @@ class Extensions:
             return isinstance(path, str) and not is_url(path)  # a URL asks permission: never in parallel
         return bool(self.mcp and self.mcp.owns(name) and self.mcp.read_only(name))
 
-    # --- command hooks around every call -----------------------------------------------------------
-    def hook(self, event, tool=None, arguments=None, **extra):
+    def hook(self, event, tool=None, arguments=None, agent="parent", deadline=None, **extra):
         if not self.hooks:
             return Verdict(True)
-        return self.hooks.run(event, tool, arguments, agent=self.agent, deadline=self.deadline, **extra)
+        return self.hooks.run(event, tool, arguments, agent=agent, deadline=deadline, **extra)
+
+    def close(self):
+        if self.mcp:
+            self.mcp.close()
+
+
+NONE = Extensions()  # frozen: a run without extensions shares it and cannot change it
+
+
+def of(settings):
+    """A run's extensions: its settings' own, or none."""
+    return settings.extensions or NONE
+
+
+class RunHands:
+    """One run's use of its extensions: what it learns on the way, made by run_agent for that run alone
+    (a subagent gets its own). The deadline its hooks and MCP calls end by, whether a stop hook sent the
+    model back, what the prompt hooks added, the id that pairs a call's pre and post hooks."""
+
+    def __init__(self, settings):
+        self.settings, self.ext = settings, of(settings)
+        self.deadline = None            # time.monotonic() when this run's time is out (set as its task starts)
+        self.stop_hook_active = False   # the model goes on because a stop hook sent it back
+        self.prompt_context = ""        # what user_prompt_submit/session_start hooks add to the task
+        self._call_ids = {}             # (thread, tool) -> tool_use_id, from pre_tool_use to post_tool_use
+
+    def time_left(self):
+        """Seconds until this run's deadline, or None when it has none."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def run(self, name, arguments, images=None, parent=None):
+        """`images`: where a picture an MCP tool returned goes (the loop sends it after the turn's results).
+        `parent` (subagents.Parent): the running loop's own context, which the task tool starts its child from."""
+        if name == TASK_TOOL:
+            return run_child(arguments["description"], parent)
+        return self.ext.mcp.call(name, arguments, time_left=self.time_left(), images=images)
+
+    # --- command hooks around every call -----------------------------------------------------------
+    def hook(self, event, tool=None, arguments=None, **extra):
+        return self.ext.hook(event, tool, arguments, agent=self.settings.agent, deadline=self.deadline, **extra)
 
     def pre_tool_use(self, name, arguments):
         """None when the call may go on, else why not. A hook that asks puts the call to the user."""
@@ -132,12 +161,13 @@ class Extensions:
     def confirm(self, name, arguments, why):
         """A hook said "ask": the permission prompt decides. A call that asks anyway asks once, as usual;
         one that would not (a read) asks now. Under --yes the prompt says yes, as for every call."""
-        asks = ours_needs_permission(name, arguments) if not self.owns(name) else self.needs_permission(name)
-        if self.hooks:
-            self.hooks.report(f"[hook] a pre_tool_use hook asks you to confirm {name}: {why}")
+        ext = self.ext
+        asks = ours_needs_permission(name, arguments) if not ext.owns(name) else ext.needs_permission(name)
+        if ext.hooks:
+            ext.hooks.report(f"[hook] a pre_tool_use hook asks you to confirm {name}: {why}")
         if asks:
             return None
-        if self.approve and self.approve(f"A hook asks you to confirm: allow {name}({canonical(arguments)})? [y/N] "):
+        if self.settings.approve(f"A hook asks you to confirm: allow {name}({canonical(arguments)})? [y/N] "):
             return None
         return f"the user did not confirm the call a hook asked about ({why})"
 
@@ -149,14 +179,12 @@ class Extensions:
         return f"{result}\n[hook] {verdict.output}" if verdict.output else result
 
     def user_prompt_submit(self, task):
-        """A task starts: its clock starts, session_start hooks run once, then user_prompt_submit. None
-        when it may go on, else why not; what the hooks printed waits in prompt_context (with_context)."""
-        self.deadline = None if self.max_seconds is None else time.monotonic() + self.max_seconds
-        if self.outer_deadline is not None:
-            self.deadline = min(self.deadline or self.outer_deadline, self.outer_deadline)
-        self.stop_hook_active, context = False, []
-        if not self.started:
-            self.started = True
+        """A task starts: its clock starts, session_start hooks run when this run opens the session (the
+        first of a chat's messages; never a subagent), then user_prompt_submit. None when it may go on,
+        else why not; what the hooks printed waits in prompt_context (with_context)."""
+        seconds, context = self.settings.max_seconds, []
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+        if self.settings.opens_session:
             verdict = self.hook("session_start", source="startup")
             if not verdict.allowed:
                 return verdict.reason
@@ -182,13 +210,6 @@ class Extensions:
         verdict = self.hook("stop", answer=answer, stop_hook_active=self.stop_hook_active)
         self.stop_hook_active = not verdict.allowed  # the next stop tells the hook it already sent it back
         return None if verdict.allowed else verdict.reason
-
-    def close(self):
-        if self.mcp:
-            self.mcp.close()
-
-
-NONE = Extensions()
 
 
 class SetupError(ValueError):
@@ -243,7 +264,6 @@ def from_flags(args, workspace, ask, report):
     """Load the workspace's hooks and the MCP servers (asking trust for the workspace's own files with
     `ask`, the real prompt: --yes never answers it), start the servers. Raises SetupError."""
     hooks, rules = load_policy(workspace, ask, report, args)
-    approve = approve_everything if getattr(args, "yes", False) else ask
     if not getattr(args, "yes", False) and not rules.allows_any() and not sys.stdin.isatty():
         report("[permissions] standard input is not a terminal and neither --yes nor an allow rule was given: every "
                "write and command will be DENIED (nobody is there to answer the prompt). Pass --yes, or allow what "
@@ -255,9 +275,8 @@ def from_flags(args, workspace, ask, report):
                              "start. Trust it when asked, or remove the file.")
         configs[name] = config
     slots = mcp.Slots.start(configs, report=report) if configs else None
-    return Extensions(slots, hooks, subagents=args.subagents, parallel=args.parallel,
-                      subagent_max_turns=args.subagent_max_turns, subagent_max_seconds=args.subagent_max_seconds,
-                      max_seconds=getattr(args, "max_seconds", None), approve=approve, rules=rules)
+    return Extensions(slots, hooks, rules, subagents=args.subagents, parallel=args.parallel,
+                      subagent_max_turns=args.subagent_max_turns, subagent_max_seconds=args.subagent_max_seconds)
 
 
 def server_configs(workspace, flags=()):

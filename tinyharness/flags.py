@@ -12,7 +12,11 @@ shared flags (their defaults come from the modules that use them: the client, th
 context, the sandbox); `usage_problem`, `base_url_problem` and `check_agent_flags` find what makes a
 command line unusable; `irregular_config` refuses a hooks or MCP file that is not a regular file;
 `image_from_flag` reads --image through filedoor.py; `sandbox_from_args` builds the Sandbox the flags
-ask for, with its warnings (and refuses a start folder the commands must not hold or be inside). The modules the flags'
+ask for, with its warnings (and refuses a start folder the commands must not hold or be inside).
+`settings_from_args` is the one place a command line becomes a run's settings (settings.RunSettings):
+each field is read from the flag of its name, so a new run knob is two edits, its flag and its field;
+`approver` is the permission prompt the flags ask for, and `client_from_args` returns the client and
+the context window its dialect chose (nothing is written back onto the arguments). The modules the flags'
 defaults come from are imported inside the functions, so that `tinyharness --help` does not pay for
 `requests`, the loop and the sandbox: that is for speed, none of them imports this module.
 
@@ -24,9 +28,11 @@ import argparse
 import os
 import stat
 import sys
+from dataclasses import fields
+from functools import partial
 from urllib.parse import urlsplit
 
-from .console import printable
+from .console import printable, warn
 
 
 def usage_problem(args, extra):
@@ -139,7 +145,8 @@ def add_record_flags(parser):
 def add_tool_flags(parser):
     """What the tools may do without asking, and how old tool results are cut."""
     from .context import DEFAULT_POLICY, POLICIES
-    parser.add_argument("--shell-timeout", type=float, default=60, metavar="SECONDS",
+    from .tools import SHELL_TIMEOUT
+    parser.add_argument("--shell-timeout", type=float, default=SHELL_TIMEOUT, metavar="SECONDS",
                         help="kill a shell command (and all it started) after this long (default %(default)s)")
     parser.add_argument("--yes", action="store_true",
                         help="approve every write and command that the hooks allow, without asking")
@@ -247,24 +254,25 @@ def sandbox_from_args(args, parser):
             from .run_end import Results
             Results.usage_error = problem  # for the --json result line
             print(printable(f"error: {problem} (or --workspace-anyway, if you mean it)."), file=sys.stderr)
-            raise SystemExit(2)
-        print(printable(f"warning: --workspace-anyway: {problem}."), file=sys.stderr)
+            raise SystemExit(2)  # a usage error, before any settings exist
+        warn(f"warning: --workspace-anyway: {problem}.")
     for name in args.sandbox_env:
         if refusal := env_refusal(name):
             parser.error(f"--sandbox-env: {refusal}")
     if args.sandbox == "off":
-        print("warning: --sandbox off: shell commands run with all your rights; only the command regex and your "
-              "approval stand between the model and your files, keys and network.", file=sys.stderr)
+        warn("warning: --sandbox off: shell commands run with all your rights; only the command regex and your "
+             "approval stand between the model and your files, keys and network.")
     sandbox = Sandbox(enabled=args.sandbox == "on", extra_read=args.sandbox_read, extra_env=args.sandbox_env)
     if sandbox.enabled and not sandbox.problem() and not sandbox.isolated:
-        print(NOT_ISOLATED, file=sys.stderr)
+        warn(NOT_ISOLATED)
     if sandbox.enabled and (note := hard_link_note(os.getcwd())):
-        print(printable(note), file=sys.stderr)
+        warn(note)
     return sandbox
 
 
 def client_from_args(args, stream, printer):
-    """The model client the flags ask for, in the dialect --api chooses (and --think); sets the context window."""
+    """(client, context window): the model client the flags ask for, in the dialect --api chooses (and
+    --think), and the window to plan with (--context-window, else the model's own with Ollama's native API)."""
     from .context import CONTEXT_WINDOW
     from .endpoint import api_key
     from .llm import Client
@@ -272,8 +280,30 @@ def client_from_args(args, stream, printer):
     client = Client(args.base_url, args.model, api_key=api_key(),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
                     max_reply_tokens=args.max_reply_tokens, timeout=reply_wait(args.max_seconds))
-    client, args.context_window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
-    return client
+    return choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
+
+
+def approver(args, ask):
+    """The permission prompt the flags ask for: `ask` (the user), or with --yes a yes to every call the
+    hooks allowed - but a view_image URL, which still asks unless --allow-image-urls (hooks.approve_everything)."""
+    from .hooks import approve_everything
+    return partial(approve_everything, allow_urls=args.allow_image_urls) if args.yes else ask
+
+
+# Fields a command builds from its flags rather than copies as typed: the Sandbox, the image part, the
+# window the dialect chose, and --transcript (written by the command's TranscriptWriter, not the loop).
+BUILT = ("sandbox", "image", "context_window", "transcript")
+
+
+def settings_from_args(args, window, **built):
+    """The run's settings (settings.RunSettings) from a command line: the one place flags become settings.
+    Each field is read from the flag of the same name (--max-turns fills max_turns), so a new run knob is
+    two edits: its flag and its field. `window`: the context window client_from_args chose. `built`: what
+    the command made itself (the sandbox, the permission prompt, the extensions, the callbacks)."""
+    from .settings import RunSettings
+    named = {f.name: getattr(args, f.name) for f in fields(RunSettings)
+             if hasattr(args, f.name) and f.name not in BUILT}
+    return RunSettings(**{**named, "context_window": window, **built})
 
 
 def reply_wait(max_seconds, floor=600):

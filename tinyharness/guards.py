@@ -7,7 +7,6 @@ left of the time as its timeout. Repeat detection (`RepeatGuard`) sees the seque
 only exact repeats: `sleep 5`, `sleep 10`, `sleep 30` are three different calls to it.
 """
 import time
-from collections import Counter
 
 from .tools import canonical, parse_arguments
 
@@ -91,23 +90,3 @@ def repeat_warning(repeated, limit=REPEAT_LIMIT):
             "arguments, or reread the last result), or answer with what you found and what is blocking you. "
             "If the same thing happens again, the harness stops the run.")
 
-
-class Record:
-    """What the run has done, for the account a stopped run prints: calls per tool, files written."""
-
-    def __init__(self):
-        self.calls, self.written = Counter(), []
-
-    def note(self, call, result):
-        """Note one call after it ran. A file counts as written only when write_file said OK."""
-        function = call.get("function") or {}
-        name = str(function.get("name"))
-        self.calls[name] += 1
-        if name == "write_file" and result.startswith("OK: wrote"):
-            path = parse_arguments(function.get("arguments"))[0].get("path")
-            if path not in self.written:
-                self.written.append(path)
-
-    def account(self):
-        tools = ", ".join(f"{name} x{count}" for name, count in self.calls.items()) or "none"
-        return f"Tool calls: {tools}.\nFiles written: {', '.join(self.written) or 'none'}."

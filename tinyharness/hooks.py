@@ -18,16 +18,6 @@ NEEDS_PERMISSION = ("write_file", "shell")
 MAX_PATH_CHARS = 4096
 MAX_COMMAND_CHARS = 10_000  # longer text is refused unread (length_guard), never waved through
 
-_URLS = {"allowed": False}  # --allow-image-urls: view_image may fetch URLs under --yes without asking
-
-
-def allow_urls(allowed):
-    _URLS["allowed"] = bool(allowed)
-
-
-def urls_allowed():
-    return _URLS["allowed"]
-
 
 def needs_permission(name, args):
     """Writes and commands change things; a view_image URL is a request the model chose, sent off the
@@ -161,10 +151,11 @@ def ask_user(prompt, on_eof=None):
     return answer.strip().lower() == "y"
 
 
-def approve_everything(prompt):
+def approve_everything(prompt, allow_urls=False):
     """--yes: approve whatever the hooks allowed, except a view_image URL: that request leaves the
     machine from the harness itself, outside any sandbox, and a URL can carry data out
-    (https://example.com/x.png?d=<secret>), so the user is asked even then, unless --allow-image-urls."""
-    if prompt.startswith("Allow view_image(") and not urls_allowed():
+    (https://example.com/x.png?d=<secret>), so the user is asked even then, unless `allow_urls`
+    (--allow-image-urls: flags.approver binds it, no global holds it)."""
+    if prompt.startswith("Allow view_image(") and not allow_urls:
         return ask_user(prompt)
     return True

@@ -21,14 +21,15 @@ import itertools
 from functools import partial
 
 from .context import POLICIES, cap_chars, cap_on_insert
-from .edges import NO_ANSWER, Edges, Stats, garbled, save_transcript
-from .extensions import NONE as NO_EXTENSIONS
+from .edges import NO_ANSWER, Edges, Report, Stats, garbled, save_transcript
+from .extensions import RunHands
 from .guards import Budget, RepeatGuard, Stopped
 from .hooks import needs_permission, pre_tool_use
+from .overflow import Model
 from .parallel import batches, run_together
 from .settings import RunSettings, system_prompt
 from .subagents import Parent
-from .tools import SCHEMAS, TOOLS, canonical, check_call, run_tool
+from .tools import TOOLS, canonical, check_call, run_tool
 from .verify import post_tool_use
 from .vision import image_followup_message, user_message_with_image
 
@@ -43,48 +44,47 @@ def run_agent(task, client, workspace, settings=None, stats=None, messages=None)
     callbacks; None = the CLI's defaults. `stats` counts the run for the [stats] line.
     `messages`: a conversation to continue (chat): the task is added to it, and it is kept up to date
     in place, so the caller still has the whole history when the run ends, stops or is interrupted."""
-    settings = RunSettings() if settings is None else settings
-    stats = Stats() if stats is None else stats
-    ext = settings.extensions or NO_EXTENSIONS
-    messages = start(task, workspace, settings, ext, messages)  # Stopped when a hook refuses the task
-    edges = Edges(client, settings, stats, ext)  # edges.py: each edge case behind one name
-    edges.updated(messages)
+    settings, stats = settings or RunSettings(), stats or Stats()
+    hands, report = RunHands(settings), Report(settings, stats)  # this run's own state; what it shows and counts
+    messages = start(task, workspace, settings, hands, messages)  # Stopped when a hook refuses the task
+    edges, model = Edges(client, report, hands), Model(client, report)  # edges.py: decisions; overflow.py: asks
+    report.updated(messages)
     budget, repeats = Budget(settings.max_turns, settings.max_seconds), RepeatGuard()
-    runner = CallRunner(workspace, settings, ext, Parent(run_agent, client, workspace, stats, settings), edges, budget)
+    parent = Parent(run_agent, client, workspace, stats, settings)  # what the task tool starts a child from
+    runner = CallRunner(workspace, settings, hands, parent, report, budget)
     policy = POLICIES[settings.context_policy]  # how old tool results are cut before each call (context.py)
     for turn in itertools.count():
-        save_transcript(settings.transcript, messages)  # before each model call, so a failed call still leaves the story
+        save_transcript(settings.transcript, messages, report.warn)  # before each call: a failed call leaves the story
         edges.check_budget(budget, turn)  # between turns: the loop can stop only here
-        window = edges.window()  # the server's own, once it said it
+        window = model.window()  # the server's own, once it said it
         # Keep what the policy returns: a result cut once stays cut, the same bytes every turn (see context.py).
         messages[:] = policy(messages, window)  # in place: a chat's caller holds this list
-        tools = SCHEMAS + ext.schemas()  # asked every turn: an MCP server may have changed its list
-        message, usage, finish_reason = edges.ask(messages, window, budget, turn, tools)  # bounded by the time left
-        stats.count_turn(usage)
-        edges.warn(usage, messages, tools)  # on stderr: an unenforceable --max-tokens, a full context, a lost picture
+        tools = hands.ext.tools()  # asked every turn: an MCP server may have changed its list
+        message, usage, finish_reason = model.ask(messages, window, budget, turn, tools)  # bounded by the time left
+        report.turn(usage, messages, tools, window)  # counted; warned: an unenforceable --max-tokens, a full context
         problems = message.pop("_problems", {})  # the door's notes on calls it could not read, not sent
         if edges.cut(finish_reason, message, messages):  # cut mid-reply: none of it runs, the model is asked again
             continue
         messages.append(message)
-        edges.updated(messages)
+        report.updated(messages)
         if not message.get("tool_calls"):  # no tool calls = the model is done (finish_reason alone is not trusted)
             if edges.objection(message, messages) or edges.nudge(message, messages):  # a stop hook; an empty answer
                 continue
-            save_transcript(settings.transcript, messages)
+            save_transcript(settings.transcript, messages, report.warn)
             return message["content"].strip() or NO_ANSWER
         runner.run_calls(message["tool_calls"], problems, repeats, messages)  # each result answers its call
         edges.steer(repeats, messages)  # the same call again and again: a [harness] warning, then a stop
 
 
-def start(task, workspace, settings, ext, messages=None):
+def start(task, workspace, settings, hands, messages=None):
     """The conversation the run starts from: the system prompt (or a chat's history), then the task with
     its picture (--image) and what the user_prompt_submit hooks added. Stopped when a hook refuses it."""
-    refused = ext.user_prompt_submit(task)
+    refused = hands.user_prompt_submit(task)
     if refused:
         raise Stopped(f"a user_prompt_submit hook refused the task: {refused}", "Tool calls: none.\nFiles written: none.")
     image = settings.image  # from --image
     first = user_message_with_image(task, image) if image else {"role": "user", "content": task}
-    first = ext.with_context(first)  # what a user_prompt_submit hook printed: context, as in Claude Code
+    first = hands.with_context(first)  # what a user_prompt_submit hook printed: context, as in Claude Code
     messages = [{"role": "system", "content": system_prompt(workspace)}] if messages is None else messages
     messages.append(first)
     return messages
@@ -92,10 +92,12 @@ def start(task, workspace, settings, ext, messages=None):
 
 class CallRunner:
     """One run's hands: a reply's tool calls, each through the choke point with this run's workspace,
-    settings and extensions; reads together, a write or a command alone."""
+    settings and extensions (their configuration `ext`, this run's state `hands`); reads together, a
+    write or a command alone."""
 
-    def __init__(self, workspace, settings, ext, parent, edges, budget=None):
-        self.workspace, self.settings, self.ext, self.parent, self.edges = workspace, settings, ext, parent, edges
+    def __init__(self, workspace, settings, hands, parent, report, budget=None):
+        self.workspace, self.settings, self.parent, self.report = workspace, settings, parent, report
+        self.hands, self.ext = hands, hands.ext
         self.budget = budget  # the run's --max-seconds bounds a command too
         self.memory = {}  # what the post_tool_use hooks remember during this run (failing writes per file)
         window = settings.context_window
@@ -107,19 +109,19 @@ class CallRunner:
         images = []  # (name, image part) for each picture view_image loads this turn
         for group in batches(calls, partial(self.reads_only, problems)):  # reads together; a write or command alone
             if len(group) == 1:
-                self.edges.show(group[0])  # before it runs: its permission prompt follows the [tool] line
+                self.report.show(group[0])  # before it runs: its permission prompt follows the [tool] line
             outcomes = run_together(group, partial(self.run_one, problems))
             for call, (result, loaded) in zip(group, outcomes):
                 if len(group) > 1:
-                    self.edges.show(call)
+                    self.report.show(call)
                 repeats.see(call, problems.get(call["id"]))
-                self.edges.ran(call, result)  # the -> line, the count, the record
+                self.report.ran(call, result)  # the -> line, the count, the record
                 images += loaded
                 # The one rule of the loop: each result answers its call by the id the server gave that call.
                 # Stored as the model will be sent it: a policy that caps on insert caps it here already, so
                 # the session file never holds more than the model saw (a capped result stays as it is).
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": self.as_sent(result)})
-                self.edges.updated(messages)
+                self.report.updated(messages)
         if images:  # after ALL of this turn's results: a message between two of them breaks the pairing
             messages.append(image_followup_message([part for _, part in images], [name for name, _ in images]))
 
@@ -150,14 +152,14 @@ class CallRunner:
         After the call ran, the post hooks may add what they found to its result: the model reads it next.
         A tool from extensions.py (MCP, task) passes the same hooks, prompt and post hooks as ours; the
         task tool gets this run's context (`parent`) to start its child from."""
-        workspace, settings, ext = self.workspace, self.settings, self.ext
+        workspace, settings, ext, hands = self.workspace, self.settings, self.ext, self.hands
         ours = not ext.owns(name)
         arguments, problem = check_call(name, arguments) if ours else ext.check(name, arguments)
         if problem and ours and name not in TOOLS and (more := [s["function"]["name"] for s in ext.schemas()]):
             problem = f"{problem[:-1]}, {', '.join(more)}."  # the list the model corrects itself from: all of them
         if problem:
             return problem
-        reason = pre_tool_use(workspace, name, arguments) or ext.pre_tool_use(name, arguments)
+        reason = pre_tool_use(workspace, name, arguments) or hands.pre_tool_use(name, arguments)
         if reason:
             return f"BLOCKED: {reason}"
         rule = ext.rule_for(name, arguments)  # --deny/--allow, settings' permissions: a deny wins, even over --yes
@@ -170,5 +172,5 @@ class CallRunner:
         if ours and name == "shell" and timeout <= 0:
             return "ERROR: the run's --max-seconds is spent, so the command did not run."
         result = run_tool(workspace, name, arguments, timeout, images, settings.sandbox) if ours \
-            else ext.run(name, arguments, images, self.parent)
-        return ext.post_tool_use(name, arguments, post_tool_use(workspace, name, arguments, result, self.memory))
+            else hands.run(name, arguments, images, self.parent)
+        return hands.post_tool_use(name, arguments, post_tool_use(workspace, name, arguments, result, self.memory))

@@ -7,8 +7,10 @@ parameters that every caller spells out in order, and that nobody reads.
 
 The mechanism. `RunSettings` is a frozen dataclass: a caller names only what differs from the CLI's
 defaults (`RunSettings(max_turns=8, echo=say)`), the loop reads `settings.max_turns`, and nothing can
-change a run's settings while it runs. A subagent gets settings of its own, built from its parent's
-field by field (subagents.py), so what the child inherits is written down in one place.
+change a run's settings while it runs. It is the one carrier: the command line becomes settings in
+one place (flags.settings_from_args, which reads each field from the flag of the same name), a chat
+derives each message's settings from its own with `dataclasses.replace` (chat.py), and so does a
+subagent from its parent's (subagents.py). A new run knob is two edits: its flag and its field.
 
 What it cannot do. It checks nothing: a `max_turns` of 0 is the command line's mistake to catch
 (cli.py checks the flags). It holds what the run is told, not what it learns on the way: the
@@ -17,6 +19,7 @@ server's real context window lives on the client (overflow.py), the counts in `S
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from .console import warn
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY
 from .filedoor import read_workspace_text
 from .guards import MAX_SECONDS, MAX_TURNS
@@ -60,10 +63,15 @@ class RunSettings:
     context_window: int = CONTEXT_WINDOW
     sandbox: Any = None                        # how shell commands run (sandbox.Sandbox; None = the defaults)
     approve: Callable[[str], bool] = ask_user  # the permission prompt: a question in, yes or no out
-    extensions: Any = None                     # extensions.Extensions: MCP tools, the task tool, command hooks
-    # Callbacks: each line the run shows; the messages whenever some were added (the session file
-    # appends them); a subagent's messages when it ends (the session keeps them).
+    extensions: Any = None                     # extensions.Extensions (frozen): MCP tools, the task tool, command
+                                               # hooks, permission rules, parallel reads; None = none of them
+    agent: str = "parent"                      # or "subagent": the command hooks read it
+    opens_session: bool = True                 # session_start hooks run with this run's task (a chat's first only)
+    # Callbacks: each line the run shows (the [tool] lines); each warning it writes to the user (one
+    # channel: stderr, made printable); the messages whenever some were added (the session file appends
+    # them); a subagent's messages when it ends (the session keeps them).
     echo: Callable[[str], Any] = print
+    warn: Callable[[str], Any] = warn
     on_update: Optional[Callable[[list], Any]] = None
     on_subagent: Optional[Callable[[list], Any]] = None
     transcript: Any = None                     # a path rewritten with the messages every turn, or None

@@ -20,9 +20,10 @@ fan out into a tree of runs. A child stopped by a limit says so: its result star
 How it reaches the loop. The loop is handed to the child, never imported: when the model calls
 `task`, the running loop passes its own context - itself (`loop.run_agent`), its client, workspace,
 stats and settings, a `Parent` - through the choke point to `run_child`. So this module sits below
-loop.py and extensions.py, the child's settings are built here from the parent's field by field
-(`child_settings`: what it inherits is written down in one place), and nothing is set on the
-extensions while a run is under way.
+loop.py and extensions.py, the child's settings are derived here from the parent's with
+`dataclasses.replace` (`child_settings`: what it does NOT inherit is written down in one place, and a
+new run knob reaches the child without a line here), and nothing is set on the extensions while a
+run is under way: the child's run makes its own per-run state, as every run does.
 
 What it cannot do. The child knows only what the description says: a parent that writes "fix it"
 gets a child that does not know what "it" is. The child's answer is a claim, not evidence - the
@@ -33,7 +34,7 @@ listing is skipped and only write_file's writes are counted.
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .edges import Stats
@@ -85,11 +86,11 @@ class Parent:
     settings: RunSettings
 
 
-def child_limits(parent, extensions):
+def child_limits(parent):
     """(max_seconds, max_tokens) for a child: its own --subagent-max-seconds, but never more than what is
     left of the parent run's time and tokens."""
     limits, stats = parent.settings, parent.stats
-    seconds, tokens = extensions.subagent_max_seconds, None
+    seconds, tokens = limits.extensions.subagent_max_seconds, None
     if limits.max_seconds:
         left = limits.max_seconds - (time.monotonic() - stats.started)
         seconds = max(0.001, min(seconds, left))  # nothing left: the child stops before its first call
@@ -99,27 +100,27 @@ def child_limits(parent, extensions):
     return seconds, tokens
 
 
-def child_settings(parent, extensions):
-    """What the child inherits from its parent (the sandbox, the permission prompt, the context policy
-    and window, the command timeout), its own limits, the parent's hands without the task tool, and
-    its lines shown indented under the parent's. No transcript, picture or session callbacks: the child's
-    messages go to the parent's on_subagent when it ends."""
-    inherited, (max_seconds, max_tokens) = parent.settings, child_limits(parent, extensions)
-    return RunSettings(max_turns=extensions.subagent_max_turns, max_seconds=max_seconds, max_tokens=max_tokens,
-                       shell_timeout=inherited.shell_timeout, approve=inherited.approve,
-                       context_policy=inherited.context_policy, context_window=inherited.context_window,
-                       sandbox=inherited.sandbox, extensions=extensions.for_child(),
-                       echo=lambda line: inherited.echo("  |" + line))
+def child_settings(parent):
+    """The parent's settings, but: the child's own limits, the parent's hands without the task tool, no
+    session start (its hooks ran for the parent), its lines shown indented under the parent's, and no
+    transcript, picture or session callbacks (the child's messages go to the parent's on_subagent when it
+    ends). Everything else - the sandbox, the permission prompt, the context policy and window, the
+    command timeout, the warn line, any knob added later - it inherits."""
+    inherited, (max_seconds, max_tokens) = parent.settings, child_limits(parent)
+    return replace(inherited, max_turns=inherited.extensions.subagent_max_turns, max_seconds=max_seconds,
+                   max_tokens=max_tokens, extensions=inherited.extensions.for_child(), agent="subagent",
+                   opens_session=False, echo=lambda line: inherited.echo("  |" + line), on_update=None,
+                   on_subagent=None, transcript=None, image=None)
 
 
-def run_child(description, parent, extensions):
+def run_child(description, parent):
     """Run the sub-task in a fresh loop (`parent.loop`) and return what the parent's model reads. The
     child's model calls count in the parent's [stats], because the user pays for them all."""
     stats, echo = Stats(), parent.settings.echo
     messages = [{"role": "system", "content": system_prompt(parent.workspace)}]
     echo(f"  | subagent started: {description.splitlines()[0][:120]}")
     answer, stopped = "", None
-    settings = child_settings(parent, extensions)
+    settings = child_settings(parent)
     before = snapshot(parent.workspace)
     try:
         answer = parent.loop(description, parent.client, parent.workspace, settings, stats, messages)
