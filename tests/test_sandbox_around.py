@@ -199,6 +199,15 @@ def test_no_start_inside_a_folder_other_programs_read_as_settings_or_run_from(pl
     assert workspace_problem(place.ws, home=home, environ=environ) is None
     # home's other folders are fine, even with ~ itself on PATH (PATH is not searched below a folder)
     assert workspace_problem(home / "projects", home=home, environ=environ) is None
+    # ~/.claude (its settings.json names hooks this harness runs) and any other dot-folder of home; a folder on
+    # PYTHONPATH (a sitecustomize.py there runs at every Python start, the harness's own included)
+    for below in (".claude", ".claude/hooks", ".aws"):
+        (home / below).mkdir(parents=True, exist_ok=True)
+        assert f"~/{below.split('/')[0]}, a folder of some program's settings" in \
+            workspace_problem(home / below, home=home, environ=environ), below
+    pylib = place.outside / "pylib"
+    pylib.mkdir()
+    assert "is a folder on PYTHONPATH" in workspace_problem(pylib, home=home, environ={**environ, "PYTHONPATH": str(pylib)})
     started = SimpleNamespace(**{**vars(place), "ws": home / ".config" / "tinyharness",
                                  "env": {**place.env, "XDG_CONFIG_HOME": str(home / ".config")}})
     result, _, server = run(started, [])
@@ -206,6 +215,12 @@ def test_no_start_inside_a_folder_other_programs_read_as_settings_or_run_from(pl
     assert "--workspace-anyway" in result.stderr and not (started.ws / ".tinyharness").exists()
     result, _, server = run(started, [], "--workspace-anyway")
     assert result.returncode == 0 and "warning: --workspace-anyway:" in result.stderr and len(server.requests) == 1
+    # the harness's settings folder as a link into a dotfiles folder: a workspace holding its real place is refused
+    dotfiles = place.outside / "dotfiles"
+    (dotfiles / "tinyharness").mkdir(parents=True)
+    (home / ".config" / "tinyharness").rmdir()
+    (home / ".config" / "tinyharness").symlink_to(dotfiles / "tinyharness")
+    assert "contains tinyharness's settings" in workspace_problem(dotfiles, home=home, environ=environ)
 
 
 # --- what the sandbox leaves behind, and what it cannot cover -------------------------------------------------

@@ -242,6 +242,15 @@ def image_from_flag(source, workspace):
     return checked_type(data, source), data
 
 
+def linked_out_of_workspace(path, workspace):
+    """The real place a path written inside the workspace leads to, when a link takes it out; else None."""
+    written, real, root = os.path.abspath(path), os.path.realpath(path), os.path.realpath(workspace)
+    within = lambda p, top: p == top or p.startswith(top.rstrip(os.sep) + os.sep)
+    if within(written, os.path.abspath(workspace)) or within(written, root):
+        return None if within(real, root) else real
+    return None
+
+
 def sandbox_from_args(args, parser):
     """The Sandbox that --sandbox and --sandbox-read ask for (a usage error if a path is missing),
     with the warning that --sandbox off prints on every run."""
@@ -249,6 +258,10 @@ def sandbox_from_args(args, parser):
     missing = [p for p in args.sandbox_read if not os.path.exists(p)]
     if missing:
         parser.error(f"--sandbox-read: {missing[0]} does not exist")
+    for path in args.sandbox_read:
+        if out := linked_out_of_workspace(path, os.getcwd()):
+            parser.error(f"--sandbox-read: {path} is in the workspace and leads out of it through a symbolic link "
+                         f"(to {out}), which the model may have made; name {out} itself if you mean it")
     if problem := workspace_problem(os.getcwd()):  # run and chat both come here first
         if not args.workspace_anyway:
             from .run_end import Results

@@ -70,6 +70,9 @@ def load_config(path, workspace=None):
     except (OSError, ValueError, RecursionError) as e:
         raise ValueError(f"{path}: cannot read it as JSON ({e})") from e
     folder = str(workspace or path.resolve().parent.parent)
+    # a relative envFile is the file's own folder's when it is the user's own file: never the workspace's
+    own = workspace is None or os.path.realpath(workspace) not in map(str, path.resolve().parents)
+    env_folder = str(path.parent) if own else folder
     if not isinstance(data, dict) or not any(isinstance(data.get(key), dict) for key in ("servers", "mcpServers")):
         raise ValueError(f'{path}: expected {{"servers": {{"NAME": {{"command": ...}}}}}} '
                          '(or "mcpServers", as Claude Code and Cursor write it)')
@@ -82,7 +85,7 @@ def load_config(path, workspace=None):
             raise ValueError(f'{path}: "{key}" must be an object of servers')
         for name, config in block.items():
             where = f"{path}: server {name!r}"
-            configs[name] = parse_server(name, vs_code_variables(config, folder, where), where)
+            configs[name] = parse_server(name, vs_code_variables(config, folder, where, env_folder), where)
     return configs
 
 
@@ -90,7 +93,7 @@ VS_CODE_VARIABLE = re.compile(r"\$\{(workspaceFolder|workspaceFolderBasename|use
 OTHER_VARIABLE = re.compile(r"\$\{(?!env:)([A-Za-z]+):(?!-)([^}]*)\}")  # ${input:x}, ${command:x}, ${config:x}
 
 
-def vs_code_variables(config, folder, where):
+def vs_code_variables(config, folder, where, env_folder=None):
     """CONFIG with VS Code's variables replaced (${workspaceFolder}, ${userHome}...) and its envFile read
     into env (env's own entries win). ${input:ID} - a value VS Code asks for in its own prompt - is an
     error that says what to write instead: it is never sent as it is."""
@@ -110,7 +113,7 @@ def vs_code_variables(config, folder, where):
         return {k: replace(v) for k, v in value.items()} if isinstance(value, dict) else value
     config = replace(config)
     if isinstance(config, dict) and config.get("envFile") is not None:
-        config = {**config, "env": {**read_env_file(config["envFile"], folder, where), **(config.get("env") or {})}}
+        config = {**config, "env": {**read_env_file(config["envFile"], env_folder or folder, where), **(config.get("env") or {})}}
     return config
 
 
@@ -222,7 +225,8 @@ def outside_the_workspace(config, folder):
     argv, env = config["command"], config.get("env", {})
     if PYTHON.fullmatch(os.path.basename(argv[0])) and any(a == "-m" or a.startswith("-m") for a in argv[1:]):
         env = {"PYTHONSAFEPATH": "1", **env}
-    return {**config, "cwd": config.get("cwd") or str(folder), "env": env}
+    cwd = os.path.join(folder, os.path.expanduser(config["cwd"])) if config.get("cwd") else str(folder)
+    return {**config, "cwd": cwd, "env": env}  # a relative "cwd" is the config's folder's, never the workspace's
 
 
 VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

@@ -259,6 +259,7 @@ def workspace_problem(workspace, home=None, environ=None):
     guarded = [("your home folder", home),
                ("your config folder (XDG_CONFIG_HOME)", xdg(environ, "XDG_CONFIG_HOME", home, ".config")),
                ("your data folder (XDG_DATA_HOME)", xdg(environ, "XDG_DATA_HOME", home, ".local/share")),
+               *settings_targets(environ, home),
                ("tinyharness's own code", os.path.dirname(os.path.realpath(__file__))),
                ("the Python environment tinyharness runs from", os.path.realpath(sys.prefix))]
     for what, path in guarded:
@@ -266,7 +267,7 @@ def workspace_problem(workspace, home=None, environ=None):
             return (f"the workspace {workspace} contains {what} ({path}), and shell commands may change anything in "
                     "the workspace, including what runs outside the sandbox later; start tinyharness in a project "
                     "folder that holds neither" + (" (install tinyharness outside it: pipx, or a virtualenv elsewhere)"
-                                                   if "tinyharness" in what or "Python" in what else ""))
+                                                   if "own code" in what or "Python" in what else ""))
     for what, path in read_or_run_from(environ, home):
         if workspace == path or workspace.startswith(path.rstrip(os.sep) + os.sep) and not holds(path, home):
             return (f"the workspace {workspace} is {'inside ' * (workspace != path)}{what} ({path}), whose files "
@@ -288,8 +289,34 @@ def read_or_run_from(environ, home):
                ("your state folder (XDG_STATE_HOME)", state), ("your cache folder (XDG_CACHE_HOME)", cache),
                ("~/.local/bin", os.path.join(home, ".local", "bin")), ("~/.ssh", os.path.join(home, ".ssh")),
                ("your GnuPG folder", os.path.realpath(environ.get("GNUPGHOME") or os.path.join(home, ".gnupg")))]
-    on_path = [p for p in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
-    return folders + [("a folder on PATH", os.path.realpath(p)) for p in on_path]
+    folders += dot_folders(home)
+    for variable in ("PATH", "PYTHONPATH"):  # what a shell finds by name; what every Python start imports
+        on_it = [p for p in environ.get(variable, "").split(os.pathsep) if os.path.isabs(p)]
+        folders += [(f"a folder on {variable}", os.path.realpath(p)) for p in on_it]
+    return folders
+
+
+def dot_folders(home):
+    """(what, folder) of each folder directly in home whose name starts with a dot: some program's settings
+    (~/.claude, whose settings.json names hooks this harness runs, ~/.aws, ~/.kube, ~/.cursor...)."""
+    try:
+        names = sorted(n for n in os.listdir(home) if n.startswith(".") and os.path.isdir(os.path.join(home, n)))
+    except OSError:
+        return []
+    return [(f"~/{name}, a folder of some program's settings", os.path.realpath(os.path.join(home, name)))
+            for name in names]
+
+
+def settings_targets(environ, home):
+    """(what, real folder) of the settings folders this harness reads at every start, where they really are:
+    `~/.config/tinyharness` may be a link into a dotfiles folder, and a workspace that holds that folder
+    would let a command write the mcp.json or hooks that the next run anywhere starts, unconfined."""
+    config, data = xdg(environ, "XDG_CONFIG_HOME", home, ".config"), xdg(environ, "XDG_DATA_HOME", home, ".local/share")
+    folders = [("tinyharness's settings (its mcp.json and hooks.json)", os.path.join(config, "tinyharness")),
+               ("tinyharness's sessions and trust answers", os.path.join(data, "tinyharness")),
+               ("your Claude Code settings (~/.claude: its hooks run here too)", os.path.join(home, ".claude"))]
+    # where they are not links, read_or_run_from refuses a workspace in or below them
+    return [(what, os.path.realpath(path)) for what, path in folders if os.path.realpath(path) != path]
 
 
 def holds(folder, home):
