@@ -92,14 +92,14 @@ from .scripted_replies import (DROP_MODES, REPLY_KEYS, build_completion, build_s
 from .scripted_server import ScriptedServer, prompt_text  # noqa: F401
 from .server_rules import ROLES, content_problems, pydantic_error, request_problems, tool_call_problems  # noqa: F401
 
-__all__ = ["ScriptedServer", "estimate_tokens", "load_script", "main", "request_problems",
+__all__ = ["ScriptedServer", "estimate_tokens", "load_script", "main", "serve_until_ctrl_c", "request_problems",
            "image_tokens", "make_png", "tiny_png", "split_png", "read_png_pixels", "colour_name",
            "vision_policy", "example_images"]
 
 
 # --- Command line -----------------------------------------------------------------------------
 
-def main(argv=None) -> int:
+def build_parser():
     parser = argparse.ArgumentParser(prog="python -m tinyharness.testing",
                                      description="Serve canned model replies over the OpenAI chat API.")
     source = parser.add_mutually_exclusive_group(required=True)
@@ -117,6 +117,11 @@ def main(argv=None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--model", default="qwen3:8b", help="model name listed by /v1/models")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.vision:
         replies, what = {"policy": vision_policy()}, "playing a vision model"
@@ -136,12 +141,18 @@ def main(argv=None) -> int:
     with ScriptedServer(**replies, drop_images=args.drop_images, host=args.host, port=args.port,
                         model=args.model, strict=not args.lenient, send_usage=not args.no_usage,
                         context_window=args.context_window) as srv:
-        print(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C to stop.", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            print("stopped", file=sys.stderr)
+        return serve_until_ctrl_c(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C to stop.")
+
+
+def serve_until_ctrl_c(banner):
+    """Say where the server (already started) listens, then keep it serving until Ctrl+C; exit code 0.
+    The command lines of this module, of fake_ollama and of the eval's scripted models end here."""
+    print(banner, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
     return 0
 
 
