@@ -6,7 +6,8 @@ A module of `tinyharness/` may import another only "downwards": if a imports b (
 a function, which only delays the import), b must not import a, directly or through others. An
 import tucked inside a function to dodge such a circle still makes one, so every import counts here.
 The report lists each module with its lines and the package modules it imports, then the circles
-(strongly connected parts of the graph), the modules over MAX_LINES, and the functions over
+(strongly connected parts of the graph), those of the whole repository's graph (stages, benchmarks
+and tests too, each import by its full name), the modules over MAX_LINES, and the functions over
 MAX_FUNCTION_LINES (the manifest's bound for a key function) that LONG_FUNCTIONS_ALLOWED does not
 name with a reason; it exits 1 when any of those lists is not empty, or an allowed one is short now.
 `--table` prints the Markdown table that README.md's Layout section holds (tests/test_layout.py
@@ -87,6 +88,52 @@ def import_graph(root=ROOT):
         targets.discard(name)
         targets.discard("__init__")  # the package's own __init__ holds only its version
         graph[name] = targets
+    return graph
+
+
+def tree_modules(root=ROOT):
+    """{full dotted name ("tinyharness.loop", "m4_guards.edges", "tests.test_cli"): path} of every
+    Python file of the repository (hidden folders, such as a virtual environment, left out)."""
+    found = {}
+    for path in sorted(Path(root).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if "__pycache__" in parts or any(p.startswith(".") for p in parts):
+            continue
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def tree_imported(module, node, known):
+    """The repository's modules one import statement of `module` names, by their full dotted names.
+    `import a.b.c` names the longest of a.b.c, a.b, a that is a module of the tree; `from x import y`
+    names x.y when that is a module, else x."""
+    def longest(name):
+        parts = name.split(".")
+        return next((".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in known), None)
+    if isinstance(node, ast.Import):
+        return {m for m in map(longest, (a.name for a in node.names)) if m}
+    stem = node.module or ""
+    if node.level:                  # relative: anchored at the module's package
+        here = module.split(".") if known[module].name == "__init__.py" else module.split(".")[:-1]
+        anchor = here[: len(here) - (node.level - 1)]
+        stem = ".".join(anchor + ([node.module] if node.module else []))
+    found = {f"{stem}.{a.name}" if stem else a.name for a in node.names}
+    return {f if f in known else longest(stem) for f in found} - {None}
+
+
+def tree_graph(root=ROOT):
+    """{module: the repository's modules it imports}, for the whole tree (the package, the stages, the
+    benchmarks, the tests), every import statement at any depth counted."""
+    known = tree_modules(root)
+    graph = {}
+    for name, path in known.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                targets |= tree_imported(name, node, known)
+        graph[name] = targets - {name}
     return graph
 
 
@@ -193,13 +240,16 @@ def main(argv=None):
     allowed = [f for f in long_functions(args.root) if f not in long]
     print(f"\nmodules: {len(graph)}, lines: {sum(counts.values())}")
     print(f"circles: {len(found)}" + "".join(f"\n  {' <-> '.join(c)}" for c in found))
+    tree = circles(tree_graph(args.root))
+    print(f"circles in the whole tree (package, stages, benchmarks, tests): {len(tree)}"
+          + "".join(f"\n  {' <-> '.join(c)}" for c in tree))
     print(f"modules over {MAX_LINES} lines: {len(big)}" + "".join(f"\n  {b}" for b in big))
     print(f"functions over {MAX_FUNCTION_LINES} lines: {len(long)}" + "".join(f"\n  {f}" for f in long))
     print(f"allowed over {MAX_FUNCTION_LINES} lines for now: {len(allowed)}" + "".join(
         f"\n  {f}: {LONG_FUNCTIONS_ALLOWED[f.split(' (')[0]]}" for f in allowed))
     if stale:
         print(f"allowed but no longer over {MAX_FUNCTION_LINES} lines (take them out): {', '.join(stale)}")
-    return 1 if found or big or long or stale else 0
+    return 1 if found or tree or big or long or stale else 0
 
 
 if __name__ == "__main__":

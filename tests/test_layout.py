@@ -6,8 +6,8 @@ README's Layout table is printed by `python -m benchmarks.layout --table` and ch
 import ast
 
 from benchmarks.layout import (LONG_FUNCTIONS_ALLOWED, MAX_FUNCTION_LINES, MAX_LINES, circles, function_gate,
-                               import_graph, line_counts, long_functions, table)
-from tests.ladder import ROOT
+                               import_graph, line_counts, long_functions, table, tree_graph)
+from tests.ladder import ROOT, STAGES
 
 PACKAGE = ROOT / "tinyharness"
 
@@ -39,6 +39,32 @@ def test_an_import_inside_a_function_closes_a_circle_too(tmp_path):
     assert graph == {"__init__": set(), "a": {"b"}, "b": {"a"}, "c": {"a", "sub.leaf"}, "sub": {"sub.leaf"},
                      "sub.leaf": {"a"}}
     assert circles(graph) == [["a", "b"]]
+
+
+def test_the_whole_tree_has_no_import_circle():
+    graph = tree_graph()
+    assert {name.split(".")[0] for name in graph} >= {"tinyharness", "benchmarks", "tests", *STAGES}
+    assert {"m4_guards.edges", "m1_loop.tools"} <= graph["m4_guards.loop"] | graph["m1_loop.loop"]
+    assert "benchmarks.fuzz_common" in graph["benchmarks.fuzz_surfaces"]        # a top-level import
+    assert "tinyharness.cli" in graph["benchmarks.fuzz_surfaces"]               # one inside a function
+    assert circles(graph) == []
+
+
+def test_the_tree_graph_follows_every_kind_of_import(tmp_path):
+    for folder in ("m0_a", "bench", "bench/deep"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "m0_a" / "llm.py").write_text("from .wire import x\n")
+    (tmp_path / "m0_a" / "wire.py").write_text("x = 1\n")
+    (tmp_path / "bench" / "one.py").write_text("import os\ndef f():\n    from bench.deep import two\n")
+    (tmp_path / "bench" / "deep" / "two.py").write_text("from .. import one\nimport m0_a.llm\n")
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "skip.py").write_text("import bench.one\n")
+    graph = tree_graph(tmp_path)
+    assert graph == {"m0_a": set(), "m0_a.llm": {"m0_a.wire"}, "m0_a.wire": set(), "bench": set(),
+                     "bench.one": {"bench.deep.two"}, "bench.deep": set(),
+                     "bench.deep.two": {"bench.one", "m0_a.llm"}}
+    assert circles(graph) == [["bench.deep.two", "bench.one"]]
 
 
 def test_the_subagent_gets_the_loop_handed_over_not_imported():
