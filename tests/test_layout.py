@@ -86,6 +86,16 @@ def test_the_scripted_servers_share_a_base_rather_than_each_other():
     assert "scripted_server" in graph["fake_ollama"] and "scripted_server" in graph["testing"]
 
 
+def test_the_shared_helpers_are_said_once():
+    """The serve-until-Ctrl-C loop (testing.serve_until_ctrl_c), the stream's stop in words
+    (llm.stream_stopped) and the calls made canonical with their problems (llm_reply.with_calls) each
+    have one home that the scripted servers and both dialects use."""
+    source = {path.name: path.read_text(encoding="utf-8") for path in PACKAGE.rglob("*.py")}
+    for text, home in [("time.sleep(3600)", "testing.py"), ("stopped sending its streamed answer", "llm.py"),
+                       ('problems[call["id"]] = problem', "llm_reply.py")]:
+        assert [name for name, code in source.items() if text in code] == [home], text
+
+
 def test_no_module_is_over_the_line_limit():
     assert {name: n for name, n in line_counts().items() if n > MAX_LINES} == {}
 

@@ -16,8 +16,8 @@ and assemble the pieces into the same raw message a non-streaming call returns, 
 knows the difference. Servers differ in how they cut tool calls into pieces (see llm_stream.Assembler).
 
 Where it lives. This module is the client: the HTTP exchange, its time limits, and every failure
-said in words. The normaliser is llm_reply.py, the stream assembler llm_stream.py; their names are
-importable from here.
+said in words. The normaliser is llm_reply.py, the SSE reader and the stream assembler llm_stream.py;
+their names are importable from here.
 """
 import json
 import re
