@@ -87,11 +87,11 @@ def test_the_scripted_servers_share_a_base_rather_than_each_other():
 
 
 def test_the_shared_helpers_are_said_once():
-    """The serve-until-Ctrl-C loop (testing.serve_until_ctrl_c), the stream's stop in words
+    """The serve-until-Ctrl-C loop (scripted_server.serve_until_ctrl_c), the stream's stop in words
     (llm.stream_stopped) and the calls made canonical with their problems (llm_reply.with_calls) each
     have one home that the scripted servers and both dialects use."""
     source = {path.name: path.read_text(encoding="utf-8") for path in PACKAGE.rglob("*.py")}
-    for text, home in [("time.sleep(3600)", "testing.py"), ("stopped sending its streamed answer", "llm.py"),
+    for text, home in [("time.sleep(3600)", "scripted_server.py"), ("stopped sending its streamed answer", "llm.py"),
                        ('problems[call["id"]] = problem', "llm_reply.py")]:
         assert [name for name, code in source.items() if text in code] == [home], text
 

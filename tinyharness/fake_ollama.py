@@ -65,9 +65,8 @@ import time
 
 from .scripted_images import IMAGE_BASE_TOKENS, image_stand_in
 from .scripted_replies import error_body, estimate_tokens
-from .scripted_server import ScriptedServer
+from .scripted_server import ScriptedServer, serve_until_ctrl_c
 from .server_rules import check_request, option_problem, rule_of
-from .testing import serve_until_ctrl_c
 
 VERSION = "0.12.10"     # the first with tool-call ids; truncate/shift came in 0.12.6
 THINK_LEVELS = ("high", "medium", "low", "max")

@@ -78,7 +78,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 # The public entry: tests and learners import the scripted server and its helpers from here
 # (`from tinyharness.testing import ScriptedServer`); the modules below hold them.
@@ -89,10 +88,10 @@ from .scripted_images import (COLOURS, IMAGE_BASE_TOKENS, IMAGE_TILE, PNG_SIGNAT
 from .scripted_replies import (DROP_MODES, REPLY_KEYS, build_completion, build_stream, build_tool_calls,  # noqa: F401
                                build_usage, common_prefix_length, error_body, estimate_tokens, finish_reason,
                                json_text, load_script, normalise_reply, pieces)
-from .scripted_server import ScriptedServer, prompt_text  # noqa: F401
+from .scripted_server import ScriptedServer, prompt_text, serve_until_ctrl_c  # noqa: F401
 from .server_rules import ROLES, content_problems, pydantic_error, request_problems, tool_call_problems  # noqa: F401
 
-__all__ = ["ScriptedServer", "estimate_tokens", "load_script", "main", "serve_until_ctrl_c", "request_problems",
+__all__ = ["ScriptedServer", "estimate_tokens", "load_script", "main", "request_problems",
            "image_tokens", "make_png", "tiny_png", "split_png", "read_png_pixels", "colour_name",
            "vision_policy", "example_images"]
 
@@ -142,18 +141,6 @@ def main(argv=None) -> int:
                         model=args.model, strict=not args.lenient, send_usage=not args.no_usage,
                         context_window=args.context_window) as srv:
         return serve_until_ctrl_c(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C to stop.")
-
-
-def serve_until_ctrl_c(banner):
-    """Say where the server (already started) listens, then keep it serving until Ctrl+C; exit code 0.
-    The command lines of this module, of fake_ollama and of the eval's scripted models end here."""
-    print(banner, flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        print("stopped", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":
