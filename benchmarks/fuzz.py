@@ -25,29 +25,23 @@ The stage runs in this process (its `main(argv)`, the entry the CLI uses, with s
 stdin swapped and the working folder changed), so a thousand runs take seconds, not minutes.
 """
 import argparse
-import contextlib
 import importlib
-import io
 import json
-import os
 import random
 import shutil
-import signal
 import sys
 import tempfile
-import time
-import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.fuzz_common import run_main  # noqa: E402
 from tinyharness.testing import ScriptedServer, request_problems  # noqa: E402
 
 STAGES = sorted(p.name for p in ROOT.glob("m[0-9]_*") if (p / "__main__.py").is_file())
 FINAL = "tinyharness"
-CONTRACT_EXITS = {0, 1, 2, 3}
 TASK = "Read notes.txt and tell me what it says."
 
 # --- Odd replies -------------------------------------------------------------------------------------
@@ -239,10 +233,6 @@ STREAM_KINDS = {
 
 # --- Running a stage in this process ----------------------------------------------------------------
 
-class Hang(BaseException):
-    """Raised by the alarm: a BaseException, so no `except Exception` in the harness swallows it."""
-
-
 def stage_name(name):
     """m4 or m4_guards -> m4_guards; tinyharness stays."""
     if name == FINAL:
@@ -261,60 +251,12 @@ def entry_and_flags(stage):
     return importlib.import_module(f"{stage}.__main__").main, ["--yes"] if level >= 3 else []
 
 
-@contextlib.contextmanager
-def swapped_io(workspace):
-    """The run's own stdout, stderr, stdin (empty: a question gets EOF) and working folder."""
-    saved = sys.stdout, sys.stderr, sys.stdin, os.getcwd()
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace", write_through=True)
-    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace", write_through=True)
-    sys.stdout, sys.stderr, sys.stdin = out, err, io.StringIO("")
-    os.chdir(workspace)
-    try:
-        yield out, err
-    finally:
-        sys.stdout, sys.stderr, sys.stdin = saved[:3]
-        os.chdir(saved[3])
-
-
-@contextlib.contextmanager
-def time_limit(seconds):
-    """Raise Hang after `seconds`; put back whatever alarm was set before (pytest's per-test limit)."""
-    def give_up(signum, frame):
-        raise Hang()
-    handler = signal.signal(signal.SIGALRM, give_up)
-    started = time.monotonic()
-    previous, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, handler)
-        if previous:
-            signal.setitimer(signal.ITIMER_REAL, max(0.01, previous - (time.monotonic() - started)))
-
-
-def read_back(stream):
-    stream.flush()
-    return stream.buffer.getvalue().decode("utf-8", errors="replace")
-
-
 def run_once(stage, argv, workspace, limit):
     """(outcome, exit code, stdout, stderr); outcome is "ok", "crash" or "hang"."""
     main, flags = entry_and_flags(stage)
-    outcome, code = "ok", None
-    with swapped_io(workspace) as (out, err):
-        try:
-            with time_limit(limit):
-                code = main(flags + argv)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        except Hang:
-            outcome = "hang"
-        except BaseException:                    # what would have been a traceback on the terminal
-            outcome = "crash"
-            err.write(traceback.format_exc())
-        stdout, stderr = read_back(out), read_back(err)
-    if outcome == "ok" and (code not in CONTRACT_EXITS or "Traceback" in stderr):
+    outcome, code, out, err = run_main(main, flags + argv, workspace, limit)
+    stdout, stderr = out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace")
+    if outcome == "ok" and "Traceback" in stderr:
         outcome = "crash"
     return outcome, code, stdout, stderr
 

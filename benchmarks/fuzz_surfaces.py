@@ -33,7 +33,6 @@ Then it prints `surface S: R runs, C crashes, H hangs, L lost, I injected`:
 import contextlib
 import hashlib
 import html.parser
-import io
 import json
 import os
 import random
@@ -49,9 +48,10 @@ import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from benchmarks.fuzz_common import CONTRACT_EXITS, Hang, run_main, time_limit
+
 ROOT = Path(__file__).resolve().parents[1]
 SURFACES = ("terminal", "sessions", "viewer", "mcp", "ollama", "hooks")
-CONTRACT_EXITS = {0, 1, 2, 3}
 UNSAFE_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 SEQUENCES = ["\x1b]0;pwned\x07", "\x1b]52;c;cm0gLXJmIH4=\x07", "\x1b[2J", "\x1b[H", "\u009b31m", "\u202e", "\u2066",
@@ -396,38 +396,12 @@ def damage(rng, path):
     return kind
 
 
-@contextlib.contextmanager
-def captured(workspace, stdin=""):
-    saved = sys.stdout, sys.stderr, sys.stdin, os.getcwd()
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace", write_through=True)
-    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace", write_through=True)
-    sys.stdout, sys.stderr, sys.stdin = out, err, io.StringIO(stdin)
-    os.chdir(workspace)
-    try:
-        yield out, err
-    finally:
-        sys.stdout, sys.stderr, sys.stdin = saved[:3]
-        os.chdir(saved[3])
-
-
 def in_process(argv, workspace, limit, stdin=""):
     """(outcome, exit code, output text) of cli.main(argv) in this process."""
-    from benchmarks.fuzz import Hang, time_limit
     from tinyharness.cli import main
-    outcome, code = "ok", None
-    with captured(workspace, stdin) as (out, err):
-        try:
-            with time_limit(limit):
-                code = main(argv)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        except Hang:
-            outcome = "hang"
-        except BaseException:
-            outcome = "crash"
-            err.write(traceback.format_exc())
-        text = out.buffer.getvalue() + err.buffer.getvalue()
-    if outcome == "ok" and (code not in CONTRACT_EXITS or b"Traceback" in text):
+    outcome, code, out, err = run_main(main, argv, workspace, limit, stdin)
+    text = out + err
+    if outcome == "ok" and b"Traceback" in text:
         outcome = "crash"
     return outcome, code, text
 
@@ -487,7 +461,6 @@ class PageCheck(html.parser.HTMLParser):
 
 
 def viewer_run(rng, server, home, workspace, limit):
-    from benchmarks.fuzz import Hang, time_limit
     from tinyharness import sessions, view
 
     def x():

@@ -6,9 +6,12 @@ A module of `tinyharness/` may import another only "downwards": if a imports b (
 a function, which only delays the import), b must not import a, directly or through others. An
 import tucked inside a function to dodge such a circle still makes one, so every import counts here.
 The report lists each module with its lines and the package modules it imports, then the circles
-(strongly connected parts of the graph), the modules over MAX_LINES, and the functions over
-MAX_FUNCTION_LINES; it exits 1 when any of those lists is not empty. `--table` prints the Markdown
-table that README.md's Layout section holds (tests/test_layout.py checks that the two agree).
+(strongly connected parts of the graph), those of the whole repository's graph (stages, benchmarks
+and tests too, each import by its full name), the modules over MAX_LINES, and the functions over
+MAX_FUNCTION_LINES (the manifest's bound for a key function) that LONG_FUNCTIONS_ALLOWED does not
+name with a reason; it exits 1 when any of those lists is not empty, or an allowed one is short now.
+`--table` prints the Markdown table that README.md's Layout section holds (tests/test_layout.py
+checks that the two agree).
 """
 import argparse
 import ast
@@ -16,10 +19,21 @@ import os
 import sys
 from pathlib import Path
 
+from tinyharness.manifest import BUDGETS
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "tinyharness"
-MAX_LINES = 500           # issue 22: one job per module, none over 500 lines
-MAX_FUNCTION_LINES = 60   # run_agent's bound; every other function of the package keeps to it too
+MAX_LINES = 500                                # issue 22: one job per module, none over 500 lines
+MAX_FUNCTION_LINES = BUDGETS["function"]       # 40: run_agent's and every key function's bound, the package's too
+# The functions allowed over MAX_FUNCTION_LINES for now, each with its reason ("module:function").
+# Empty is the aim: an entry is a debt, and one whose function has come down under the bound fails
+# tests/test_layout.py until it is taken out.
+LONG_FUNCTIONS_ALLOWED = {
+    "cli:start_run": "being reshaped with the run settings (issue 32, item 1): cut down after that lands",
+    "extensions:list_servers": "being reshaped with the Extensions split (issue 32, item 2): cut down after that lands",
+    "exercises:report": "the course companion is being edited with the stages: cut down after that lands",
+    "sandbox:start": "the sandbox is being reworked beside this: cut down after that lands",
+}
 
 
 def modules(root=ROOT):
@@ -77,6 +91,52 @@ def import_graph(root=ROOT):
     return graph
 
 
+def tree_modules(root=ROOT):
+    """{full dotted name ("tinyharness.loop", "m4_guards.edges", "tests.test_cli"): path} of every
+    Python file of the repository (hidden folders, such as a virtual environment, left out)."""
+    found = {}
+    for path in sorted(Path(root).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if "__pycache__" in parts or any(p.startswith(".") for p in parts):
+            continue
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def tree_imported(module, node, known):
+    """The repository's modules one import statement of `module` names, by their full dotted names.
+    `import a.b.c` names the longest of a.b.c, a.b, a that is a module of the tree; `from x import y`
+    names x.y when that is a module, else x."""
+    def longest(name):
+        parts = name.split(".")
+        return next((".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in known), None)
+    if isinstance(node, ast.Import):
+        return {m for m in map(longest, (a.name for a in node.names)) if m}
+    stem = node.module or ""
+    if node.level:                  # relative: anchored at the module's package
+        here = module.split(".") if known[module].name == "__init__.py" else module.split(".")[:-1]
+        anchor = here[: len(here) - (node.level - 1)]
+        stem = ".".join(anchor + ([node.module] if node.module else []))
+    found = {f"{stem}.{a.name}" if stem else a.name for a in node.names}
+    return {f if f in known else longest(stem) for f in found} - {None}
+
+
+def tree_graph(root=ROOT):
+    """{module: the repository's modules it imports}, for the whole tree (the package, the stages, the
+    benchmarks, the tests), every import statement at any depth counted."""
+    known = tree_modules(root)
+    graph = {}
+    for name, path in known.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                targets |= tree_imported(name, node, known)
+        graph[name] = targets - {name}
+    return graph
+
+
 def circles(graph):
     """The strongly connected parts of more than one module (Tarjan's algorithm), each sorted."""
     index, low, stack, on_stack, found = {}, {}, [], set(), []
@@ -124,6 +184,15 @@ def long_functions(root=ROOT, limit=MAX_FUNCTION_LINES):
     return sorted(found)
 
 
+def function_gate(root=ROOT, limit=MAX_FUNCTION_LINES, allowed=None):
+    """(the functions over `limit` that the allow-list does not name, the allow-list's entries whose
+    function is no longer over it, or no longer exists): both empty when the gate passes."""
+    allowed = LONG_FUNCTIONS_ALLOWED if allowed is None else allowed
+    found = long_functions(root, limit)
+    names = {f.split(" (")[0] for f in found}
+    return [f for f in found if f.split(" (")[0] not in allowed], sorted(set(allowed) - names)
+
+
 def layers(graph):
     """{module: layer}: 0 for a module that imports nothing of the package, else one more than the
     highest layer it imports. Defined only for a graph without circles."""
@@ -167,12 +236,20 @@ def main(argv=None):
     for name in sorted(graph):
         print(f"{name:<16} {counts[name]:>5} lines  imports: {', '.join(sorted(graph[name])) or '-'}")
     big = [f"{n} ({counts[n]} lines)" for n in sorted(counts) if counts[n] > MAX_LINES]
-    long = long_functions(args.root)
+    long, stale = function_gate(args.root)
+    allowed = [f for f in long_functions(args.root) if f not in long]
     print(f"\nmodules: {len(graph)}, lines: {sum(counts.values())}")
     print(f"circles: {len(found)}" + "".join(f"\n  {' <-> '.join(c)}" for c in found))
+    tree = circles(tree_graph(args.root))
+    print(f"circles in the whole tree (package, stages, benchmarks, tests): {len(tree)}"
+          + "".join(f"\n  {' <-> '.join(c)}" for c in tree))
     print(f"modules over {MAX_LINES} lines: {len(big)}" + "".join(f"\n  {b}" for b in big))
     print(f"functions over {MAX_FUNCTION_LINES} lines: {len(long)}" + "".join(f"\n  {f}" for f in long))
-    return 1 if found or big or long else 0
+    print(f"allowed over {MAX_FUNCTION_LINES} lines for now: {len(allowed)}" + "".join(
+        f"\n  {f}: {LONG_FUNCTIONS_ALLOWED[f.split(' (')[0]]}" for f in allowed))
+    if stale:
+        print(f"allowed but no longer over {MAX_FUNCTION_LINES} lines (take them out): {', '.join(stale)}")
+    return 1 if found or tree or big or long or stale else 0
 
 
 if __name__ == "__main__":

@@ -45,13 +45,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .console import printable
+from .eval_page import page_path, write_report
 from .evals import TASK_NAMES, select
 from .evals.claims import claims_success
 from .evals.common import judge
 from .evals.policies import POLICIES, SCRIPTED, by_model
 from .evals.runs import run_process, snapshot
 from .endpoint import base_url_from_env
-from .filedoor import write_text
 from .flags import base_url_problem
 
 ROOT = Path(__file__).resolve().parents[1]          # the repository: stages are importable from here
@@ -444,11 +444,7 @@ def main(argv=None, runner=None, prog="python -m tinyharness.eval"):
     say = lambda text: print(printable(text), file=sys.stderr, flush=True)  # a reason can quote a server
     workdir = Path(tempfile.mkdtemp(prefix="tinyharness-eval-"))
     try:
-        with model_endpoints(args.models, args.base_url) as endpoints:
-            for url in sorted({u for m, u in endpoints.items() if not m.startswith(SCRIPTED) or args.base_url}):
-                check_reachable(url)
-            runs = run_eval(args.models, args.settings, tasks, args.repeat, endpoints, runner, workdir,
-                            args.check_timeout, say)
+        runs = run_models(args, tasks, runner, workdir, say)
     except EvalError as e:
         print(printable(f"error: {e}"), file=sys.stderr)
         return 1
@@ -463,26 +459,16 @@ def main(argv=None, runner=None, prog="python -m tinyharness.eval"):
     report = make_report(args, runs)
     show_setting = len(args.settings) > 1
     print(markdown(report["per_task"], report["overall"], show_setting))
-    try:
-        write_text(args.out, json.dumps(report, indent=2))  # filedoor.py: no link followed, temp and rename
-    except OSError as e:
-        print(f"error: could not write {args.out}: {e.strerror or e}", file=sys.stderr)
-        return 1
-    say(f"[eval] results written to {args.out}")
-    from .eval_page import render           # only now: the eval's runs do not need it
-    page = page_path(args.out)
-    try:
-        write_text(page, render(report))
-    except OSError as e:
-        print(f"error: could not write {page}: {e.strerror or e}", file=sys.stderr)
-        return 1
-    say(f"[eval] page written to {page}")
-    return 0
+    return write_report(args.out, report, say)
 
 
-def page_path(out):
-    """The HTML page beside the JSON: results.json -> results.html."""
-    return Path(out).with_suffix(".html")
+def run_models(args, tasks, runner, workdir, say):
+    """Every run of the eval, each model at its endpoint (the scripted ones served here for the while)."""
+    with model_endpoints(args.models, args.base_url) as endpoints:
+        for url in sorted({u for m, u in endpoints.items() if not m.startswith(SCRIPTED) or args.base_url}):
+            check_reachable(url)
+        return run_eval(args.models, args.settings, tasks, args.repeat, endpoints, runner, workdir,
+                        args.check_timeout, say)
 
 
 def make_report(args, runs):

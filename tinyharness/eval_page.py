@@ -19,6 +19,11 @@ largest value in their column, so they compare rows of one eval, not two evals; 
 `[stats]` line has no tokens and draws no bar.
 """
 import html
+import json
+import sys
+from pathlib import Path
+
+from .filedoor import write_text
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:16px;color:#1d1d1f;background:#fafafa}
@@ -149,3 +154,26 @@ def render(report):
             'their column. Claimed but failed: the final answer said the work was done, the end state said no.</p>'
             f"<h2>Per task</h2>{task_grid(report.get('per_task', []), who)}"
             f"{run_table(runs, who)}</body></html>")
+
+
+def write_report(out, report, say):
+    """The report as JSON at `out` and as a page beside it; the exit code (1 when either cannot be written)."""
+    try:
+        write_text(out, json.dumps(report, indent=2))  # filedoor.py: no link followed, temp and rename
+    except OSError as e:
+        print(f"error: could not write {out}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    say(f"[eval] results written to {out}")
+    page = page_path(out)
+    try:
+        write_text(page, render(report))
+    except OSError as e:
+        print(f"error: could not write {page}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    say(f"[eval] page written to {page}")
+    return 0
+
+
+def page_path(out):
+    """The HTML page beside the JSON: results.json -> results.html."""
+    return Path(out).with_suffix(".html")

@@ -61,12 +61,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import time
 
 from .scripted_images import IMAGE_BASE_TOKENS, image_stand_in
 from .scripted_replies import error_body, estimate_tokens
-from .scripted_server import ScriptedServer
+from .scripted_server import ScriptedServer, serve_until_ctrl_c
 from .server_rules import check_request, option_problem, rule_of
 
 VERSION = "0.12.10"     # the first with tool-call ids; truncate/shift came in 0.12.6
@@ -419,11 +418,5 @@ def serve(personality="healthy", port=0):
     """`tinyharness fake-server --ollama NAME`: serve until Ctrl+C."""
     with OllamaServer(personality=personality, port=port) as srv:
         models = ", ".join(srv.models) or "no models"
-        print(f"Scripted Ollama ({personality}: {models}) on {srv.root_url} (native /api/* and {srv.base_url}). "
-              "Press Ctrl+C to stop.", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            print("stopped", file=sys.stderr)
-    return 0
+        return serve_until_ctrl_c(f"Scripted Ollama ({personality}: {models}) on {srv.root_url} (native /api/* "
+                                  f"and {srv.base_url}). Press Ctrl+C to stop.")

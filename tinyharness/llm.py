@@ -16,8 +16,8 @@ and assemble the pieces into the same raw message a non-streaming call returns, 
 knows the difference. Servers differ in how they cut tool calls into pieces (see llm_stream.Assembler).
 
 Where it lives. This module is the client: the HTTP exchange, its time limits, and every failure
-said in words. The normaliser is llm_reply.py, the stream assembler llm_stream.py; their names are
-importable from here.
+said in words. The normaliser is llm_reply.py, the SSE reader and the stream assembler llm_stream.py;
+their names are importable from here.
 """
 import json
 import re
@@ -31,7 +31,7 @@ import requests
 from .llm_reply import (DEFAULT_REASONING_FIELD, REASONING_FIELDS, as_list_of_calls, as_text,  # noqa: F401
                         blank_call, canonical_arguments, canonical_call, canonical_message, clean, clean_usage,
                         describe, dump_object, escape_surrogates, is_count, new_id, parse_json, strict_json)
-from .llm_stream import Assembler, ThinkSplitter, strip_think  # noqa: F401 (ThinkSplitter: the public name stays here)
+from .llm_stream import Assembler, ThinkSplitter, sse_items, strip_think  # noqa: F401 (ThinkSplitter: the public name stays here)
 
 DEFAULT_MODEL = "qwen3:8b"
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
@@ -112,49 +112,34 @@ class Client:
         # iter_lines on bytes, decoded per line: a line never ends inside a UTF-8 character, so a
         # character cut between two network reads is put back together before decoding. Each HTTP
         # chunk is handed over as it arrives (Ollama, llama.cpp and vLLM stream chunked bodies).
-        lines, deadline = stream_lines(response), deadline or time.monotonic() + wait
+        deadline = deadline or time.monotonic() + wait
         too_long = LLMError(f"The model server at {self.url} did not finish its streamed answer within {wait:g} s"
                             + (" (what was left of --max-seconds)" if wait < self.timeout else "") +
                             ". The reply was too long or the server too slow; it was stopped there.")
-        event, done, first, data_seen, stranger = None, False, True, False, None
+        done, data_seen, stranger = False, False, None
         try:
-            for raw_line in lines:
-                if time.monotonic() > deadline:
-                    raise too_long
-                line = raw_line.decode("utf-8", errors="replace")
-                if not line.strip():
-                    event = None            # a blank line ends one event
-                    continue
-                if first and line.lstrip().startswith("{"):
-                    # The server ignored stream=true and sent a whole completion: take it as it is.
-                    message, usage, reason = parse_completion(b"\n".join([raw_line, *lines]), self.url, self.model)
+            for kind, value, event in sse_items(lines_until(stream_lines(response), deadline, too_long)):
+                if kind == "whole":         # the server ignored stream=true and sent a whole completion
+                    message, usage, reason = parse_completion(value, self.url, self.model)
                     return assembler.replay(strip_think(message)), usage, reason
-                first = False
-                field, _, value = line.partition(":")
-                value = value.strip()
-                if field == "event":
-                    event = value
-                elif field == "error":      # older llama.cpp: `error: {...}` instead of a data line
+                if kind == "error":         # older llama.cpp: `error: {...}` instead of a data line
                     raise self.stream_error(value)
-                elif field == "data" and value == "[DONE]":
-                    done = True
-                    break
-                elif field not in ("data", "id", "retry") and not line.startswith(":"):
-                    stranger = stranger or line   # not SSE at all, e.g. a web page where the API should be
-                elif field == "data":
+                done, stranger = kind == "done", stranger or (value if kind == "stranger" else None)
+                if kind == "data":
                     data_seen = True
                     chunk = self.parse_chunk(value)
                     if event == "error" or chunk.get("error") not in (None, "", {}):
                         raise self.stream_error(chunk.get("error") or chunk)
                     assembler.add_chunk(chunk)
-                # other lines (": keep-alive" comments, id:, retry:) carry nothing for us
         except requests.exceptions.RequestException as e:
-            if hang is not None and hang.fired:
-                raise too_long from None
-            if "timed out" in str(e):
-                raise LLMError(f"The model server at {self.url} stopped sending its streamed answer for "
-                               f"{wait:g} s. It may be overloaded or stuck; check its log and try again.") from None
+            stopped = stream_stopped(e, self.url, wait, hang, too_long)
+            if stopped:
+                raise stopped from None
             done, data_seen = False, True   # a broken connection is a cut stream, not an empty answer
+        return self.stream_end(assembler, done, data_seen, stranger)
+
+    def stream_end(self, assembler, done, data_seen, stranger):
+        """The assembled answer of a stream that ended; an LLMError when it was no stream or was cut."""
         if not data_seen and stranger is not None:
             raise LLMError(f"The answer from {self.url} is not a stream of server-sent events: {excerpt(stranger)!r}. "
                            "Does --base-url point at an OpenAI-compatible /v1 endpoint?")
@@ -214,6 +199,27 @@ def stream_lines(response, chunk_size=512):
         pending += rest
     if pending:
         yield bytes(pending).removesuffix(b"\r")
+
+
+def lines_until(lines, deadline, too_long):
+    """The lines, until the deadline: past it, `too_long` (an LLMError) is raised. Both dialects'
+    streams are read through this and stream_stopped."""
+    for line in lines:
+        if time.monotonic() > deadline:
+            raise too_long
+        yield line
+
+
+def stream_stopped(error, url, wait, hang, too_long):
+    """A read of a streamed answer failed: `too_long` when HangUp cut it at the deadline, an LLMError
+    when the server went silent for `wait` seconds, else None (the connection broke: a cut stream,
+    which each dialect reports in its own words)."""
+    if hang is not None and hang.fired:
+        return too_long
+    if "timed out" in str(error):
+        return LLMError(f"The model server at {url} stopped sending its streamed answer for {wait:g} s. "
+                        "It may be overloaded or stuck; check its log and try again.")
+    return None
 
 
 def read_body(response, deadline, hang=None):

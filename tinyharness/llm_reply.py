@@ -52,16 +52,24 @@ def canonical_message(raw):
     field = next((f for f in REASONING_FIELDS if isinstance(raw.get(f), str) and raw[f]), None)
     if field:
         message[field] = clean(raw[field])
+    return with_calls(message, as_list_of_calls(raw.get("tool_calls")), canonical_call)
+
+
+def with_calls(message, items, canonicalise):
+    """The message with its tool calls, each item made canonical by canonicalise(item, number from 1,
+    the ids given so far) -> (call, what was wrong or None). What was wrong goes under the private key
+    `_problems` (by call id): the loop pops it before the message is kept and tells the model. Both
+    dialects' replies end here (ollama.py passes its native calls)."""
     calls, problems = [], {}
-    for number, item in enumerate(as_list_of_calls(raw.get("tool_calls")), 1):
-        call, problem = canonical_call(item, number, {c["id"] for c in calls})
+    for number, item in enumerate(items, 1):
+        call, problem = canonicalise(item, number, {c["id"] for c in calls})
         calls.append(call)
         if problem:
             problems[call["id"]] = problem
     if calls:
         message["tool_calls"] = calls
     if problems:
-        message["_problems"] = problems   # private: the loop pops it before the message is kept
+        message["_problems"] = problems
     return message
 
 

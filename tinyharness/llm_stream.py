@@ -11,8 +11,13 @@ of a tag) and builds each tool call at its index, or starts a new one when an id
 says so. `message()` gives the raw message, which llm_reply.canonical_message then makes
 well-formed. `strip_think` applies the same rules to a whole (unstreamed) answer.
 
-What it cannot do. It reads no bytes and no server-sent events (llm.Client does); a fragment that
-fits no rule is kept raw for canonical_message to report, not guessed at.
+Server-sent events. `sse_items` reads the stream's lines (llm.Client reads the bytes) and says what
+each carries: a data piece (and the event it belongs to), the end, an error, a line that is no SSE
+at all, or a whole completion from a server that ignored stream=true. The client decides what each
+means for the reply.
+
+What it cannot do. It reads no bytes (llm.Client does); a fragment that fits no rule is kept raw for
+canonical_message to report, not guessed at.
 """
 from .llm_reply import DEFAULT_REASONING_FIELD, REASONING_FIELDS, as_list_of_calls, as_text, clean, parse_json
 
@@ -147,6 +152,39 @@ class Assembler:
         arguments = "".join(call["arguments"]) if isinstance(call["arguments"], list) else call["arguments"]
         function = call["bad"] if "bad" in call else {"name": call["name"], "arguments": arguments}
         return {"id": call["id"], "type": "function", "function": function}
+
+
+def sse_items(lines):
+    """What a stream of server-sent events carries, from its lines (bytes, one iterator), as
+    (kind, value, event): ("data", text, the event's `event:` name or None) for each data line;
+    ("done", None, None) at `data: [DONE]`, the end; ("error", text, None) for an `error:` line (older
+    llama.cpp's way); ("stranger", line, None) for a line that is no SSE at all (a web page where the
+    API should be); ("whole", body, None) when the first line opens a JSON object: the server ignored
+    stream=true and sent a whole completion (body: all of it, as bytes), the end too. Comments
+    (": keep-alive"), id: and retry: carry nothing for us and are skipped."""
+    event, first = None, True
+    for raw_line in lines:
+        line = raw_line.decode("utf-8", errors="replace")
+        if not line.strip():
+            event = None            # a blank line ends one event
+            continue
+        if first and line.lstrip().startswith("{"):
+            yield "whole", b"\n".join([raw_line, *lines]), None
+            return
+        first = False
+        field, _, value = line.partition(":")
+        value = value.strip()
+        if field == "event":
+            event = value
+        elif field == "error":
+            yield "error", value, None
+        elif field == "data" and value == "[DONE]":
+            yield "done", None, None
+            return
+        elif field == "data":
+            yield "data", value, event
+        elif field not in ("id", "retry") and not line.startswith(":"):
+            yield "stranger", line, None
 
 
 class ThinkSplitter:

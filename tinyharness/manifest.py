@@ -44,6 +44,44 @@ BUDGETS = {
 }
 
 
+# Where each armour file's copies must be byte-identical: for each file, the groups of holders (stage
+# folders, and "tinyharness" when the package keeps a copy under the same name) that share one
+# content, each with why it is a version of its own. tests/test_armour.py hashes every copy and fails
+# when the copies fall into other groups: a copy edited alone, or a fix carried to only some stages.
+_M0_ON = ("m0_llm", "m1_loop", "m2_tools", "m3_hooks", "m4_guards", "m5_context", "m6_verify", "m7_eval", "m8_vision")
+_SHARED_EVAL = "the eval's armour: one copy in m7, m8 and the package (they judge alike; fix all three at once)"
+ARMOUR_COPIES = {
+    "wire.py": {_M0_ON: "one copy in every stage: no lesson changes what servers send or how the door survives it "
+                        "(the package has no wire.py: llm.py, llm_reply.py and llm_stream.py hold it, grown)"},
+    "edges.py": {
+        ("m1_loop", "m2_tools", "m3_hooks"): "m1's: the loop's edge cases behind names (a reply cut at the length "
+                                             "limit, a call the door could not read), the [tool] lines, the "
+                                             "transcript, [stats], Stopped",
+        ("m4_guards",): "m4's guards: an empty answer nudged once, a reply bounded by the time left (ask), the "
+                        "repeat warning and stop (steer); Stopped moves to guards.py; Record keeps what the run did",
+        ("m5_context", "m6_verify", "m7_eval"): "m5's context: watch_context warns when the context fills or the "
+                                                "server cut it; Stats sums cached_tokens",
+        ("m8_vision",): "m8's vision: ArrivalWatch warns when a picture never reached the model",
+        ("tinyharness",): "the package's: one Edges per run from RunSettings and its extensions (stop hooks, "
+                          "--max-tokens, overflow's cut and retry, subagents), not the stages' loose arguments",
+    },
+    "safeio.py": {
+        ("m2_tools",): "m2's tools: a command's output held from both ends (Output) and decoded without a crash, "
+                       "arguments parsed and checked",
+        ("m3_hooks", "m4_guards"): "m3's hooks: reads that never wait on a FIFO (read_regular), writes renamed "
+                                   "over the target (replace_file)",
+        _M0_ON[5:]: "m5's context: append_note never writes the notes file through a link "
+                    "(the package has no safeio.py: tools.py and the file door, filedoor.py, hold it)",
+    },
+    "fences.py": {_M0_ON[3:]: "one copy from m3 on: the hooks' fences never change with a later lesson "
+                              "(the package has no fences.py: hooks.py holds them)"},
+    "imageload.py": {("m8_vision", "tinyharness"): "one copy in m8 and the package: a fix goes into both"},
+    "arrival.py": {("m8_vision", "tinyharness"): "one copy in m8 and the package: a fix goes into both"},
+    **{f"evals/{name}": {("m7_eval", "m8_vision", "tinyharness"): _SHARED_EVAL}
+       for name, role in _EVALS.items() if role == ARMOUR},
+}
+
+
 # A stage the manifest does not list (a learner's own, a test's fake one): roles by file name.
 DEFAULT_ROLES = {"__main__.py": CLI, "__init__.py": CLI, "wire.py": ARMOUR, "edges.py": ARMOUR, "safeio.py": ARMOUR,
                  "fences.py": ARMOUR, "imageload.py": ARMOUR, "arrival.py": ARMOUR}

@@ -55,7 +55,8 @@ import requests
 
 from .llm import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, bounded, clean,  # noqa: F401
                   context_overflow, describe, dump_object, error_detail, excerpt, explain_network_error,
-                  overflow_message, read_body, stream_lines, strict_json)
+                  lines_until, overflow_message, read_body, stream_lines, stream_stopped, strict_json)
+from .llm_reply import with_calls
 from .llm_stream import ThinkSplitter
 from .ollama_native import (DATA_URI, REASONING_FIELDS, arguments_object, bare_base64, calls_of,  # noqa: F401
                             canonical_call, finish_reason_of, native_assistant, native_plain, native_tool_result,
@@ -263,9 +264,7 @@ class OllamaClient:
         too_long = LLMError(f"The model's reply from {self.url} took longer than the time left (--max-seconds, or "
                             "the client's timeout); it was stopped part-way.")
         try:
-            for line in stream_lines(response):  # linear in a huge line, unlike requests' iter_lines
-                if time.monotonic() > deadline:
-                    raise too_long
+            for line in lines_until(stream_lines(response), deadline, too_long):  # linear in a huge line
                 if not line.strip():
                     continue
                 frame = self.parse_frame(line)
@@ -273,11 +272,9 @@ class OllamaClient:
                 if frame.get("done"):
                     return
         except requests.exceptions.RequestException as e:
-            if hang is not None and hang.fired:
-                raise too_long from None
-            if "timed out" in str(e):
-                raise LLMError(f"The model server at {self.url} stopped sending its streamed answer for "
-                               f"{self.timeout} s. It may be overloaded or stuck; check its log and try again.") from None
+            stopped = stream_stopped(e, self.url, self.timeout, hang, too_long)
+            if stopped:
+                raise stopped from None
         raise LLMError(f"The streamed answer from {self.url} ended before its last line (done: true): the stream "
                        "broke part-way. The server may have crashed or run out of memory; check its log.")
 
@@ -315,18 +312,9 @@ class OllamaClient:
         message = {"role": "assistant", "content": clean(content)}   # a lone surrogate cannot go back: '?'
         if thinking:
             message["thinking"] = clean(thinking)   # the name Ollama uses; it is sent back under it
-        calls, problems = [], {}
-        for native in native_calls:
-            self.calls_made += 1
-            call, problem = canonical_call(native, f"call_{self.calls_made}")
-            calls.append(call)
-            if problem:
-                problems[call["id"]] = problem
-        if calls:
-            message["tool_calls"] = calls
-        if problems:
-            message["_problems"] = problems     # never sent: the loop pops it and tells the model
-        return message
+        made, self.calls_made = self.calls_made, self.calls_made + len(native_calls)  # ids go on across replies
+        return with_calls(message, native_calls,
+                          lambda native, number, _: canonical_call(native, f"call_{made + number}"))
 
     # --- errors, in words -----------------------------------------------------------------------
 

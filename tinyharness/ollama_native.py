@@ -21,7 +21,7 @@ import json
 import re
 
 from .llm import LLMError
-from .llm_reply import clean, describe, dump_object, strict_json
+from .llm_reply import blank_call, clean, describe, dump_object, strict_json
 
 REASONING_FIELDS = ("thinking", "reasoning", "reasoning_content")
 
@@ -39,8 +39,7 @@ def canonical_call(native, spare_id):
     Whatever came (not an object, a name that is no string, arguments nested too deep or holding NaN,
     which no server takes back) becomes a call with `{}` arguments and a problem the model is told."""
     if not isinstance(native, dict):
-        return ({"id": spare_id, "type": "function", "function": {"name": "", "arguments": "{}"}},
-                f"the tool call is not an object but {describe(native)}")
+        return blank_call(spare_id), f"the tool call is not an object but {describe(native)}"
     function = native.get("function") if isinstance(native.get("function"), dict) else {}
     name, arguments, problem = function.get("name"), function.get("arguments"), None
     if not isinstance(name, str):

@@ -356,3 +356,16 @@ class ScriptedServer:
         with self._lock:
             self._completion_count += 1
             return f"chatcmpl-{self._completion_count}"
+
+
+def serve_until_ctrl_c(banner):
+    """Say where the server (already started) listens, then keep it serving until Ctrl+C; exit code 0.
+    The command lines of testing, fake_ollama and the eval's scripted models end here."""
+    try:
+        print(banner, flush=True)       # inside: a Ctrl+C that comes while it is written stops it alike
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+    return 0
+

@@ -102,10 +102,7 @@ def request_problems(body) -> list:
         if role != "tool" and unanswered:
             # OpenAI's API (and the chat templates vLLM applies): every call is answered before the
             # conversation goes on.
-            problems.append((400, "openai/vllm: every tool call is answered before the next message",
-                             "An assistant message with 'tool_calls' must be followed by tool messages responding "
-                             "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
-                             + ", ".join(sorted(unanswered))))
+            problems.append(unanswered_problem(unanswered))
         if role != "tool":
             unanswered = None
         if role != "assistant" or "content" in m:     # an assistant may leave content out
@@ -115,24 +112,32 @@ def request_problems(body) -> list:
             calls = m["tool_calls"] if isinstance(m["tool_calls"], list) else []
             unanswered = {c.get("id") for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)}
         if role == "tool":
-            call_id = m.get("tool_call_id")
-            if not isinstance(call_id, str):             # llama_types.py ChatCompletionRequestToolMessage
-                problems.append((500, "llama-cpp-python: a tool message has a tool_call_id string",
-                                 pydantic_error(f"messages.{i}.typed-dict.tool_call_id", "Input should be a valid string",
-                                                "string_type", call_id)))
-            elif unanswered is None or call_id not in unanswered:
-                # OpenAI's API; vLLM's templates pair results to calls by this id the same way.
-                problems.append((400, "openai/vllm: a tool message answers a call of the assistant message before it",
-                                 f"Invalid parameter: messages with role 'tool' must be a response to a preceding "
-                                 f"message with 'tool_calls' (tool_call_id {json.dumps(call_id)[:60]} matches none)"))
-            else:
-                unanswered.discard(call_id)
+            problems += tool_result_problems(i, m.get("tool_call_id"), unanswered)
     if unanswered:
-        problems.append((400, "openai/vllm: every tool call is answered before the next message",
-                         "An assistant message with 'tool_calls' must be followed by tool messages responding to "
-                         "each 'tool_call_id'. The following tool_call_ids did not have response messages: "
-                         + ", ".join(sorted(unanswered))))
+        problems.append(unanswered_problem(unanswered))
     return problems
+
+
+def unanswered_problem(unanswered):
+    return (400, "openai/vllm: every tool call is answered before the next message",
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to "
+            "each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+            + ", ".join(sorted(unanswered)))
+
+
+def tool_result_problems(i, call_id, unanswered):
+    """A tool message answers one call of the assistant message before it (taken off `unanswered`)."""
+    if not isinstance(call_id, str):             # llama_types.py ChatCompletionRequestToolMessage
+        return [(500, "llama-cpp-python: a tool message has a tool_call_id string",
+                 pydantic_error(f"messages.{i}.typed-dict.tool_call_id", "Input should be a valid string",
+                                "string_type", call_id))]
+    if unanswered is None or call_id not in unanswered:
+        # OpenAI's API; vLLM's templates pair results to calls by this id the same way.
+        return [(400, "openai/vllm: a tool message answers a call of the assistant message before it",
+                 f"Invalid parameter: messages with role 'tool' must be a response to a preceding "
+                 f"message with 'tool_calls' (tool_call_id {json.dumps(call_id)[:60]} matches none)")]
+    unanswered.discard(call_id)
+    return []
 
 
 # --- Ollama's native /api/chat (ollama/ollama: api/types.go) ----------------------------------------

@@ -214,11 +214,6 @@ def writable(fd):
     return (fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
 
 
-def reopen(session):
-    """A writer that appends to a loaded session (repaired first when it was damaged)."""
-    return resume(session.path)[1]
-
-
 def all_sessions(directory=None):
     """Every session file, newest first (the id starts with the time)."""
     folder = Path(directory or sessions_dir())

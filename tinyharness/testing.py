@@ -78,7 +78,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 # The public entry: tests and learners import the scripted server and its helpers from here
 # (`from tinyharness.testing import ScriptedServer`); the modules below hold them.
@@ -89,7 +88,7 @@ from .scripted_images import (COLOURS, IMAGE_BASE_TOKENS, IMAGE_TILE, PNG_SIGNAT
 from .scripted_replies import (DROP_MODES, REPLY_KEYS, build_completion, build_stream, build_tool_calls,  # noqa: F401
                                build_usage, common_prefix_length, error_body, estimate_tokens, finish_reason,
                                json_text, load_script, normalise_reply, pieces)
-from .scripted_server import ScriptedServer, prompt_text  # noqa: F401
+from .scripted_server import ScriptedServer, prompt_text, serve_until_ctrl_c  # noqa: F401
 from .server_rules import ROLES, content_problems, pydantic_error, request_problems, tool_call_problems  # noqa: F401
 
 __all__ = ["ScriptedServer", "estimate_tokens", "load_script", "main", "request_problems",
@@ -99,7 +98,7 @@ __all__ = ["ScriptedServer", "estimate_tokens", "load_script", "main", "request_
 
 # --- Command line -----------------------------------------------------------------------------
 
-def main(argv=None) -> int:
+def build_parser():
     parser = argparse.ArgumentParser(prog="python -m tinyharness.testing",
                                      description="Serve canned model replies over the OpenAI chat API.")
     source = parser.add_mutually_exclusive_group(required=True)
@@ -117,6 +116,11 @@ def main(argv=None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--model", default="qwen3:8b", help="model name listed by /v1/models")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.vision:
         replies, what = {"policy": vision_policy()}, "playing a vision model"
@@ -136,13 +140,7 @@ def main(argv=None) -> int:
     with ScriptedServer(**replies, drop_images=args.drop_images, host=args.host, port=args.port,
                         model=args.model, strict=not args.lenient, send_usage=not args.no_usage,
                         context_window=args.context_window) as srv:
-        print(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C to stop.", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            print("stopped", file=sys.stderr)
-    return 0
+        return serve_until_ctrl_c(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C to stop.")
 
 
 if __name__ == "__main__":

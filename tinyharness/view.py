@@ -304,59 +304,69 @@ def compaction_html(event):
 def timeline(events):
     """The events as <section class="turn"> blocks, one per message the user typed."""
     sections, current, turn = [], [], 0
-
-    def close():
-        if current:
-            sections.append("".join(current) + "</section>")
-            current.clear()
-    preamble = ['<section class="turn" id="turn-0"><h2>Before the first message</h2>']
-    current.extend(preamble)
+    preamble = '<section class="turn" id="turn-0"><h2>Before the first message</h2>'
+    current.append(preamble)
     for i, event in enumerate(events):
         kind, message = event.get("type"), event.get("message")
         if kind in ("system", "user", "assistant", "tool") and not isinstance(message, dict):
             continue
         if kind == "user" and is_typed(message):
-            close()
+            sections.append("".join(current) + "</section>")
             turn += 1
-            current.append(f'<section class="turn" id="turn-{turn}"><h2>Turn {turn}</h2>')
-        if kind == "system":
-            current.append(f'<div class="msg system"><details><summary>system prompt</summary>'
-                           f'{content_html(message.get("content"))}</details></div>')
-        elif kind == "user":
-            current.append(user_html(message))
-        elif kind == "assistant":
-            results, children, j = {}, [], i + 1
-            while j < len(events) and events[j].get("type") in ("tool", "subagent"):  # a child ends before its result
-                if events[j]["type"] == "subagent":
-                    children.append(events[j].get("messages") or [])
-                else:
-                    found = events[j].get("message") or {}
-                    results[found.get("tool_call_id")] = found
-                events[j] = {**events[j], "shown": True}
-                j += 1
-            following = events[j].get("message") if j < len(events) else None
-            cut = isinstance(following, dict) and message_text(following).startswith(CUT_REPLY)
-            current.append(assistant_html(message, results, cut, children))
-            for leftover in results.values():  # a result whose call is not in this reply
-                current.append(f'<div class="msg">{result_html(leftover)}</div>')
-        elif kind == "tool" and not event.get("shown"):
-            current.append(f'<div class="msg">{result_html(message)}</div>')
-        elif kind == "compaction":
-            current.append(compaction_html(event))
-        elif kind == "notice":  # an interruption or an error in red; the harness's routine news quieter
-            text = str(event.get("text") or "")
-            alarm = text.startswith(("Interrupted", "error")) or "failed" in text or "kept as it was" in text
-            current.append(f'<div class="msg {"notice" if alarm else "info"}"><span class="badge '
-                           f'{"notice-b" if alarm else "info-b"}">notice</span><pre>{esc(text)}</pre></div>')
-        elif kind == "clear":
-            current.append('<div class="msg notice"><span class="badge notice-b">/clear</span>'
-                           'the conversation was cleared here</div>')
-        elif kind == "end":
-            current.append(f'<div class="end">session ended ({esc(event.get("reason"))}) {esc(event.get("time"))}</div>')
-    close()
-    if sections and sections[0] == "".join(preamble) + "</section>":
+            current = [f'<section class="turn" id="turn-{turn}"><h2>Turn {turn}</h2>']
+        current += event_html(events, i)
+    sections.append("".join(current) + "</section>")
+    if sections[0] == preamble + "</section>":
         sections.pop(0)
     return sections, turn
+
+
+def event_html(events, i):
+    """The HTML pieces of one event (an assistant reply takes its results and subagents with it)."""
+    event = events[i]
+    kind, message = event.get("type"), event.get("message")
+    if kind == "system":
+        return [f'<div class="msg system"><details><summary>system prompt</summary>'
+                f'{content_html(message.get("content"))}</details></div>']
+    if kind == "user":
+        return [user_html(message)]
+    if kind == "assistant":
+        return reply_html(events, i)
+    if kind == "tool" and not event.get("shown"):
+        return [f'<div class="msg">{result_html(message)}</div>']
+    if kind == "compaction":
+        return [compaction_html(event)]
+    if kind == "notice":  # an interruption or an error in red; the harness's routine news quieter
+        text = str(event.get("text") or "")
+        alarm = text.startswith(("Interrupted", "error")) or "failed" in text or "kept as it was" in text
+        return [f'<div class="msg {"notice" if alarm else "info"}"><span class="badge '
+                f'{"notice-b" if alarm else "info-b"}">notice</span><pre>{esc(text)}</pre></div>']
+    if kind == "clear":
+        return ['<div class="msg notice"><span class="badge notice-b">/clear</span>'
+                'the conversation was cleared here</div>']
+    if kind == "end":
+        return [f'<div class="end">session ended ({esc(event.get("reason"))}) {esc(event.get("time"))}</div>']
+    return []
+
+
+def reply_html(events, i):
+    """An assistant reply with the results and subagents that follow it (marked shown, so they are not
+    shown again on their own)."""
+    results, children, j = {}, [], i + 1
+    while j < len(events) and events[j].get("type") in ("tool", "subagent"):  # a child ends before its result
+        if events[j]["type"] == "subagent":
+            children.append(events[j].get("messages") or [])
+        else:
+            found = events[j].get("message") or {}
+            results[found.get("tool_call_id")] = found
+        events[j] = {**events[j], "shown": True}
+        j += 1
+    following = events[j].get("message") if j < len(events) else None
+    cut = isinstance(following, dict) and message_text(following).startswith(CUT_REPLY)
+    pieces = [assistant_html(events[i]["message"], results, cut, children)]
+    for leftover in results.values():  # a result whose call is not in this reply
+        pieces.append(f'<div class="msg">{result_html(leftover)}</div>')
+    return pieces
 
 
 def render(path):

@@ -28,7 +28,6 @@ import os
 import re
 import sys
 import threading
-import time
 
 from . import TASKS
 
@@ -328,13 +327,8 @@ def by_model(names=None):
 
 def serve(port=0, host="127.0.0.1"):
     """`tinyharness fake-server --eval-models`: serve all three scripted models until Ctrl+C."""
-    from ..testing import ScriptedServer
+    from ..scripted_server import ScriptedServer, serve_until_ctrl_c
     with ScriptedServer(policy=by_model(), host=host, port=port, model="competent") as server:
-        print(f"Scripted eval models ({', '.join(POLICIES)}) on {server.base_url}. Try: python -m m7_eval.eval "
-              f"--base-url {server.base_url} --models {','.join(POLICIES)}. Press Ctrl+C to stop.", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            print("stopped", file=sys.stderr)
-    return 0
+        return serve_until_ctrl_c(f"Scripted eval models ({', '.join(POLICIES)}) on {server.base_url}. Try: "
+                                  f"python -m m7_eval.eval --base-url {server.base_url} --models "
+                                  f"{','.join(POLICIES)}. Press Ctrl+C to stop.")
