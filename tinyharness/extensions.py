@@ -328,26 +328,31 @@ def list_servers(workspace, flags=(), out=print):
             continue
         if not trusted:
             continue
-        notes = []
-        slots = mcp.Slots.start({name: config}, report=notes.append)
-        try:
-            server = slots.servers.get(name)
-            if server is None or server.dead:
-                why = (notes or ["it did not start"])[-1].removeprefix("[mcp] ")
-                out(f"  failed: {why.removesuffix(' Its tools are not offered; the run goes on.')}")
-                status = 1
-                continue
-            out(f"  protocol {server.version}, {len(slots.names)} tool(s), {server.timeout:g} s a call")
-            for note in notes[:-1]:  # what was mapped or skipped; the last is the count above
-                out(f"  note: {note.removeprefix(f'[mcp] {name}: ')}")
-            width = max(map(len, slots.names), default=0)
-            for model_name, (_, tool) in sorted(slots.names.items()):
-                asks = "read-only, runs without asking" if server.is_read_only(tool) else "asks permission"
-                description = str(server.tools[tool].get("description") or "").strip().splitlines()
-                out(f"    {model_name:<{width}}  {asks:<30}{'  ' + description[0][:70] if description else ''}")
-        finally:
-            slots.close()
+        status = max(status, show_server_tools(name, config, out))
     return status
+
+
+def show_server_tools(name, config, out):
+    """Start one trusted server and list its tools: 0, or 1 when it did not start."""
+    notes = []
+    slots = mcp.Slots.start({name: config}, report=notes.append)
+    try:
+        server = slots.servers.get(name)
+        if server is None or server.dead:
+            why = (notes or ["it did not start"])[-1].removeprefix("[mcp] ")
+            out(f"  failed: {why.removesuffix(' Its tools are not offered; the run goes on.')}")
+            return 1
+        out(f"  protocol {server.version}, {len(slots.names)} tool(s), {server.timeout:g} s a call")
+        for note in notes[:-1]:  # what was mapped or skipped; the last is the count above
+            out(f"  note: {note.removeprefix(f'[mcp] {name}: ')}")
+        width = max(map(len, slots.names), default=0)
+        for model_name, (_, tool) in sorted(slots.names.items()):
+            asks = "read-only, runs without asking" if server.is_read_only(tool) else "asks permission"
+            description = str(server.tools[tool].get("description") or "").strip().splitlines()
+            out(f"    {model_name:<{width}}  {asks:<30}{'  ' + description[0][:70] if description else ''}")
+        return 0
+    finally:
+        slots.close()
 
 
 def list_hooks(workspace, out=print):

@@ -61,6 +61,7 @@ names, for each rule, the test that attacks it, and lists what a user can do abo
 or without a model (Landlock and seccomp, no namespaces): `python -m tinyharness.sandbox --exec
 WORKSPACE -- sh -c 'touch ~/x'`.
 """
+import functools
 import os
 import platform
 import shutil
@@ -193,29 +194,31 @@ class Sandbox:
         except BaseException:
             remove_tmpdir(tmpdir)
             raise
+        return process, functools.partial(finish, process, adopted_before, tmpdir, workspace, before, contents)
 
-        def finish(timed_out=False, reap=True):
-            """`reap`: wait for the command (killed by now) here; False leaves it for the caller (chat
-            counts the commands an interruption stopped), and then it stays in LIVE, a child of ours."""
-            with LOCK:  # no child is between its start and its registration in LIVE
-                left = end_everything(process.pid, adopted_before)
-            if reap:
-                process.wait()
-                LIVE.discard(process.pid)
-            remove_tmpdir(tmpdir)
-            notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running outside its "
-                     "process group"] \
-                if left and not timed_out else []  # a timeout's message says so already
-            try:
-                undone = restore(workspace, before, contents)
-            except RestoreFailed as e:  # never a note for the model: the user must know, and the run stops
-                raise RestoreFailed(what_is_left(workspace, e)) from None
-            if undone:
-                notes.append("[sandbox] protected paths were changed and have been put back: " + ", ".join(undone)
-                             + ". .git (its hooks, config and links) and the harness's own settings are for the user "
-                             "to change.")
-            return notes
-        return process, finish
+
+def finish(process, adopted_before, tmpdir, workspace, before, contents, timed_out=False, reap=True):
+    """After a confined command: end what it left, remove its TMPDIR, put the protected paths back; the notes.
+    `reap`: wait for the command (killed by now) here; False leaves it for the caller (chat counts the
+    commands an interruption stopped), and then it stays in LIVE, a child of ours."""
+    with LOCK:  # no child is between its start and its registration in LIVE
+        left = end_everything(process.pid, adopted_before)
+    if reap:
+        process.wait()
+        LIVE.discard(process.pid)
+    remove_tmpdir(tmpdir)
+    notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running outside its "
+             "process group"] \
+        if left and not timed_out else []  # a timeout's message says so already
+    try:
+        undone = restore(workspace, before, contents)
+    except RestoreFailed as e:  # never a note for the model: the user must know, and the run stops
+        raise RestoreFailed(what_is_left(workspace, e)) from None
+    if undone:
+        notes.append("[sandbox] protected paths were changed and have been put back: " + ", ".join(undone)
+                     + ". .git (its hooks, config and links) and the harness's own settings are for the user "
+                     "to change.")
+    return notes
 
 
 def launch(argv, rules, **popen):
