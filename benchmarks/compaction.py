@@ -34,7 +34,9 @@ from tinyharness.chat import ChatSettings, Conversation
 from tinyharness.compact import SUMMARY_PROMPT
 from tinyharness.llm import Client
 from tinyharness.context import estimate_tokens as history_tokens
-from tinyharness.testing import ScriptedServer, common_prefix_length, estimate_tokens, prompt_text
+from tinyharness.testing import ScriptedServer
+from tinyharness.scripted_replies import common_prefix_length, estimate_tokens
+from tinyharness.scripted_server import prompt_text
 from tinyharness.settings import RunSettings
 
 WINDOW = 8192

@@ -48,7 +48,8 @@ from tinyharness.context import DEFAULT_POLICY, POLICIES, STUB_PREFIX, cap_chars
 from tinyharness.hooks import approve_everything
 from tinyharness.llm import Client
 from tinyharness.loop import RunSettings, Stats, run_agent
-from tinyharness.testing import ScriptedServer, estimate_tokens
+from tinyharness.testing import ScriptedServer
+from tinyharness.scripted_replies import estimate_tokens
 
 from .svgchart import Line, Series, line_chart
 

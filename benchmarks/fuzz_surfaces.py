@@ -49,6 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from benchmarks.fuzz_common import CONTRACT_EXITS, Hang, run_main, time_limit
+from tinyharness import session_writer
 
 ROOT = Path(__file__).resolve().parents[1]
 SURFACES = ("terminal", "sessions", "viewer", "mcp", "ollama", "hooks")
@@ -297,7 +298,7 @@ def terminal_run(rng, server, home, workspace, limit):
         folder = home / "data" / "tinyharness" / "sessions"
         folder.mkdir(parents=True, exist_ok=True)
         name = "20260101-000000-" + ("abcdef" if rng.random() < 0.5 else text.replace("/", "_").replace("\x00", "")[:60])
-        header = {"format": sessions.FORMAT, "version": 1, "id": name, "folder": "/tmp/" + text,
+        header = {"format": session_writer.FORMAT, "version": 1, "id": name, "folder": "/tmp/" + text,
                   "started": "2026-01-01T00:00:00+00:00", "model": text}
         user = {"type": "user", "message": {"role": "user", "content": text}}
         try:

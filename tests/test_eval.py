@@ -695,7 +695,7 @@ def test_an_out_that_leaves_no_room_for_the_page_is_a_usage_error(out, capsys):
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (apt-get install chromium)")
 def test_the_page_draws_its_bars_in_a_headless_browser(evil_eval, tmp_path):
-    from tinyharness.testing import read_png_pixels
+    from tinyharness.scripted_images import read_png_pixels
     _, folder, _ = evil_eval
     url = (folder / "results.html").resolve().as_uri()
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",

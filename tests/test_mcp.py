@@ -9,6 +9,7 @@ import pytest
 from tests.ladder import ROOT
 from tests.mcp_server import PNG
 from tinyharness import mcp, mcp_client
+from tinyharness import mcp_config
 
 SERVER = [sys.executable, str(ROOT / "tests" / "mcp_server.py")]
 
@@ -36,7 +37,7 @@ def test_handshake_and_every_page_of_tools(slots):
     names = {s["function"]["name"] for s in slots.schemas()}
     assert {"mcp__t__echo", "mcp__t__add", "mcp__t__fail", "mcp__t__tool_4"} <= names  # tool_4 is on page 3
     assert len(names) == 17
-    assert slots.servers["t"].version == mcp.PROTOCOL_VERSION
+    assert slots.servers["t"].version == mcp_client.PROTOCOL_VERSION
 
 
 def test_a_call_returns_its_text_and_is_error_is_an_error_the_model_reads(slots):
@@ -101,7 +102,7 @@ def test_an_unsupported_version_names_both_and_the_run_goes_on():
     slots, reports = start("--version", "1999-01-01")
     try:
         assert slots.schemas() == []
-        assert "'1999-01-01'" in reports[0] and mcp.PROTOCOL_VERSION in reports[0]
+        assert "'1999-01-01'" in reports[0] and mcp_client.PROTOCOL_VERSION in reports[0]
     finally:
         slots.close()
 
@@ -124,25 +125,25 @@ def test_close_ends_the_child(slots):
     ("notes=python3 server.py --root 'my notes'", ("notes", ["python3", "server.py", "--root", "my notes"])),
 ])
 def test_the_flag_is_split_as_a_shell_would(text, expected):
-    name, config = mcp.parse_flag(text)
+    name, config = mcp_config.parse_flag(text)
     assert (name, config["command"]) == expected
 
 
 @pytest.mark.parametrize("text", ["noequals", "=cmd", "a__b=cmd", "x='unclosed"])
 def test_bad_flags_are_refused(text):
     with pytest.raises(ValueError):
-        mcp.parse_flag(text)
+        mcp_config.parse_flag(text)
 
 
 def test_config_file_is_read_and_checked(tmp_path):
     good = tmp_path / "mcp.json"
     good.write_text('{"servers": {"n": {"command": ["a", "b"], "read_only": true}}}')
-    assert mcp.load_config(good) == {"n": {"type": "stdio", "command": ["a", "b"], "env": {}, "read_only": True,
+    assert mcp_config.load_config(good) == {"n": {"type": "stdio", "command": ["a", "b"], "env": {}, "read_only": True,
                                            "disabled": False, "timeout": 60.0}}
     bad = tmp_path / "bad.json"
     bad.write_text('{"servers": {"n": {"command": 5}}}')
     with pytest.raises(ValueError, match="needs \"command\""):
-        mcp.load_config(bad)
+        mcp_config.load_config(bad)
 
 
 # --- the shapes other tools write ---------------------------------------------------------------------
@@ -159,7 +160,7 @@ def test_the_shapes_of_claude_cursor_and_vs_code(tmp_path, monkeypatch):
                     "urlonly": {"url": "http://127.0.0.1:9/mcp"},
                     "off": {"command": "x", "disabled": True},
                     "split": {"command": "python3 server.py --root '${UNSET_VAR:-my notes}'"}}}))
-    configs = mcp.load_config(path)
+    configs = mcp_config.load_config(path)
     assert configs["claude"]["command"] == ["npx", "-y", "pkg", "k-123"] and configs["claude"]["env"] == {"K": "k-123"}
     assert configs["vscode"]["command"] == ["python3", "s.py", "k-123"]
     assert (configs["hosted"]["type"], configs["hosted"]["headers"], configs["hosted"]["timeout"]) == \
@@ -188,7 +189,7 @@ def test_every_malformed_field_is_a_sentence(tmp_path, servers, problem):
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"servers": servers}))
     with pytest.raises(ValueError) as raised:
-        mcp.load_config(path)
+        mcp_config.load_config(path)
     assert problem in str(raised.value) and str(path) in str(raised.value)
 
 
@@ -224,7 +225,7 @@ def test_a_malformed_config_stops_the_run_with_exit_2_and_a_sentence(workspace, 
 def test_endless_paging_stops_and_the_run_goes_on():
     slots, reports = start("--endless-cursor")
     try:
-        assert any(f"after {mcp.MAX_PAGES} pages" in r for r in reports)
+        assert any(f"after {mcp_client.MAX_PAGES} pages" in r for r in reports)
         assert "mcp__t__echo" in {s["function"]["name"] for s in slots.schemas()}
     finally:
         slots.close()

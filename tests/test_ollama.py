@@ -19,7 +19,8 @@ from tinyharness.fake_ollama import OllamaServer
 from tinyharness.llm import LLMError
 from tinyharness.ollama import (OLLAMA_WINDOW_CAP, OllamaClient, could_be_ollama, default_window, host_root,
                                 pick_api, to_native)
-from tinyharness.testing import ScriptedServer, split_png, tiny_png
+from tinyharness.testing import ScriptedServer
+from tinyharness.scripted_images import split_png, tiny_png
 
 READ = {"type": "function", "function": {"name": "read_file", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}

@@ -20,7 +20,9 @@ import pytest
 from tests.ladder import ROOT, run_stage, tool_results
 from tinyharness import hooks, tools
 from tinyharness import sandbox as sandbox_module
-from tinyharness.sandbox import Sandbox, config_is_harmless, protected_path, unavailable_reason, walk_open
+from tinyharness.sandbox import Sandbox, unavailable_reason
+from tinyharness.sandbox_beneath import walk_open
+from tinyharness.sandbox_git import config_is_harmless, protected_path
 from tinyharness.testing import ScriptedServer
 
 NO_SANDBOX = unavailable_reason()

@@ -19,7 +19,8 @@ from tests.ladder import run_stage, tool_results
 from tinyharness import sandbox as sandbox_module
 from tinyharness import sandbox_namespaces
 from tinyharness import tools
-from tinyharness.sandbox import NOT_ISOLATED, Sandbox, unavailable_reason
+from tinyharness.sandbox import Sandbox, unavailable_reason
+from tinyharness.sandbox_namespaces import NOT_ISOLATED
 from tinyharness.testing import ScriptedServer
 
 NO_SANDBOX = unavailable_reason()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.ladder import FINAL, ROOT, calls, run_stage, tool_call, tool_results
-from tinyharness import mcp
+from tinyharness import mcp_config
 from tinyharness.testing import ScriptedServer
 
 SERVER = [sys.executable, str(ROOT / "tests" / "mcp_server.py")]
@@ -43,7 +43,7 @@ def test_vs_code_variables_and_env_file_are_read_as_vs_code_reads_them(tmp_path,
         "notes": {"type": "stdio", "command": "python3", "args": ["${workspaceFolder}/srv.py", "${userHome}/x"],
                   "envFile": "${workspaceFolder}/.env", "env": {"MODE": "env", "T": "${env:TOKEN}"}},
         "web": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer ${env:TOKEN}"}}}})
-    configs = mcp.load_config(path, tmp_path)
+    configs = mcp_config.load_config(path, tmp_path)
     assert configs["notes"]["command"] == ["python3", f"{tmp_path}/srv.py", f"{tmp_path}/me/x"]
     assert configs["notes"]["env"] == {"API_KEY": "from-file", "MODE": "env", "T": "t0k"}  # env wins over envFile
     assert configs["web"]["headers"] == {"Authorization": "Bearer t0k"}
@@ -53,7 +53,7 @@ def test_an_input_variable_is_a_clear_error_never_sent_as_it_is(ws, home):
     path = write(ws / ".vscode" / "mcp.json", {"servers": {
         "web": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer ${input:tok}"}}}})
     with pytest.raises(ValueError, match=r"\$\{input:tok\} is a VS Code input variable.*\$\{env:NAME\}"):
-        mcp.load_config(path, ws)
+        mcp_config.load_config(path, ws)
     done = run_stage(FINAL, ws, "go", env=home)
     assert done.returncode == 2 and "${input:tok}" in done.stderr and str(path) in done.stderr
 

@@ -19,9 +19,11 @@ import requests
 
 from tests.ladder import ROOT
 from tinyharness import arrival, imageload, vision
-from tinyharness.testing import (COLOURS, ScriptedServer, estimate_tokens, example_images, image_tokens,
-                                 make_png, prompt_text, read_png_pixels, split_png, tiny_png,
-                                 vision_policy)
+from tinyharness.testing import ScriptedServer, vision_policy
+from tinyharness.scripted_images import (COLOURS, example_images, image_tokens, make_png,
+                                         read_png_pixels, split_png, tiny_png)
+from tinyharness.scripted_replies import estimate_tokens
+from tinyharness.scripted_server import prompt_text
 
 RED_BLUE = split_png("red", "blue")
 BLUE_RED = split_png("blue", "red")

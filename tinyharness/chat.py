@@ -208,7 +208,7 @@ def stop_commands():
     """Kill the process group of every child of this process: the shell tool's commands (each leads a
     group of its own, so the terminal's Ctrl-C did not reach them) - except the MCP servers, which serve
     the whole chat, not this turn. Linux only: it reads /proc."""
-    from .mcp import running_pids
+    from .mcp_client import running_pids
     me, killed, servers = os.getpid(), 0, running_pids()
     try:
         entries = [e for e in os.listdir("/proc") if e.isdigit()]

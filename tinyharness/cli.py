@@ -304,7 +304,7 @@ class JsonLines:
     result object. Same shapes as the session file (sessions.py), so one reader serves both."""
 
     def __init__(self, out, tap, session, model):
-        from .sessions import StreamWriter, now
+        from .session_writer import StreamWriter, now
         self.tap, self.events = tap, StreamWriter(out)
         self.session_id, self.model = session.id if session else None, model
         self.events.write({"type": "start", "time": now(), "session": session.id if session else None,

@@ -34,6 +34,7 @@ from .permissions import Rules, from_settings
 from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL, run_child
 from .tools import SCHEMAS, canonical, parse_arguments
 from .imageload import is_url
+from . import mcp_config
 
 READ_ONLY_TOOLS = ("list_dir", "read_file")
 
@@ -250,7 +251,7 @@ def check_flags(args, parser):
         parser.error("--subagent-max-seconds must be more than 0")
     for text in args.mcp:
         try:
-            mcp.parse_flag(text)
+            mcp_config.parse_flag(text)
         except ValueError as e:
             parser.error(str(e))
     try:  # a rule that is not Tool(specifier) is a usage error (one naming a tool we lack is a note, later)
@@ -284,20 +285,20 @@ def server_configs(workspace, flags=()):
     earlier: trusted is True (the user's own file, a --mcp flag, a trusted workspace file) or None (a
     workspace file not trusted yet). Raises SetupError for a file that cannot be used."""
     found = {}
-    for path in mcp.config_files(workspace):
+    for path in mcp_config.config_files(workspace):
         if not path.exists():
             continue
         workspace_file = Path(workspace) in path.parents
         trusted = True if not workspace_file or trust.is_trusted(path) else None
         try:
-            configs = mcp.load_config(path, workspace)
+            configs = mcp_config.load_config(path, workspace)
         except ValueError as e:
             raise SetupError(str(e)) from None
         for name, config in configs.items():  # the user's own servers never start in the workspace
-            found[name] = (name, config if workspace_file else mcp.outside_the_workspace(config, path.parent), path,
+            found[name] = (name, config if workspace_file else mcp_config.outside_the_workspace(config, path.parent), path,
                            trusted)
     for text in flags:
-        name, config = mcp.parse_flag(text)
+        name, config = mcp_config.parse_flag(text)
         found[name] = (name, config, "--mcp", True)
     return list(found.values())
 

@@ -74,7 +74,7 @@ def irregular_config(workspace):
     """A hooks or MCP file that is there but is not a regular file (a FIFO would block the read that
     loads it forever): the usage error that says so, or None."""
     from .cmdhooks import HOOK_FILES
-    from .mcp import config_files
+    from .mcp_config import config_files
     for path in [*(os.path.join(workspace, name) for name in HOOK_FILES), *map(str, config_files(workspace))]:
         try:
             mode = os.stat(path).st_mode
@@ -254,7 +254,9 @@ def linked_out_of_workspace(path, workspace):
 def sandbox_from_args(args, parser):
     """The Sandbox that --sandbox and --sandbox-read ask for (a usage error if a path is missing),
     with the warning that --sandbox off prints on every run."""
-    from .sandbox import NOT_ISOLATED, Sandbox, env_refusal, hard_link_note, workspace_problem
+    from .sandbox import Sandbox, hard_link_note, workspace_problem
+    from .sandbox_env import env_refusal
+    from .sandbox_namespaces import NOT_ISOLATED
     missing = [p for p in args.sandbox_read if not os.path.exists(p)]
     if missing:
         parser.error(f"--sandbox-read: {missing[0]} does not exist")

@@ -28,10 +28,8 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .llm_reply import (DEFAULT_REASONING_FIELD, REASONING_FIELDS, as_list_of_calls, as_text,  # noqa: F401
-                        blank_call, canonical_arguments, canonical_call, canonical_message, clean, clean_usage,
-                        describe, dump_object, escape_surrogates, is_count, new_id, parse_json, strict_json)
-from .llm_stream import Assembler, ThinkSplitter, sse_items, strip_think  # noqa: F401 (ThinkSplitter: the public name stays here)
+from .llm_reply import canonical_message, clean, clean_usage, parse_json
+from .llm_stream import Assembler, sse_items, strip_think
 
 DEFAULT_MODEL = "qwen3:8b"
 DEFAULT_BASE_URL = "http://localhost:11434/v1"

@@ -58,15 +58,8 @@ import re
 import sys
 
 # Importable from here as before: the loop, the command line and the tests reach MCP through this module.
-from .mcp_client import (CALL_TIMEOUT, MAX_LINE, MAX_LOG_BYTES, MAX_LOGS_KEPT, MAX_PAGES,  # noqa: F401
-                         MIN_CALL_TIME, PROGRESS_EVERY, PROTOCOL_VERSION, RUNNING, START_TIMEOUT,
-                         SUPPORTED_VERSIONS, TRANSPORT, Log, MCPError, Server, kill_group, log_folder, prune,
-                         reply_result, running_pids)
-from .mcp_config import (MAX_SERVER_NAME, SERVER_NAME, VARIABLE, check_server_name, config_files,  # noqa: F401
-                         expand, http_part, load_config, outside_the_workspace, parse_flag, parse_server,
-                         stdio_part)
+from .mcp_client import MIN_CALL_TIME, START_TIMEOUT, MCPError, Server
 from .mcp_http import HttpServer
-from .mcp_results import MAX_RESULT_CHARS, MAX_SCHEMA_CHARS, cap, picture, result_text, tool_problem  # noqa: F401
 
 MAX_DESCRIPTION = 2000
 PREFIX = "mcp__"

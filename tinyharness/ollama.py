@@ -53,14 +53,13 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .llm import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, bounded, clean,  # noqa: F401
-                  context_overflow, describe, dump_object, error_detail, excerpt, explain_network_error,
-                  lines_until, overflow_message, read_body, stream_lines, stream_stopped, strict_json)
+from .llm import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, bounded, clean,
+                  context_overflow, error_detail, excerpt, explain_network_error, lines_until,
+                  overflow_message, read_body, stream_lines, stream_stopped)
 from .llm_reply import with_calls
 from .llm_stream import ThinkSplitter
-from .ollama_native import (DATA_URI, REASONING_FIELDS, arguments_object, bare_base64, calls_of,  # noqa: F401
-                            canonical_call, finish_reason_of, native_assistant, native_plain, native_tool_result,
-                            split_content, to_native, usage_of)
+from .ollama_native import (REASONING_FIELDS, calls_of, canonical_call, finish_reason_of, to_native,
+                            usage_of)
 
 API_CHOICES = ("auto", "openai", "ollama")
 PROBE_TIMEOUT = 3           # seconds for the one /api/version question: a local server answers at once

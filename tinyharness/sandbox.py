@@ -71,13 +71,11 @@ import sys
 import tempfile
 import weakref
 
-from .sandbox_beneath import BENEATH, open_beneath, walk_open  # noqa: F401 (imported from here by the file tools)
-from .sandbox_env import clean_environment, env_refusal  # noqa: F401
-from .sandbox_git import (RestoreFailed, config_is_harmless, protected_path, restore,  # noqa: F401
-                          snapshot)
+from .sandbox_env import clean_environment
+from .sandbox_git import RestoreFailed, restore, snapshot
 from .sandbox_landlock import MIN_ABI, landlock_abi
 from . import sandbox_clone
-from .sandbox_namespaces import NAMESPACES, NOT_ISOLATED, Isolation, namespaces_work  # noqa: F401
+from .sandbox_namespaces import NAMESPACES, Isolation, namespaces_work
 from .sandbox_reaping import LIVE, LOCK, become_subreaper, child_lister, end_everything
 from .sandbox_rules import FILE_BYTES, NEW_TASKS, Rules, read_paths, tasks_now
 from .sandbox_seccomp import syscall_filter

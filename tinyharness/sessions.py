@@ -52,11 +52,9 @@ from pathlib import Path
 
 from .console import printable
 from .filedoor import write_text
-from .session_checks import (HEADER_TEXTS, call_problem, content_problem, event_problem,  # noqa: F401
-                             header_problem, is_text, message_problem, messages_problem)
-from .session_writer import (FORMAT, MESSAGE_TYPES, VERSION, SessionError, SessionWriter,  # noqa: F401
-                             StreamWriter, claim, json_line, lock, lock_holder, new_id, now, open_regular,
-                             read_regular, sessions_dir)
+from .session_checks import event_problem, header_problem
+from .session_writer import (MESSAGE_TYPES, SessionError, SessionWriter, claim, json_line,
+                             open_regular, read_regular, sessions_dir)
 
 UNANSWERED = ("ERROR: the session file holds no result for this call (the run ended, or the file was cut, "
               "before it was written); it may or may not have run.")

@@ -81,15 +81,9 @@ import sys
 
 # The public entry: tests and learners import the scripted server and its helpers from here
 # (`from tinyharness.testing import ScriptedServer`); the modules below hold them.
-from .scripted_images import (COLOURS, IMAGE_BASE_TOKENS, IMAGE_TILE, PNG_SIGNATURE, colour_name,  # noqa: F401
-                              decode_data_uri, describe_image, example_images, image_stand_in, image_tokens,
-                              make_png, png_size, read_png_pixels, split_png, tiny_png, vision_policy,
-                              with_image_stand_ins, without_image_parts)
-from .scripted_replies import (DROP_MODES, REPLY_KEYS, build_completion, build_stream, build_tool_calls,  # noqa: F401
-                               build_usage, common_prefix_length, error_body, estimate_tokens, finish_reason,
-                               json_text, load_script, normalise_reply, pieces)
-from .scripted_server import ScriptedServer, prompt_text, serve_until_ctrl_c  # noqa: F401
-from .server_rules import ROLES, content_problems, pydantic_error, request_problems, tool_call_problems  # noqa: F401
+from .scripted_images import vision_policy
+from .scripted_replies import load_script
+from .scripted_server import ScriptedServer, serve_until_ctrl_c
 
 __all__ = ["ScriptedServer", "estimate_tokens", "load_script", "main", "request_problems",
            "image_tokens", "make_png", "tiny_png", "split_png", "read_png_pixels", "colour_name",

@@ -16,7 +16,9 @@ import subprocess
 import threading
 from pathlib import Path
 
-from .sandbox import BENEATH, Sandbox, hint_for, open_beneath, protected_path
+from .sandbox import Sandbox, hint_for
+from .sandbox_beneath import BENEATH, open_beneath
+from .sandbox_git import protected_path
 from .imageload import ImageError, load_image
 from .vision import image_part, view_image_result
 

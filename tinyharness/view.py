@@ -34,7 +34,9 @@ from .compact import SUMMARY_MARK
 from .console import printable
 from .filedoor import read_bytes, write_text
 from .context import STUB_PREFIX, estimate_tokens, json_chars
-from .sessions import FORMAT, SessionError, find, message_problem, message_text, parse
+from .sessions import SessionError, find, message_text, parse
+from .session_checks import message_problem
+from .session_writer import FORMAT
 
 FOLD_CHARS, FOLD_LINES = 600, 12   # results longer than this are folded
 VERDICTS = ("BLOCKED", "DENIED", "ERROR")
