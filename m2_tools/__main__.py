@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 from .llm import DEFAULT_BASE_URL, DEFAULT_MODEL, Client, LLMError
 from .wire import printable
-from .edges import Stats, Stopped
+from .edges import NO_ANSWER, Stats, Stopped
 from .loop import run_agent
 
 
@@ -73,7 +73,7 @@ def main(argv=None):
     try:
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
                            args.shell_timeout)
-        print(printable(answer))
+        print(printable(answer.strip() or NO_ANSWER))  # an empty answer is said to be one
         return 0
     except LLMError as e:
         print(f"error: {printable(e)}", file=sys.stderr)  # server text: shown, never obeyed

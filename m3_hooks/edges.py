@@ -1,8 +1,8 @@
-"""Armour for the loop: the edge cases a real model brings, each behind one name. Read it after the
-lesson (loop.py), when a real model surprises you.
+"""Armour for the loop: the display, the bookkeeping and the edge cases a real model brings, around the
+model and the tools. Read it after the lesson (loop.py), when a real model surprises you.
 
 The loop's lesson fits in a few lines: ask, append, no tool calls means done, run each call, answer it.
-Real models and servers add cases the lesson must not drown in:
+The loop asks through `Edges.ask` and runs each call through `Edges.run`; everything else happens here:
 - A reply cut at the length limit (finish_reason "length"): a tool call in it may be cut mid-argument,
   so none of it runs; the model is asked for a shorter reply, and a second cut stops the run.
 - A call the door could not read (wire.py's `_problems`): the model gets the reason and a valid
@@ -52,11 +52,40 @@ class Stats:
 
 
 class Edges:
-    """The loop's edge cases for one run, each behind a name; loop.py calls each where it arises."""
+    """One run's display and bookkeeping around the model and the tools: loop.py asks the model with `ask` and
+    runs each call with `run`; the [tool] and -> lines, the counts, the transcript and the edge cases are here."""
 
-    def __init__(self, client, echo, stats, transcript):
+    def __init__(self, client, echo, stats, transcript, max_turns):
         self.client, self.echo, self.stats, self.transcript = client, echo, stats, transcript
-        self.was_cut = False
+        self.max_turns, self.was_cut = max_turns, False
+        self.messages, self.problems = [], {}  # the loop's list, and the door's notes on the last reply's calls
+
+    def ask(self, messages, tools):
+        """The model's next message: client.chat(messages, tools=tools), with the transcript saved before and
+        after, the turn counted, and a reply cut at the length limit asked again (none of it runs)."""
+        self.messages = messages
+        while True:
+            save_transcript(self.transcript, messages)  # before each model call, so a failed call leaves the story
+            message, usage, finish_reason = self.client.chat(messages, tools=tools)
+            self.stats.count_turn(usage)
+            self.problems = message.pop("_problems", {})  # calls the door could not read: never sent back
+            if not self.cut(finish_reason, message, messages):
+                save_transcript(self.transcript, messages + [message])
+                return message
+            if self.stats.turns >= self.max_turns:
+                save_transcript(self.transcript, messages)
+                raise Stopped(f"reached --max-turns {self.max_turns}")
+
+    def run(self, call, tool, workspace, *more):
+        """tool(workspace, name, arguments, *more) for one call, between its [tool] line and its -> line. A call
+        the door could not read does not run: its result says what was wrong and what a valid call looks like."""
+        problem = self.show(call)
+        name, arguments = call["function"]["name"], call["function"]["arguments"]
+        result = garbled(problem) if problem else tool(workspace, name, arguments, *more)
+        self.ran(call, result)
+        answered = {"role": "tool", "tool_call_id": call["id"], "content": result}  # as the loop will answer it
+        save_transcript(self.transcript, self.messages + [answered])  # so a stop after this call still keeps it
+        return result
 
     def cut(self, finish_reason, message, messages):
         """True when the reply was cut at the length limit: a call in it may be cut too, so none of it runs,
@@ -72,12 +101,12 @@ class Edges:
                      {"role": "user", "content": CUT.format(where)}]
         return True
 
-    def show(self, call, problems):
+    def show(self, call):
         """The [tool] line (the arguments in one line, one spelling); what the door found wrong with the
         call, or None."""
         shown = json.dumps(json.loads(call["function"]["arguments"]), ensure_ascii=False, sort_keys=True)
         self.echo(f"  [tool] {call['function']['name']}({shown})")
-        return problems.get(call["id"])
+        return self.problems.get(call["id"])
 
     def ran(self, call, result):
         """The line under it (the result's first line, at most 160 characters), and the call counted."""

@@ -1,11 +1,11 @@
 """The whole agent is a while loop: ask the model, run the tools it asks for, repeat.
 
-Each edge case a real model brings (a reply cut at the length limit, a call the door could not read, the
-[tool] lines, the transcript) sits behind a name in edges.py, the loop's armour: read it after this
-file."""
+What is display and bookkeeping (the [tool] and -> lines, the counts, the transcript) and each edge case a
+real model brings (a reply cut at the length limit, a call the door could not read) sits in edges.py, the
+loop's armour, around the model and the tools: read it after this file."""
 from pathlib import Path
 
-from .edges import NO_ANSWER, Edges, Stopped, garbled, save_transcript
+from .edges import Edges, Stopped
 from .hooks import NEEDS_PERMISSION, ask_user, pre_tool_use
 from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, check_call, run_tool
 
@@ -26,28 +26,21 @@ def system_prompt(workspace):
 # exercise(m1): Write run_agent: ask the model, run every tool call it asks for and answer each with a tool message paired to the call by the id the server gave it, and repeat until it answers without tool calls; past max_turns raise Stopped.
 def run_agent(task, client, workspace, stats, max_turns=8, echo=print, transcript=None, shell_timeout=SHELL_TIMEOUT,
               approve=ask_user):
-    """Loop until the model answers without tool calls; return that answer."""
+    """Loop until the model answers without tool calls; return that answer. The display and the bookkeeping
+    are given: with `edges = Edges(client, echo, stats, transcript, max_turns)`, `edges.ask(messages, SCHEMAS)`
+    is the model's next message (client.chat) and `edges.run(call, checked_run, workspace, shell_timeout, approve)`
+    a call's result."""
     messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
-    edges = Edges(client, echo, stats, transcript)  # the edge cases, each behind a name (edges.py)
+    edges = Edges(client, echo, stats, transcript, max_turns)  # display and bookkeeping (edges.py)
     for _ in range(max_turns):
-        save_transcript(transcript, messages)  # before each model call, so a failed call still leaves the story
-        message, usage, finish_reason = client.chat(messages, tools=SCHEMAS)
-        stats.count_turn(usage)
-        problems = message.pop("_problems", {})  # the door's notes on calls it could not read: never sent back
-        if edges.cut(finish_reason, message, messages):  # cut mid-reply: none of it runs, the model is asked again
-            continue
+        message = edges.ask(messages, SCHEMAS)
         messages.append(message)
         if not message.get("tool_calls"):  # no tool calls = the model is done (finish_reason alone is not trusted)
-            save_transcript(transcript, messages)
-            return message["content"].strip() or NO_ANSWER
+            return message["content"]
         for call in message["tool_calls"]:
-            problem = edges.show(call, problems)  # the [tool] line; what the door could not read, or None
-            name, arguments = call["function"]["name"], call["function"]["arguments"]
-            result = garbled(problem) if problem else checked_run(workspace, name, arguments, shell_timeout, approve)
-            edges.ran(call, result)  # the -> line, and the count
+            result = edges.run(call, checked_run, workspace, shell_timeout, approve)
             # The one rule of the loop: each result answers its call by the id the server gave that call.
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-    save_transcript(transcript, messages)
     raise Stopped(f"reached --max-turns {max_turns}")
 
 

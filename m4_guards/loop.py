@@ -1,13 +1,13 @@
 """The whole agent is a while loop: ask the model, run the tools it asks for, repeat.
 
-Each edge case a real model brings (a reply cut at the length limit, a call the door could not read, an
-empty answer, a reply that outlives the run's time, a call repeated again and again, the [tool] lines,
-the transcript) sits behind a name in edges.py, the loop's armour: read it after this file."""
-import itertools
+What is display and bookkeeping (the [tool] and -> lines, the counts, the transcript) and each edge case a
+real model brings (a reply cut at the length limit, a call the door could not read, an empty answer, a reply
+that outlives the run's time, a call repeated again and again) sits in edges.py, the loop's armour, around
+the model and the tools: read it after this file."""
 from pathlib import Path
 
-from .edges import NO_ANSWER, Edges, Record, garbled, save_transcript
-from .guards import MAX_SECONDS, MAX_TURNS, Budget, RepeatGuard, Stopped
+from .edges import Edges
+from .guards import MAX_SECONDS, MAX_TURNS, Budget, RepeatGuard
 from .hooks import NEEDS_PERMISSION, ask_user, pre_tool_use
 from .tools import SCHEMAS, SHELL_TIMEOUT, canonical, check_call, run_tool
 
@@ -31,30 +31,19 @@ def run_agent(task, client, workspace, stats, max_turns=MAX_TURNS, echo=print, t
     """Loop until the model answers without tool calls; return that answer. Raise Stopped, with an
     account of what was done, when a budget runs out or the model keeps repeating itself."""
     messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
-    budget, repeats, record = Budget(max_turns, max_seconds), RepeatGuard(), Record()
-    edges = Edges(client, echo, stats, transcript, record)  # the edge cases, each behind a name (edges.py)
-    for turn in itertools.count():
-        save_transcript(transcript, messages)  # before each model call, so a failed call still leaves the story
-        limit = budget.exceeded(turn)  # between turns: the only moment the loop itself can stop
+    budget, repeats = Budget(max_turns, max_seconds), RepeatGuard()
+    edges = Edges(client, echo, stats, transcript, budget)  # display and bookkeeping (edges.py)
+    while True:
+        limit = budget.exceeded(stats.turns)  # between turns: the only moment the loop itself can stop
         if limit:
-            raise Stopped(limit, record.account())
-        message, usage, finish_reason = edges.ask(messages, SCHEMAS, budget, turn)  # bounded by the time left
-        stats.count_turn(usage)
-        problems = message.pop("_problems", {})  # the door's notes on calls it could not read: never sent back
-        if edges.cut(finish_reason, message, messages):  # cut mid-reply: none of it runs, the model is asked again
-            continue
+            raise edges.stopped(limit, messages)  # with the transcript and the account of what was done
+        message = edges.ask(messages, SCHEMAS)  # bounded by the time left
         messages.append(message)
         if not message.get("tool_calls"):  # no tool calls = the model is done (finish_reason alone is not trusted)
-            if edges.nudge(message, messages):  # an empty answer gets one [harness] nudge
-                continue
-            save_transcript(transcript, messages)
-            return message["content"].strip() or NO_ANSWER
+            return message["content"]
         for call in message["tool_calls"]:
-            problem = edges.show(call, problems)  # the [tool] line; what the door could not read, or None
-            repeats.see(call, problem)  # every call, before it runs
-            name, arguments = call["function"]["name"], call["function"]["arguments"]
-            result = garbled(problem) if problem else checked_run(workspace, name, arguments, shell_timeout, approve)
-            edges.ran(call, result)  # the -> line, the count, the record
+            repeats.see(call, edges.problem(call))  # every call, before it runs
+            result = edges.run(call, checked_run, workspace, shell_timeout, approve)
             # The one rule of the loop: each result answers its call by the id the server gave that call.
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
         edges.steer(repeats, messages)  # a call repeated again and again: a [harness] warning, then a stop

@@ -9,7 +9,7 @@ from .wire import printable
 from .hooks import approve_everything, ask_user
 from .guards import MAX_SECONDS, MAX_TURNS, Stopped
 from .context import CONTEXT_WINDOW
-from .edges import Stats
+from .edges import NO_ANSWER, Stats
 from .loop import run_agent
 
 
@@ -89,7 +89,7 @@ def main(argv=None):
     try:
         answer = run_agent(args.task, client, os.getcwd(), stats, args.max_turns, echo, args.transcript,
                            args.shell_timeout, approve, args.max_seconds, not args.no_scissors, args.context_window)
-        print(printable(answer))
+        print(printable(answer.strip() or NO_ANSWER))  # an empty answer is said to be one
         return 0
     except LLMError as e:
         print(f"error: {printable(e)}", file=sys.stderr)  # server text: shown, never obeyed

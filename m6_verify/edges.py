@@ -1,8 +1,8 @@
-"""Armour for the loop: the edge cases a real model brings, each behind one name. Read it after the
-lesson (loop.py), when a real model surprises you.
+"""Armour for the loop: the display, the bookkeeping and the edge cases a real model brings, around the
+model and the tools. Read it after the lesson (loop.py), when a real model surprises you.
 
 The loop's lesson fits in a few lines: ask, append, no tool calls means done, run each call, answer it.
-Real models and servers add cases the lesson must not drown in:
+The loop asks through `Edges.ask` and runs each call through `Edges.run`; everything else happens here:
 - A reply cut at the length limit (finish_reason "length"): a tool call in it may be cut mid-argument,
   so none of it runs; the model is asked for a shorter reply, and a second cut stops the run.
 - A call the door could not read (wire.py's `_problems`): the model gets the reason and a valid
@@ -65,23 +65,49 @@ class Stats:
 
 
 class Edges:
-    """The loop's edge cases for one run, each behind a name; loop.py calls each where it arises."""
+    """One run's display and bookkeeping around the model and the tools: loop.py asks the model with `ask` and
+    runs each call with `run`; the [tool] and -> lines, the counts, the transcript and the edge cases are here."""
 
-    def __init__(self, client, echo, stats, transcript, record, watch):
+    def __init__(self, client, echo, stats, transcript, budget, watch):
         self.client, self.echo, self.stats, self.transcript = client, echo, stats, transcript
-        self.record, self.nudged = record, False  # nudged: an empty answer got its one [harness] nudge
+        self.budget, self.record = budget, Record()  # guards.py's Budget; what the run did, for a stop's account
+        self.nudged = False  # an empty answer got its one [harness] nudge
+        self.messages, self.problems = [], {}  # the loop's list, and the door's notes on the last reply's calls
         self.watch = watch  # context.py's ContextWatch: nearly full, or cut by the server
         self.was_cut = False
 
-    def ask(self, messages, tools, budget, turn):
+    def ask(self, messages, tools):
+        """The model's next message: client.chat(messages, tools=tools), with the transcript saved before and
+        after and the turn counted. A reply cut at the length limit (none of it runs) and a first empty answer
+        are not the model's message yet: it is asked again, within the budget."""
+        self.messages = messages
+        while True:
+            save_transcript(self.transcript, messages)  # before each model call, so a failed call leaves the story
+            message, usage, finish_reason = self.reply(messages, tools)
+            self.stats.count_turn(usage)
+            self.warn(messages, tools, usage)  # on stderr: the context nearly full or cut
+            self.problems = message.pop("_problems", {})  # calls the door could not read: never sent back
+            if not self.cut(finish_reason, message, messages) and not self.nudge(message, messages):
+                save_transcript(self.transcript, messages + [message])
+                return message
+            limit = self.budget.exceeded(self.stats.turns)
+            if limit:
+                raise self.stopped(limit, messages)
+
+    def reply(self, messages, tools):
         """The model's reply, bounded by what is left of --max-seconds: a runaway reply is cut short, not
         waited for, and a reply that ran out of the run's time is a limit (exit 3), not a failure."""
         try:
-            return self.client.chat(messages, tools=tools, timeout=budget.seconds_left())
+            return self.client.chat(messages, tools=tools, timeout=self.budget.seconds_left())
         except LLMError:
-            if budget.exceeded(turn):
-                raise Stopped(budget.exceeded(turn), self.record.account()) from None
+            if self.budget.exceeded(self.stats.turns):
+                raise Stopped(self.budget.exceeded(self.stats.turns), self.record.account()) from None
             raise
+
+    def stopped(self, limit, messages):
+        """A limit met between turns: the transcript as it stands, and the Stopped with the run's account."""
+        save_transcript(self.transcript, messages)
+        return Stopped(limit, self.record.account())
 
     def warn(self, messages, tools, usage):
         """Warnings on stderr after a reply: the context nearly full or cut."""
@@ -103,19 +129,34 @@ class Edges:
         return True
 
     def nudge(self, message, messages):
-        """True when an empty answer got its one [harness] nudge (the loop asks again)."""
-        if message["content"].strip() or self.nudged:
+        """True when an empty answer got its one [harness] nudge (the model is asked again)."""
+        if message.get("tool_calls") or message["content"].strip() or self.nudged:
             return False
         self.nudged = True
-        messages.append({"role": "user", "content": EMPTY})
+        messages += [message, {"role": "user", "content": EMPTY}]
         return True
 
-    def show(self, call, problems):
+    def run(self, call, tool, workspace, *more):
+        """tool(workspace, name, arguments, *more) for one call, between its [tool] line and its -> line. A call
+        the door could not read does not run: its result says what was wrong and what a valid call looks like."""
+        problem = self.show(call)
+        name, arguments = call["function"]["name"], call["function"]["arguments"]
+        result = garbled(problem) if problem else tool(workspace, name, arguments, *more)
+        self.ran(call, result)
+        answered = {"role": "tool", "tool_call_id": call["id"], "content": result}  # as the loop will answer it
+        save_transcript(self.transcript, self.messages + [answered])  # so a stop after this call still keeps it
+        return result
+
+    def problem(self, call):
+        """What the door found wrong with a call of the last reply, or None."""
+        return self.problems.get(call["id"])
+
+    def show(self, call):
         """The [tool] line (the arguments in one line, one spelling); what the door found wrong with the
         call, or None."""
         shown = json.dumps(json.loads(call["function"]["arguments"]), ensure_ascii=False, sort_keys=True)
         self.echo(f"  [tool] {call['function']['name']}({shown})")
-        return problems.get(call["id"])
+        return self.problem(call)
 
     def ran(self, call, result):
         """The line under it (the result's first line, at most 160 characters), and the call counted."""

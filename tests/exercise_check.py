@@ -6,9 +6,10 @@ TINYHARNESS_STAGE_DIR names the learner's copy of one stage (a folder named like
   stage folder. Files that check the repository's text rather than the code that runs (REPOSITORY_TEXT:
   the README tables, the quizzes, the exercise generator) are left out: they would pass whatever the
   learner wrote;
-- runs the most basic cases first: the behaviours of the earliest lesson first (test_m0_* before
-  test_m1_*), then the armour's files (wire, door, command line, fuzzers), and the known escapes
-  (strict xfails) last, so `-x` and the report's "First failure" name the root of a problem;
+- runs the stage's own tests first (tests/test_m5_*.py for m5: the lesson the learner just wrote), then
+  the earlier lessons in ladder order (test_m0_* before test_m1_*), then the armour's files (wire, door,
+  command line, fuzzers), and the known escapes (strict xfails) last, so `-x` and the report's "First
+  failure" name what the stage teaches before what it carries;
 - makes the test process import the stage from the copy (tests/ladder.py does it for the stage's
   subprocesses), and proves it did, here and in a subprocess, before any test runs;
 - writes each test's outcome and the first lines of its failure to TINYHARNESS_EXERCISE_REPORT (JSON).
@@ -56,11 +57,13 @@ def is_this_stage(item, stage):
         return False
 
 
-def basic_first(item):
-    """The sort key of a case: a known escape last; before it, the lessons in ladder order (test_m0_* first),
-    then the armour's files in name order. A stable sort keeps each file's own order."""
+def basic_first(item, stage):
+    """The sort key of a case: a known escape last; before it, the stage's own lesson files, then the earlier
+    lessons in ladder order (test_m0_* first), then the armour's files in name order. A stable sort keeps each
+    file's own order."""
     lesson = LESSON_FILE.match(item.path.name)
-    return (item.get_closest_marker("xfail") is not None, 0 if lesson else 1, int(lesson[1]) if lesson else 0)
+    own = bool(lesson) and f"m{lesson[1]}" == stage.split("_")[0]
+    return (item.get_closest_marker("xfail") is not None, not own, 0 if lesson else 1, int(lesson[1]) if lesson else 0)
 
 
 def use_the_copy(stage, copy):
@@ -97,7 +100,7 @@ def pytest_collection_modifyitems(config, items):
         return
     copy = learner_copy()
     stage = copy.name
-    keep = sorted((item for item in items if is_this_stage(item, stage)), key=basic_first)
+    keep = sorted((item for item in items if is_this_stage(item, stage)), key=lambda item: basic_first(item, stage))
     config.hook.pytest_deselected(items=[item for item in items if item not in keep])
     items[:] = keep
     use_the_copy(stage, copy)

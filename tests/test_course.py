@@ -3,6 +3,7 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -91,6 +92,27 @@ def test_the_files_command_on_the_real_course():
     done = subprocess.run([sys.executable, "-m", "tinyharness", "course", "files", "m1", "--lesson"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.split() == ["m1_loop/llm.py", "m1_loop/loop.py", "m1_loop/tools.py"]
+
+
+def test_the_final_lesson_in_one_file_is_regenerated_byte_for_byte_and_its_length_is_told():
+    # docs/m8-lesson.py is python -m tinyharness.course flatten m8, as committed; the READMEs give its length
+    repo = Path(course.ROOT)
+    done = subprocess.run([sys.executable, "-m", "tinyharness.course", "flatten", "m8"], capture_output=True,
+                          timeout=60, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    committed = (repo / "docs" / "m8-lesson.py").read_bytes()
+    assert done.stdout == committed, "docs/m8-lesson.py is stale: python -m tinyharness.course flatten m8 > docs/m8-lesson.py"
+    text = committed.decode("utf-8")
+    headers = [line for line in text.splitlines() if line.startswith("# ==")]
+    assert [h.split()[2] for h in headers][:3] == ["m8_vision/llm.py", "m8_vision/loop.py", "m8_vision/tools.py"]
+    assert headers[-1].split()[2] == "m8_vision/vision.py" and len(headers) == 12
+    told = f"`docs/m8-lesson.py`](docs/m8-lesson.py), {len(text.splitlines())} lines"
+    assert told in (repo / "README.md").read_text(encoding="utf-8")
+    assert f"`docs/m8-lesson.py` ({len(text.splitlines())} lines)" in (repo / "m8_vision" / "README.md").read_text(encoding="utf-8")
+
+
+def test_flatten_names_an_unknown_stage(capsys):
+    assert course.course_flatten("m99") == 2 and "m99" in capsys.readouterr().err
 
 
 def test_diff_colours_on_request_and_not_into_a_pipe(root, monkeypatch):

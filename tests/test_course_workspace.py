@@ -59,7 +59,7 @@ def test_workspace_through_the_command_line(tmp_path):
     assert second.returncode == 2 and "already exists" in second.stderr and "Traceback" not in second.stderr
 
 
-@pytest.mark.parametrize("name", ["endless", "hello", "notes", "repeat", "self-rescue", "verify"])
+@pytest.mark.parametrize("name", ["endless", "hello", "notes", "reads-errors", "repeat", "self-rescue", "verify"])
 def test_a_bundled_script_is_found_by_name_from_any_folder(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = course.bundled_script(name)
@@ -76,7 +76,7 @@ def test_a_script_path_still_wins_over_a_name(tmp_path, monkeypatch):
 def test_an_unknown_script_name_is_a_usage_error(capsys):
     assert cli.main(["fake-server", "--script", "no-such-script"]) == 2
     err = capsys.readouterr().err
-    assert "no-such-script" in err and "endless, hello, notebook, notes, repeat, self-rescue, verify" in err
+    assert "no-such-script" in err and "endless, hello, notebook, notes, reads-errors, repeat, self-rescue, verify" in err
 
 
 def test_fake_server_serves_a_bundled_script_by_name(tmp_path):

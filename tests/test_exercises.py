@@ -176,6 +176,7 @@ def test_the_report_shows_a_real_failure_before_an_xpass_and_is_not_done_with_ei
     printed = []
     assert not exercises.report(stage_dir("m3_hooks"), tmp_path, "mine", [], results, output=printed.append)
     text = "\n".join(printed)
+    assert printed[0] == "Checking your m3_hooks (mine) with the 4 behaviours the tests of m3_hooks check, its own lesson's first."
     assert text.index("  FAIL  path attack (test_x.py, 1/2 cases pass)") < text.index("  XPASS shell attack (test_x.py)")
     assert "First failure: path attack\n  tests/test_x.py::test_path_attack[m3_hooks-dotdot]" in text
     assert "1 of 4 behaviours pass (1 skipped on this machine)." in text       # the xfail counts as a pass
@@ -183,6 +184,19 @@ def test_the_report_shows_a_real_failure_before_an_xpass_and_is_not_done_with_ei
     printed.clear()
     assert not exercises.report(stage_dir("m3_hooks"), tmp_path, "mine", [], only_xpass, output=printed.append)
     assert "First failure: shell attack" in "\n".join(printed) and "a known escape" in "\n".join(printed)
+
+
+def test_the_check_runs_the_stage_s_own_lesson_first_and_the_known_escapes_last():
+    # m5's first failure names the scissors, not an m3 attack that the scissors happened to break
+    from types import SimpleNamespace
+    from tests import exercise_check
+    case = lambda name, xfail=False: SimpleNamespace(path=Path(name), get_closest_marker=lambda mark: xfail or None)
+    cases = [case(n) for n in ("test_door.py", "test_m3_attacks.py", "test_m5_context.py", "test_m0_llm.py")]
+    cases.insert(0, case("test_m5_context.py", xfail=True))
+    ordered = sorted(cases, key=lambda c: exercise_check.basic_first(c, "m5_context"))
+    assert [(c.path.name, bool(c.get_closest_marker("xfail"))) for c in ordered] == [
+        ("test_m5_context.py", False), ("test_m0_llm.py", False), ("test_m3_attacks.py", False),
+        ("test_door.py", False), ("test_m5_context.py", True)]
 
 
 # --- The real check: the sweeps -------------------------------------------------------------------
@@ -199,26 +213,31 @@ def counted_ids(body):
     return body.replace('"tool_call_id": call["id"]', '"tool_call_id": f"call_{stats.tool_calls}"')
 
 
-NAIVE_LOOP = '''\
+# The source article's loop (ask, append, no tool calls means done, run each call, answer it by the server's
+# id, a turn limit), written from m1's lesson in the stage's names and not copied from it: a while with its own
+# counter, short names. The display and the bookkeeping are given (edges.ask, edges.run), so it passes.
+SEED_LOOP = '''\
 messages = [{"role": "system", "content": system_prompt(workspace)}, {"role": "user", "content": task}]
-for _ in range(max_turns):
-    save_transcript(transcript, messages)
-    message, usage, finish_reason = client.chat(messages, tools=SCHEMAS)
-    stats.count_turn(usage)
-    messages.append(message)
-    if not message.get("tool_calls"):
-        save_transcript(transcript, messages)
-        return message["content"]
-    for call in message["tool_calls"]:
-        name, arguments = call["function"]["name"], call["function"]["arguments"]
-        echo(f"  [tool] {name}({arguments})")
-        result = run_tool(workspace, name, arguments)
-        echo(f"    -> {result.splitlines()[0][:160]}")
-        stats.tool_calls += 1
+edges = Edges(client, echo, stats, transcript, max_turns)
+turns = 0
+while turns < max_turns:
+    turns += 1
+    msg = edges.ask(messages, SCHEMAS)
+    messages.append(msg)
+    if not msg.get("tool_calls"):
+        return msg["content"]
+    for call in msg["tool_calls"]:
+        result = edges.run(call, run_tool, workspace)
         messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-save_transcript(transcript, messages)
-raise Stopped(f"reached --max-turns {max_turns}")
+raise Stopped(f"gave up after {max_turns} turns")
 '''
+
+
+def first_id_for_all(body):
+    """The seed-style loop, except that every result of a turn answers the turn's first call."""
+    assert 'messages.append({"role": "tool", "tool_call_id": call["id"]' in body
+    return body.replace('    for call in msg["tool_calls"]:\n', '    first = msg["tool_calls"][0]["id"]\n'
+                        '    for call in msg["tool_calls"]:\n').replace('"tool_call_id": call["id"]', '"tool_call_id": first')
 
 
 def without_the_skip(body):
@@ -266,17 +285,20 @@ return None
 last_reply = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
 return [i for i, m in enumerate(messages) if m.get("role") == "tool" and i < last_reply]
 ''', "old long results are stubbed and the newest two kept", True),
-    # What learners really write: the article's loop, 19 lines with its def, and no rule for a reply the
-    # server cut at max_tokens (nor for a garbled call or an empty answer: the wire tests name them all).
-    "m1 naive loop without the cut-reply rule": ("m1_loop", "loop.py", "run_agent", NAIVE_LOOP,
-                                                 "a cut reply is never run and the model is told once", False),
+    # The seed-style loop that breaks the one rule the lesson teaches: the failure names it first.
+    "m1 answers every result with the turn's first id": ("m1_loop", "loop.py", "run_agent",
+                                                         first_id_for_all(SEED_LOOP),
+                                                         "tool results are paired by the server given id", True),
     "m3 path_guard does not skip non-file tools": ("m3_hooks", "hooks.py", "path_guard",
                                                    without_the_skip(stage_bodies("m3_hooks")[("hooks.py", "path_guard")]),
-                                                   "shell output and exit status reach the model", True),
+                                                   "a blocked shell command says what and why", True),
     "m5 scissors mutate their input list": ("m5_context", "context.py", "sliding_scissors",
                                             in_place(stage_bodies("m5_context")[("context.py", "sliding_scissors")]),
                                             "the scissors return a new list and leave their input alone", True),
 }
+
+# Right solutions that are not the stage's own code: each passes the check.
+RIGHT = {"m1 seed-style loop": ("m1_loop", "loop.py", "run_agent", SEED_LOOP)}
 
 SWEEP_WORKERS = 2  # the test process only waits on its checks: two keep both cores of a small machine busy
 SWEEP_TIME_LIMIT = 1800  # seconds, for the test that runs a stage's sweep: up to five runs of its suite
@@ -310,7 +332,7 @@ def jobs_asked_for(stage, items):
             wanted.update(stage_bodies(stage))
         elif params.get("stage") == stage and item.originalname == "test_the_copy_with_its_holes_filled_back_passes_the_check":
             wanted.add("filled")
-        elif params.get("case") in WRONG and WRONG[params["case"]][0] == stage:
+        elif params.get("case") in {**WRONG, **RIGHT} and {**WRONG, **RIGHT}[params["case"]][0] == stage:
             wanted.add(params["case"])
     return wanted
 
@@ -337,6 +359,11 @@ def sweep(stage, request, tmp_path_factory, *keys):
             copy = start(stage, tmp_path_factory.mktemp("wrong"))
             fill(copy, {**bodies, (file, function): body})
             jobs[case] = (copy, first)
+    for case, (case_stage, file, function, body) in RIGHT.items():
+        if case_stage == stage and case in todo:
+            copy = start(stage, tmp_path_factory.mktemp("right"))
+            fill(copy, {**bodies, (file, function): body})
+            jobs[case] = (copy, False)
     with ThreadPoolExecutor(SWEEP_WORKERS) as pool:
         futures = {key: pool.submit(check, copy, first_failure) for key, (copy, first_failure) in jobs.items()}
         results.update({key: (*future.result(), jobs[key][0]) for key, future in futures.items()})
@@ -351,7 +378,7 @@ def sweep(stage, request, tmp_path_factory, *keys):
 # filled copy's check is a whole run of the stage's tests on a copy that is the stage to the byte (the
 # generation test above shows it), and each hole or wrong solution another run up to its first failure.
 IN_THE_QUICK_TIER = ("m0_llm",)
-WRONG_IN_THE_QUICK_TIER = ("m1 pairs a result to an id it counted itself",)
+WRONG_IN_THE_QUICK_TIER = ("m1 pairs a result to an id it counted itself", "m1 answers every result with the turn's first id")
 
 
 def tiered(values, quick):
@@ -390,6 +417,17 @@ def test_a_wrong_solution_fails_and_the_report_names_the_behaviour(case, request
         assert f"First failure: {behaviour}\n" in text, text
     assert "Still to write" not in text                                # everything is written, just wrong
     assert "Hint (" in text and f"Run again: tinyharness course check {stage[:2]} --mine {copy}" in text
+
+
+@pytest.mark.reruns_the_stage
+@pytest.mark.parametrize("case", list(RIGHT))
+def test_a_loop_written_from_the_lesson_passes_the_check(case, request, tmp_path_factory, time_for_a_sweep):
+    # m1's Done when: the seed-style loop, in the stage's names, with the display and the bookkeeping given
+    stage = RIGHT[case][0]
+    code, text, copy = sweep(stage, request, tmp_path_factory, case)[case]
+    assert code == 0, text
+    assert f"{stage} was imported from {copy.resolve()}" in text and "FAIL" not in text
+    assert f"Exercise {exercises.short_name(stage)} done" in text
 
 
 @pytest.mark.reruns_the_stage

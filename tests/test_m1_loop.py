@@ -135,6 +135,20 @@ def test_transcript_holds_the_whole_conversation(stage, workspace, tmp_path):
 
 
 @pytest.mark.parametrize("stage", LADDER)
+def test_a_run_stopped_at_max_turns_keeps_its_last_results_in_the_transcript(stage, workspace, tmp_path):
+    # the last turn's results come after the last model call: the transcript still holds both
+    transcript = tmp_path / "run.json"
+    script = [calls(tool_call("list_dir", path="."), tool_call("read_file", path="nope.txt"))]
+    with ScriptedServer(script=script) as server:
+        result = run_stage(stage, workspace, "--base-url", server.base_url, "--max-turns", "1", "--transcript",
+                           str(transcript), "go")
+    assert result.returncode == 3, result.stdout + result.stderr
+    messages = load_json(transcript)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool"]
+    assert [m["tool_call_id"] for m in messages[-2:]] == [c["id"] for c in messages[2]["tool_calls"]]
+
+
+@pytest.mark.parametrize("stage", LADDER)
 def test_failing_tool_does_not_crash_the_loop(stage, workspace):
     with ScriptedServer(script=[calls(tool_call("read_file", path="nope.txt")), "sorry"]) as server:
         result = run_stage(stage, workspace, "--base-url", server.base_url, "go")

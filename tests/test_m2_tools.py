@@ -284,6 +284,39 @@ def test_self_rescue_replayed_from_the_example_script(stage, workspace):
     assert "the folder scratch does not exist" in tool_results(server.requests[1])["call_1"]
 
 
+@posix_only
+@pytest.mark.parametrize("stage", ["m1_loop", *LADDER])
+def test_self_rescue_the_reactive_script_makes_the_folder_only_where_the_error_says_why(stage, workspace):
+    # examples/reads-errors.script.json (m2's Try it): its second move depends on the result it reads, so m1's
+    # bare exception and m2's sentence lead the same stand-in two ways; the ids are the server's, not call_N
+    with ScriptedServer(script=load_script(ROOT / "examples" / "reads-errors.script.json")) as server:
+        result = run_stage(stage, workspace, "--base-url", server.base_url, "Save my note to scratch/notes.txt",
+                           approve=True)
+    assert result.returncode == 0, result.stderr
+    first = tool_results(server.requests[1])["call_7f3a9c2e"]
+    if stage == "m1_loop":
+        assert first.startswith("error: FileNotFoundError") and len(server.requests) == 2
+        assert "I could not save the note" in result.stdout and not (workspace / "scratch").exists()
+    else:
+        assert "the folder scratch does not exist" in first and len(server.requests) == 4
+        assert list(tool_results(server.requests[3])) == ["call_7f3a9c2e", "call_b81d04e6", "call_3c5e7a90"]
+        assert (workspace / "scratch" / "notes.txt").read_text() == NOTE
+
+
+def test_a_reactive_reply_is_checked_when_the_script_is_read():
+    from tinyharness.scripted_replies import normalise_reply, reacted
+    reply = normalise_reply({"react": [{"if_result_contains": "missing", "reply": "mkdir"}, {"reply": "give up"}]})
+    tool = lambda text: {"messages": [{"role": "user", "content": "go"}, {"role": "tool", "content": text}]}
+    assert reacted(reply, tool("the folder is missing")) == {"content": "mkdir"}
+    assert reacted(reply, tool("FileNotFoundError")) == {"content": "give up"}
+    assert reacted({"content": "plain"}, tool("x")) == {"content": "plain"}
+    assert isinstance(reacted(normalise_reply({"react": [{"if_result_contains": "a", "reply": "b"}]}), tool("z")), str)
+    for bad in ({"react": []}, {"react": [{"reply": "x", "when": "y"}]}, {"react": [{"reply": "x"}], "content": "y"},
+                {"react": [{"reply": {"react": [{"reply": "x"}]}}]}):
+        with pytest.raises(ValueError):
+            normalise_reply(bad)
+
+
 # --- the pure helpers --------------------------------------------------------------------------
 
 @pytest.fixture(params=copies("m2", "tools.py", "safeio.py"))   # once per distinct copy of the helpers

@@ -38,7 +38,7 @@ EVIDENCE = {
                      "| clumsy | 5/10 | 50% | 4/5 | 1/5 |"],
     ("m7_eval", 3): ["clumsy hook/hard #1: FAIL - changes.md was not written  (claimed success)"],
     ("m8_vision", 2): ["I cannot see any image.", "The image probably never reached the model"],
-    ("m8_vision", 3): ["error: --image: fake.png is not a PNG, JPEG or WebP image (its first bytes are", "exit 2"],
+    ("m8_vision", 3): ["left: red, right: blue", "prompt_tokens=1108 ", "I cannot see any image.", "prompt_tokens=724 "],
 }
 
 

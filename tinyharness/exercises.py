@@ -15,9 +15,10 @@ cases of every test file that are parametrised with m3_hooks (the wire, the door
 attacks, not only tests/test_m3_*.py), because "done" means the stage's own code could be swapped for
 the learner's and nothing would notice. TINYHARNESS_STAGE_DIR tells tests/ladder.py to import and run
 the stage from that folder, and tests/exercise_check.py proves it did (the module's __file__, in the
-test process and in a subprocess) before any result counts. It lists each failing behaviour by name,
-the most basic first (an earlier lesson before a later one, the lesson before the armour, a known
-escape last), and says "done" only when every case passes.
+test process and in a subprocess) before any result counts. It counts behaviours (a test function, all
+its cases), lists each failing one by name, the stage's own lesson first (then an earlier lesson before
+a later one, the lesson before the armour, a known escape last), and says "done" only when every case
+passes.
 
 What it cannot do: the tests judge behaviour, not style. A solution that passes them can still be
 clumsy, and a mistake no test pins down goes unnoticed; the stage's own code is the model answer.
@@ -309,12 +310,10 @@ def report(stage_dir: Path, copy: Path, shown_as: str, holes: list[Hole], result
     if results.get("origin_error"):
         output(f"The check could not run your copy: {results['origin_error']}")
         return False
-    cases = results["results"]
-    files = sorted({c["nodeid"].split("::")[0].rsplit("/", 1)[-1] for c in cases})
-    output(f"Checking your {stage} ({shown_as}) with every test case of {stage}: {len(cases)} cases "
-           f"from {len(files)} test file{'' if len(files) == 1 else 's'}.")
+    groups = behaviours(results["results"])
+    output(f"Checking your {stage} ({shown_as}) with the {len(groups)} behaviours the tests of {stage} check, "
+           "its own lesson's first.")
     output(f"Your code is what ran: {stage} was imported from {results['origin']}.\n")
-    groups = behaviours(cases)
     failed = failing(groups)
     for name, group in failed:
         bad = [c for c in group if c["outcome"] in BAD]

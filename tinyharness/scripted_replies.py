@@ -52,6 +52,8 @@ def normalise_reply(reply) -> dict:
         return {"content": reply}
     if not isinstance(reply, dict):
         raise ValueError(f"a reply must be a string or an object, not {type(reply).__name__}")
+    if "react" in reply:
+        return normalise_reaction(reply)
     unknown = sorted(set(reply) - REPLY_KEYS)
     if unknown:
         raise ValueError(f"unknown reply key(s) {unknown}; known keys: {sorted(REPLY_KEYS)}")
@@ -61,6 +63,36 @@ def normalise_reply(reply) -> dict:
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             raise ValueError(f"each tool call needs a 'name' string: {call!r}")
     return dict(reply)
+
+
+def normalise_reaction(reply: dict) -> dict:
+    """A reply that depends on what the model reads: {"react": [{"if_result_contains": TEXT, "reply": R}, ...,
+    {"reply": R}]}. The first choice whose TEXT is in the last tool result (or that names none) is the reply."""
+    choices = reply["react"]
+    if set(reply) != {"react"} or not isinstance(choices, list) or not choices:
+        raise ValueError('a reactive reply is {"react": [{"if_result_contains": TEXT, "reply": REPLY}, ...]}')
+    checked = []
+    for choice in choices:
+        if not isinstance(choice, dict) or "reply" not in choice or set(choice) - {"if_result_contains", "reply"} \
+                or not isinstance(choice.get("if_result_contains", ""), str) or "react" in choice["reply"]:
+            raise ValueError(f'each reaction is {{"if_result_contains": TEXT, "reply": REPLY}}: {choice!r}')
+        checked.append({**choice, "reply": normalise_reply(choice["reply"])})
+    return {"react": checked}
+
+
+def reacted(reply: dict, body: dict) -> dict | str:
+    """A reactive reply resolved against the request: the stand-in model decides from the last tool result it
+    reads, as a real one does (so two harnesses whose results differ get different replies). Any other reply
+    as it is; a str when no choice matches."""
+    if "react" not in reply:
+        return reply
+    messages = body.get("messages") or []
+    results = [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
+    last = results[-1] if results and isinstance(results[-1], str) else ""
+    for choice in reply["react"]:
+        if choice.get("if_result_contains", "") in last:
+            return choice["reply"]
+    return f"scripted server: no reaction of the script matches the last tool result {last[:80]!r}"
 
 
 def load_script(path) -> list:

@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .scripted_images import with_image_stand_ins, without_image_parts
 from .scripted_replies import (build_completion, build_stream, build_tool_calls, build_usage, common_prefix_length,
-                               error_body, estimate_tokens, json_text, normalise_reply)
+                               error_body, estimate_tokens, json_text, normalise_reply, reacted)
 from .server_rules import request_problems
 
 
@@ -318,7 +318,7 @@ class ScriptedServer:
                     return (f"scripted server: the script has no reply left "
                             f"({self.replies_sent} replies already sent)"), prompt, cached_chars
                 self.replies_sent += 1
-                return self.script[index], prompt, cached_chars
+                return reacted(self.script[index], seen), prompt, cached_chars
         return self._ask_policy(seen, index), prompt, cached_chars
 
     def _reject(self, body: dict, headers):
