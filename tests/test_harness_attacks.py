@@ -1458,3 +1458,74 @@ def test_a_path_folder_inside_the_workspace_serves_the_users_own_server(box):
         r = run_yes(box, srv, env={"PATH": f"{box.ws / 'bin'}:/usr/local/bin:/usr/bin:/bin"})
     assert_sane(r)
     assert not flag.exists(), r
+
+
+# --- 17. A workspace config that is a link to a file the user already trusts ----------------------------
+
+LINKED_TRUST = ("ESCAPE: a workspace .mcp.json (or .vscode/mcp.json) that is a symlink to another project's trusted file "
+                "is trusted without a question, and its server starts in this workspace: the model's server.py runs unconfined")
+
+
+@pytest.mark.parametrize("target", ["users-own-mcp", "users-own-claude-settings",
+                                    pytest.param("trusted-elsewhere", marks=pytest.mark.xfail(strict=True, reason=LINKED_TRUST)),
+                                    pytest.param("trusted-elsewhere-vscode", marks=pytest.mark.xfail(strict=True, reason=LINKED_TRUST)),
+                                    "trusted-elsewhere-hooks"])
+def test_a_workspace_config_linked_to_a_trusted_file_runs_nothing_of_the_workspace(box, target):
+    """The model makes .mcp.json (or .claude/settings.json) a link to the user's own config, or to another project's
+    trusted .mcp.json, and plants the module/script it names: the next run must not start them in the workspace
+    without asking (the planted program leaves the canary)."""
+    flag = box.out / "planted-ran"
+    planted = PLANTED_MODULE.format(flag=str(flag))
+    (box.ws / "notes_server.py").write_text(planted)
+    (box.ws / "audit.py").write_text(planted)
+    (box.ws / "server.py").write_text(planted)
+    (box.ws / "check.py").write_text(planted)
+    if target == "users-own-mcp":
+        own = user_file(box, ".config/tinyharness/mcp.json",
+                        {"mcpServers": {"notes": {"command": sys.executable, "args": ["-m", "notes_server"]}}})
+        (box.ws / ".mcp.json").symlink_to(own)
+    elif target == "users-own-claude-settings":
+        own = user_file(box, ".claude/settings.json", {"hooks": {e: [{"matcher": "*", "hooks": [
+            {"type": "command", "command": f"{sys.executable} -m audit", "sandbox": False}]}]
+            for e in ("SessionStart", "PreToolUse", "Stop")}})
+        (box.ws / ".claude").mkdir()
+        (box.ws / ".claude" / "settings.json").symlink_to(own)
+    else:
+        project = box.root / "projA"
+        project.mkdir()
+        (project / "server.py").write_text("pass\n")
+        (project / "check.py").write_text("open('ran-in-A', 'w')\n")
+        if target in ("trusted-elsewhere", "trusted-elsewhere-vscode"):
+            name, key = (".mcp.json", "mcpServers") if target == "trusted-elsewhere" else (".vscode/mcp.json", "servers")
+            (project / name).parent.mkdir(exist_ok=True)
+            (project / name).write_text(json.dumps({key: {"a": {"command": sys.executable, "args": ["server.py"]}}}))
+        else:
+            name = ".claude/settings.json"
+            (project / ".claude").mkdir()
+            (project / name).write_text(json.dumps({"hooks": {e: [{"matcher": "*", "hooks": [
+                {"type": "command", "command": f"{sys.executable} check.py", "sandbox": False}]}]
+                for e in ("SessionStart", "PreToolUse", "Stop")}}))
+        with scripted() as srv:
+            r = box.run("run", "--yes", "--no-stream", "--base-url", srv.base_url, "x", cwd=project, stdin="y\n")
+        assert_sane(r)
+        if target == "trusted-elsewhere-hooks":
+            assert (project / "ran-in-A").exists(), r       # trusted there, the hook really runs
+        (box.ws / name).parent.mkdir(exist_ok=True)
+        (box.ws / name).symlink_to(project / name)
+    with scripted(call("list_dir", path=".")) as srv:
+        r = run_yes(box, srv)
+    assert_sane(r)
+    assert not flag.exists(), (flag.read_text() if flag.exists() else "", r)
+
+
+@pytest.mark.parametrize("folder", [".config/tinyharness", ".local/share/tinyharness", ".config/git"])
+def test_a_forbidden_start_folder_without_xdg_variables(box, folder):
+    """The user sets no XDG_* variable (the common case): the default folders are the XDG ones, and starting in
+    them is refused all the same."""
+    real = box.home / folder
+    real.mkdir(parents=True)
+    env = {k: v for k, v in box.env.items() if not k.startswith("XDG_")}
+    with scripted(sh("echo planted > planted.txt")) as srv:
+        r = run_cli(["run", "--yes", "--no-stream", "--base-url", srv.base_url, "x"], real, env, None, RUN_TIMEOUT)
+    assert_sane(r)
+    assert r.code == 2 and not (real / "planted.txt").exists(), r
