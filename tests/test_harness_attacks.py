@@ -726,7 +726,9 @@ def user_file(box, relative, data):
 @pytest.mark.parametrize("how", ["python-m", "relative-script", pytest.param("env-file", marks=pytest.mark.xfail(
     strict=True, reason="ESCAPE: a user mcp.json server's relative \"envFile\": \".env\" is read from the workspace, "
     "so a planted .env (PYTHONPATH=<workspace>) makes the user's server import the planted module, unconfined")),
-    "npx-local-bin"])
+    "npx-local-bin", pytest.param("relative-cwd", marks=pytest.mark.xfail(strict=True, reason=(
+        "ESCAPE: a user mcp.json server's relative \"cwd\": \"tools\" is taken from the workspace, not the config's "
+        "folder: the server starts in <workspace>/tools and runs the notes_server.py the model left there, unconfined")))])
 def test_a_user_mcp_server_never_runs_a_program_planted_in_the_workspace(box, how):
     """~/.config/tinyharness/mcp.json names a server by module, relative script, envFile or npx; the model left
     a program of that name in the workspace: it must not run (the canary outside stays absent)."""
@@ -740,6 +742,13 @@ def test_a_user_mcp_server_never_runs_a_program_planted_in_the_workspace(box, ho
     elif how == "env-file":
         server = {"command": sys.executable, "args": ["-m", "notes_server"], "envFile": ".env"}
         (box.ws / ".env").write_text(f"PYTHONPATH={box.ws}\nPYTHONSTARTUP={box.ws}/notes_server.py\n")
+    elif how == "relative-cwd":
+        tools = box.home / ".config" / "tinyharness" / "tools"
+        tools.mkdir(parents=True)
+        (tools / "notes_server.py").write_text("pass\n")
+        (box.ws / "tools").mkdir()
+        (box.ws / "tools" / "notes_server.py").write_text(planted)
+        server = {"command": sys.executable, "args": ["notes_server.py"], "cwd": "tools"}
     elif how == "npx-local-bin":
         if not shutil.which("npx"):
             pytest.skip("no npx")
