@@ -726,7 +726,7 @@ def user_file(box, relative, data):
 @pytest.mark.parametrize("how", ["python-m", "relative-script", pytest.param("env-file", marks=pytest.mark.xfail(
     strict=True, reason="ESCAPE: a user mcp.json server's relative \"envFile\": \".env\" is read from the workspace, "
     "so a planted .env (PYTHONPATH=<workspace>) makes the user's server import the planted module, unconfined")),
-    "npx-local-bin", pytest.param("relative-cwd", marks=pytest.mark.xfail(strict=True, reason=(
+    "npx-local-bin", "relative-command", pytest.param("relative-cwd", marks=pytest.mark.xfail(strict=True, reason=(
         "ESCAPE: a user mcp.json server's relative \"cwd\": \"tools\" is taken from the workspace, not the config's "
         "folder: the server starts in <workspace>/tools and runs the notes_server.py the model left there, unconfined")))])
 def test_a_user_mcp_server_never_runs_a_program_planted_in_the_workspace(box, how):
@@ -742,6 +742,15 @@ def test_a_user_mcp_server_never_runs_a_program_planted_in_the_workspace(box, ho
     elif how == "env-file":
         server = {"command": sys.executable, "args": ["-m", "notes_server"], "envFile": ".env"}
         (box.ws / ".env").write_text(f"PYTHONPATH={box.ws}\nPYTHONSTARTUP={box.ws}/notes_server.py\n")
+    elif how == "relative-command":
+        own = box.home / ".config" / "tinyharness" / "bin"
+        own.mkdir(parents=True)
+        (own / "notes-server").write_text("#!/bin/sh\nexit 0\n")
+        (own / "notes-server").chmod(0o755)
+        (box.ws / "bin").mkdir()
+        (box.ws / "bin" / "notes-server").write_text(f"#!/bin/sh\necho planted > {flag}\n")
+        (box.ws / "bin" / "notes-server").chmod(0o755)
+        server = {"command": "bin/notes-server", "args": []}
     elif how == "relative-cwd":
         tools = box.home / ".config" / "tinyharness" / "tools"
         tools.mkdir(parents=True)
