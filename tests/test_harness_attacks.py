@@ -1547,3 +1547,18 @@ def test_a_forbidden_start_folder_without_xdg_variables(box, folder):
         r = run_cli(["run", "--yes", "--no-stream", "--base-url", srv.base_url, "x"], real, env, None, RUN_TIMEOUT)
     assert_sane(r)
     assert r.code == 2 and not (real / "planted.txt").exists(), r
+
+
+def test_eval_harness_imports_the_stage_not_a_package_planted_where_it_is_run(box):
+    """`tinyharness eval --harness m5_context` run from a folder where the model left an m5_context/ package: the
+    harness (unconfined) must measure its own stage, never import the planted one."""
+    flag = box.out / "planted-ran"
+    (box.ws / "m5_context").mkdir()
+    for name in ("__init__.py", "__main__.py"):
+        (box.ws / "m5_context" / name).write_text(PLANTED_MODULE.format(flag=str(flag)))
+    (box.root / "tmp").mkdir()
+    r = box.run("eval", "--models", "scripted:competent", "--harness", "m5_context", "--tasks", "fact",
+                "--tier", "easy", "--out", "r.json", env={"TMPDIR": str(box.root / "tmp")}, timeout=120)
+    assert_sane(r)
+    assert r.code == 0 and "1/1" in r.out, r
+    assert not flag.exists(), r
