@@ -681,7 +681,7 @@ def test_a_trusted_mcp_file_changed_by_the_model_is_asked_again(box):
     assert not flag.exists(), r
 
 
-def test_a_trusted_mcp_server_runs_the_script_the_model_rewrote(box):
+def test_a_trusted_mcp_server_never_runs_the_script_the_model_rewrote(box):
     """The user trusted `.mcp.json: python3 server.py`; the model rewrites server.py: the next run starts the model's code."""
     flag = box.out / "server-ran"
     (box.ws / "server.py").write_text("pass\n")
