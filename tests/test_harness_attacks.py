@@ -682,7 +682,8 @@ def test_a_trusted_mcp_file_changed_by_the_model_is_asked_again(box):
 
 
 def test_a_trusted_mcp_server_never_runs_the_script_the_model_rewrote(box):
-    """The user trusted `.mcp.json: python3 server.py`; the model rewrites server.py: the next run starts the model's code."""
+    """The user trusted `.mcp.json: python3 server.py`; the model rewrites server.py: the next run must not start
+    the model's code without asking again (the yes covers the files the list names)."""
     flag = box.out / "server-ran"
     (box.ws / "server.py").write_text("pass\n")
     mcp_file(box, ".mcp.json", [sys.executable, "server.py"])
