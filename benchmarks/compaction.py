@@ -35,8 +35,8 @@ from tinyharness.compact import SUMMARY_PROMPT
 from tinyharness.llm import Client
 from tinyharness.context import estimate_tokens as history_tokens
 from tinyharness.testing import ScriptedServer
-from tinyharness.scripted_replies import common_prefix_length, estimate_tokens
-from tinyharness.scripted_server import prompt_text
+from tinyharness.testing.replies import common_prefix_length, estimate_tokens
+from tinyharness.testing.server import prompt_text
 from tinyharness.settings import RunSettings
 
 WINDOW = 8192

@@ -49,7 +49,7 @@ from tinyharness.hooks import approve_everything
 from tinyharness.llm import Client
 from tinyharness.loop import RunSettings, Stats, run_agent
 from tinyharness.testing import ScriptedServer
-from tinyharness.scripted_replies import estimate_tokens
+from tinyharness.testing.replies import estimate_tokens
 
 from .svgchart import Line, Series, line_chart
 

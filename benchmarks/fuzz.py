@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.fuzz_common import run_main  # noqa: E402
 from tinyharness.testing import ScriptedServer
-from tinyharness.server_rules import request_problems  # noqa: E402
+from tinyharness.testing.rules import request_problems  # noqa: E402
 
 STAGES = sorted(p.name for p in ROOT.glob("m[0-9]_*") if (p / "__main__.py").is_file())
 FINAL = "tinyharness"

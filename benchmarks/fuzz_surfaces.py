@@ -49,7 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from benchmarks.fuzz_common import CONTRACT_EXITS, Hang, run_main, time_limit
-from tinyharness import session_writer
+from tinyharness.sessions import writer as session_writer
 
 ROOT = Path(__file__).resolve().parents[1]
 SURFACES = ("terminal", "sessions", "viewer", "mcp", "ollama", "hooks")

@@ -287,7 +287,7 @@ def m4_slow_writer():
 
 
 def image_tokens_of(name):
-    from tinyharness.scripted_images import image_tokens, read_png_pixels
+    from tinyharness.testing.images import image_tokens, read_png_pixels
     rows = read_png_pixels((ROOT / "examples/images" / name).read_bytes())
     return image_tokens(len(rows[0]), len(rows))
 

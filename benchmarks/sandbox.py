@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from tinyharness import sandbox as sb
-from tinyharness import sandbox_clone
+from tinyharness.sandbox import clone as sandbox_clone
 from tinyharness.tools import shell
 
 PACKAGE_ROOT = Path(sb.__file__).parent.parent  # the helper runs this checkout's code, installed or not

@@ -346,7 +346,7 @@ EVIL = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
 def five_turn_session(workspace, tmp_path):
     """A session with every kind of thing the page marks: calls, a BLOCKED verdict, a long result,
     a cut stub, a compaction, an interruption notice, hostile text, an image."""
-    from tinyharness.scripted_images import tiny_png
+    from tinyharness.testing.images import tiny_png
     from tinyharness.imageload import load_attachment
     from tinyharness.vision import image_part
     (workspace / "big.txt").write_text("".join(f"line {n} of a long file\n" for n in range(400)))

@@ -12,7 +12,7 @@ import pytest
 from tests.ladder import ROOT
 from tinyharness import doctor as doctor_module
 from tinyharness.doctor import main
-from tinyharness.fake_ollama import OllamaServer
+from tinyharness.testing.fake_ollama import OllamaServer
 from tinyharness.testing import ScriptedServer
 
 

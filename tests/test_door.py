@@ -14,7 +14,7 @@ import pytest
 
 from tests.ladder import FINAL, copies, run_stage, stages_from, stats_line
 from tinyharness.testing import ScriptedServer
-from tinyharness.server_rules import request_problems
+from tinyharness.testing.rules import request_problems
 
 DOORS = [f"{stage}.llm" for stage in copies("m0", "llm.py", "wire.py", final=False)] + ["tinyharness.llm"]
 USER = [{"role": "user", "content": "Go."}]

@@ -5,7 +5,7 @@ import pytest
 from tests.ladder import FINAL, run_stage
 from tinyharness.doctor import main as doctor_main
 from tinyharness.endpoint import api_key, base_url_from_env, ollama_host_url
-from tinyharness.fake_ollama import OllamaServer
+from tinyharness.testing.fake_ollama import OllamaServer
 from tinyharness.testing import ScriptedServer
 
 

@@ -21,8 +21,9 @@ from tinyharness import eval as ev
 from tinyharness.evals import TASK_NAMES, TASKS, select
 from tinyharness.evals import fact, folder, hook
 from tinyharness.evals.common import CANARY_NAME, mentions_amount, numbers
-from tinyharness.evals.policies import (COUNT_WORDS, NAIVE_DURATION, PARSE_DURATION, POLICIES, SLUGIFY, TOTAL_CSV,
-                                        by_model, clumsy_plans, competent_plans, make_policy, recognise)
+from tinyharness.evals.policies import (COUNT_WORDS, NAIVE_DURATION, PARSE_DURATION, POLICIES,
+                                        SLUGIFY, TOTAL_CSV, by_model, clumsy_plans, competent_plans,
+                                        make_policy, recognise)
 from tinyharness.evals.runs import snapshot
 from tinyharness.testing import ScriptedServer
 
@@ -695,7 +696,7 @@ def test_an_out_that_leaves_no_room_for_the_page_is_a_usage_error(out, capsys):
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (apt-get install chromium)")
 def test_the_page_draws_its_bars_in_a_headless_browser(evil_eval, tmp_path):
-    from tinyharness.scripted_images import read_png_pixels
+    from tinyharness.testing.images import read_png_pixels
     _, folder, _ = evil_eval
     url = (folder / "results.html").resolve().as_uri()
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",

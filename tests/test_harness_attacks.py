@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tinyharness.scripted_images import tiny_png as _tiny_png
+from tinyharness.testing.images import tiny_png as _tiny_png
 from tinyharness.testing import ScriptedServer
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -82,17 +82,18 @@ def test_the_commands_borrow_nothing_from_the_command_line_above_them():
 
 def test_the_scripted_servers_share_a_base_rather_than_each_other():
     graph = import_graph()
-    assert "fake_ollama" not in reachable(graph, "scripted_server") | reachable(graph, "testing")
-    assert "scripted_server" in graph["fake_ollama"] and "scripted_server" in graph["testing"]
+    assert "testing.fake_ollama" not in reachable(graph, "testing.server") | reachable(graph, "testing")
+    assert "testing.server" in graph["testing.fake_ollama"] and "testing.server" in graph["testing"]
 
 
 def test_the_shared_helpers_are_said_once():
-    """The serve-until-Ctrl-C loop (scripted_server.serve_until_ctrl_c), the stream's stop in words
-    (llm.stream_stopped) and the calls made canonical with their problems (llm_reply.with_calls) each
+    """The serve-until-Ctrl-C loop (testing.server.serve_until_ctrl_c), the stream's stop in words
+    (llm.stream_stopped) and the calls made canonical with their problems (llm.reply.with_calls) each
     have one home that the scripted servers and both dialects use."""
-    source = {path.name: path.read_text(encoding="utf-8") for path in PACKAGE.rglob("*.py")}
-    for text, home in [("time.sleep(3600)", "scripted_server.py"), ("stopped sending its streamed answer", "llm.py"),
-                       ('problems[call["id"]] = problem', "llm_reply.py")]:
+    source = {path.relative_to(PACKAGE).as_posix(): path.read_text(encoding="utf-8") for path in PACKAGE.rglob("*.py")}
+    for text, home in [("time.sleep(3600)", "testing/server.py"),
+                       ("stopped sending its streamed answer", "llm/__init__.py"),
+                       ('problems[call["id"]] = problem', "llm/reply.py")]:
         assert [name for name, code in source.items() if text in code] == [home], text
 
 

@@ -304,7 +304,7 @@ def test_self_rescue_the_reactive_script_makes_the_folder_only_where_the_error_s
 
 
 def test_a_reactive_reply_is_checked_when_the_script_is_read():
-    from tinyharness.scripted_replies import normalise_reply, reacted
+    from tinyharness.testing.replies import normalise_reply, reacted
     reply = normalise_reply({"react": [{"if_result_contains": "missing", "reply": "mkdir"}, {"reply": "give up"}]})
     tool = lambda text: {"messages": [{"role": "user", "content": "go"}, {"role": "tool", "content": text}]}
     assert reacted(reply, tool("the folder is missing")) == {"content": "mkdir"}

@@ -14,7 +14,7 @@ import pytest
 
 from tests.ladder import FINAL, calls, copies, run_stage, stages_from, stats_line, tool_call, tool_results
 from tinyharness.testing import ScriptedServer
-from tinyharness.scripted_replies import estimate_tokens
+from tinyharness.testing.replies import estimate_tokens
 
 LADDER = stages_from("m5")
 STUB = "[cut by the harness: "

@@ -18,7 +18,7 @@ import pytest
 
 from tests.ladder import FINAL, ROOT, calls, run_stage, stages_from, tool_call, tool_results
 from tinyharness.testing import ScriptedServer, vision_policy
-from tinyharness.scripted_images import split_png
+from tinyharness.testing.images import split_png
 
 LADDER = stages_from("m8")
 ASK = "What colour is each half of the image?"

@@ -8,8 +8,9 @@ import pytest
 
 from tests.ladder import ROOT
 from tests.mcp_server import PNG
-from tinyharness import mcp, mcp_client
-from tinyharness import mcp_config
+from tinyharness import mcp
+from tinyharness.mcp import client as mcp_client
+from tinyharness.mcp import config as mcp_config
 
 SERVER = [sys.executable, str(ROOT / "tests" / "mcp_server.py")]
 

@@ -21,8 +21,8 @@ from tests.ladder import ROOT, run_stage, tool_results
 from tinyharness import hooks, tools
 from tinyharness import sandbox as sandbox_module
 from tinyharness.sandbox import Sandbox, unavailable_reason
-from tinyharness.sandbox_beneath import walk_open
-from tinyharness.sandbox_git import config_is_harmless, protected_path
+from tinyharness.sandbox.beneath import walk_open
+from tinyharness.sandbox.git import config_is_harmless, protected_path
 from tinyharness.testing import ScriptedServer
 
 NO_SANDBOX = unavailable_reason()
@@ -447,7 +447,8 @@ def test_rules_built_once_a_run_grant_no_earlier_tmpdir_and_hold_after_a_rebuild
 # way a sandbox without a user namespace would, and must be seen, or the check proves nothing.
 PROPAGATION_CHECK = r'''
 import ctypes, os, sys, time
-from tinyharness import sandbox, sandbox_namespaces as ns
+from tinyharness import sandbox
+from tinyharness.sandbox import namespaces as ns
 workspace, control = sys.argv[1], sys.argv[2] == "control"
 uid, gid = os.geteuid(), os.getegid()
 if ns.libc.unshare(ns.CLONE_NEWUSER | ns.CLONE_NEWNS) != 0:
@@ -492,7 +493,7 @@ def test_the_commands_mounts_never_reach_the_harness_on_a_shared_host(place, how
 def test_the_command_is_cloned_straight_into_its_namespaces_as_pid_1(place):
     """One copy of the harness per command (sandbox_clone.py): the shell is the harness's own child and
     PID 1 of its PID namespace, with no process in between; still confined."""
-    from tinyharness import sandbox_clone
+    from tinyharness.sandbox import clone as sandbox_clone
     box = Sandbox()
     if not box.isolated:
         pytest.skip("user namespaces are switched off here")
@@ -510,7 +511,7 @@ def test_the_command_is_cloned_straight_into_its_namespaces_as_pid_1(place):
 
 @needs_sandbox
 def test_where_clone3_is_refused_every_command_goes_the_two_fork_way(place, monkeypatch):
-    from tinyharness import sandbox_clone
+    from tinyharness.sandbox import clone as sandbox_clone
 
     def refused(flags):
         raise OSError(1, "Operation not permitted", "clone3")

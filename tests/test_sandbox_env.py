@@ -17,10 +17,10 @@ import pytest
 
 from tests.ladder import run_stage, tool_results
 from tinyharness import sandbox as sandbox_module
-from tinyharness import sandbox_namespaces
+from tinyharness.sandbox import namespaces as sandbox_namespaces
 from tinyharness import tools
 from tinyharness.sandbox import Sandbox, unavailable_reason
-from tinyharness.sandbox_namespaces import NOT_ISOLATED
+from tinyharness.sandbox.namespaces import NOT_ISOLATED
 from tinyharness.testing import ScriptedServer
 
 NO_SANDBOX = unavailable_reason()

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.ladder import run_stage, tool_results
-from tinyharness import sandbox_git
+from tinyharness.sandbox import git as sandbox_git
 from tinyharness import tools
 from tinyharness.sandbox import unavailable_reason
 from tinyharness.testing import ScriptedServer

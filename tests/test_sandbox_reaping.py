@@ -22,7 +22,7 @@ from tests.ladder import run_stage, tool_results
 from tinyharness import tools
 from tinyharness import sandbox as sandbox_module
 from tinyharness.sandbox import Sandbox, unavailable_reason
-from tinyharness.sandbox_reaping import kill_if_still_ours
+from tinyharness.sandbox.reaping import kill_if_still_ours
 from tinyharness.testing import ScriptedServer
 
 NO_SANDBOX = unavailable_reason()

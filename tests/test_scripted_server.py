@@ -14,7 +14,7 @@ import requests
 
 from tests.ladder import ctrl_c_as_on_a_terminal
 from tinyharness.testing import ScriptedServer, load_script, main
-from tinyharness.scripted_replies import estimate_tokens
+from tinyharness.testing.replies import estimate_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 USER = {"role": "user", "content": "What is in notes/budget.txt?"}

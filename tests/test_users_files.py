@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.ladder import FINAL, ROOT, calls, run_stage, tool_call, tool_results
-from tinyharness import mcp_config
+from tinyharness.mcp import config as mcp_config
 from tinyharness.testing import ScriptedServer
 
 SERVER = [sys.executable, str(ROOT / "tests" / "mcp_server.py")]

@@ -20,10 +20,10 @@ import requests
 from tests.ladder import ROOT
 from tinyharness import arrival, imageload, vision
 from tinyharness.testing import ScriptedServer, vision_policy
-from tinyharness.scripted_images import (COLOURS, example_images, image_tokens, make_png,
-                                         read_png_pixels, split_png, tiny_png)
-from tinyharness.scripted_replies import estimate_tokens
-from tinyharness.scripted_server import prompt_text
+from tinyharness.testing.images import (COLOURS, example_images, image_tokens, make_png,
+                                        read_png_pixels, split_png, tiny_png)
+from tinyharness.testing.replies import estimate_tokens
+from tinyharness.testing.server import prompt_text
 
 RED_BLUE = split_png("red", "blue")
 BLUE_RED = split_png("blue", "red")

@@ -11,7 +11,7 @@ guards, context policy and verification as `run`, and its own budgets (`--max-tu
 `--max-seconds` count per message). Its `ChatSettings` are the run's settings (built from the
 command line in one place, flags.settings_from_args) and the chat's own two (`--compact-at`,
 `--keep-turns`); each message's settings are derived from them with `dataclasses.replace`. Each
-message added is appended to the session file at once (`on_update`, sessions.py). Before a message
+message added is appended to the session file at once (`on_update`, sessions/__init__.py). Before a message
 is sent, the prompt's size is checked and the history compacted past the threshold (compact.py).
 
 Ctrl-C raises KeyboardInterrupt wherever the main thread is: in the model call (the HTTP read is
@@ -48,8 +48,8 @@ from .chat_input import BLOCK, Input  # noqa: F401 (Input: imported from here by
 from .console import StreamPrinter, printable, warn
 from .extensions import of as extensions_of
 from .filedoor import write_text
-from .flags import (approver, check_agent_flags, client_from_args, image_from_flag, irregular_config, sandbox_from_args,
-                    settings_from_args)
+from .flags import (approver, check_agent_flags, client_from_args, image_from_flag,
+                    irregular_config, sandbox_from_args, settings_from_args)
 from .guards import Stopped
 from .hooks import ask_user
 from .llm import LLMError
@@ -208,7 +208,7 @@ def stop_commands():
     """Kill the process group of every child of this process: the shell tool's commands (each leads a
     group of its own, so the terminal's Ctrl-C did not reach them) - except the MCP servers, which serve
     the whole chat, not this turn. Linux only: it reads /proc."""
-    from .mcp_client import running_pids
+    from .mcp.client import running_pids
     me, killed, servers = os.getpid(), 0, running_pids()
     try:
         entries = [e for e in os.listdir("/proc") if e.isdigit()]

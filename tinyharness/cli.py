@@ -23,8 +23,8 @@ import sys
 import time
 
 from .console import StreamPrinter, printable, warn
-from .flags import (approver, check_agent_flags, client_from_args, image_from_flag, irregular_config, sandbox_from_args,
-                    settings_from_args, usage_problem)
+from .flags import (approver, check_agent_flags, client_from_args, image_from_flag,
+                    irregular_config, sandbox_from_args, settings_from_args, usage_problem)
 from .parsers import build_parser, version
 from .run_end import Results, Terminated, ending_signals, result_line, write_missing_result
 
@@ -301,10 +301,10 @@ def run_failed(e, args, result, warn=warn):
 
 class JsonLines:
     """run --json: the events a session file gets, one JSON object per line on standard output, then a
-    result object. Same shapes as the session file (sessions.py), so one reader serves both."""
+    result object. Same shapes as the session file (sessions/__init__.py), so one reader serves both."""
 
     def __init__(self, out, tap, session, model):
-        from .session_writer import StreamWriter, now
+        from .sessions.writer import StreamWriter, now
         self.tap, self.events = tap, StreamWriter(out)
         self.session_id, self.model = session.id if session else None, model
         self.events.write({"type": "start", "time": now(), "session": session.id if session else None,
@@ -367,7 +367,7 @@ def replay_demo(args, usage):
 def fake_server(args):
     try:
         if args.ollama:
-            from .fake_ollama import serve
+            from .testing.fake_ollama import serve
             return serve(args.ollama, args.port)
         if args.eval_models:
             from .evals.policies import serve

@@ -48,8 +48,9 @@ from .context import CONTEXT_WINDOW
 from .endpoint import ENDPOINT_ORDER, add_base_url_flag, api_key
 from .flags import base_url_problem
 from .llm import DEFAULT_MODEL, Client, LLMError
-from .ollama import (API_CHOICES, OLLAMA_WINDOW_CAP, capabilities, choose_dialect, could_be_ollama, host_root,
-                     kv_cache_bytes, model_context_length, ollama_version, show_model)
+from .llm.ollama import (API_CHOICES, OLLAMA_WINDOW_CAP, capabilities, choose_dialect,
+                         could_be_ollama, host_root, kv_cache_bytes, model_context_length,
+                         ollama_version, show_model)
 
 ASK_TIMEOUT = 5             # seconds for the quick questions (version, model list, props)
 PROBE_REPLY_TOKENS = 64     # max_tokens of the streaming probe: "OK" needs one or two

@@ -17,7 +17,7 @@ choke point to `run`, so this module never imports loop.py.
 
 What it cannot do. It adds hands, not judgement: an MCP tool is as safe as its server and the
 configuration's word on what only reads, and a command hook is as good as the program the workspace
-wrote. See mcp.py, subagents.py, cmdhooks.py and parallel.py for each piece's own lesson.
+wrote. See mcp/__init__.py, subagents.py, cmdhooks.py and parallel.py for each piece's own lesson.
 """
 import sys
 import threading
@@ -34,7 +34,7 @@ from .permissions import Rules, from_settings
 from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL, run_child
 from .tools import SCHEMAS, canonical, parse_arguments
 from .imageload import is_url
-from . import mcp_config
+from .mcp import config as mcp_config
 
 READ_ONLY_TOOLS = ("list_dir", "read_file")
 

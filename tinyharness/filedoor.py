@@ -9,7 +9,7 @@ on the way (`logs -> ~/.bashrc`'s folder), and overwrites a file outside; a plai
 harness forever; a 64 MiB file becomes a 64 MiB request.
 
 The mechanism. A path inside the workspace (as written, relative to it or absolute) is opened from the
-workspace folder with openat2 (sandbox_beneath.py): a write's folder follows no symbolic link at all
+workspace folder with openat2 (sandbox/beneath.py): a write's folder follows no symbolic link at all
 (RESOLVE_NO_SYMLINKS), a read's path no link leading out (RESOLVE_BENEATH). A path outside the workspace
 was named by the user: its folders are followed as the user wrote them, unless one of them leads into
 the workspace (where the model could have swapped what comes next). The file itself is never a link:
@@ -20,7 +20,7 @@ Every refusal is one line (DoorError); the caller decides whether the run goes o
 
 What it cannot do. A path outside the workspace that the user reaches through a link of their own into
 the workspace is refused, not followed. Files the harness keeps in its own stores (sessions, trust) are
-the stores' business (session_writer.py). On Windows (no folder descriptors) the path is opened as it
+the stores' business (sessions/writer.py). On Windows (no folder descriptors) the path is opened as it
 is, after the same checks of the name. It does not look inside what it reads.
 """
 import errno
@@ -29,7 +29,7 @@ import secrets
 import stat
 import sys
 
-from .sandbox_beneath import BENEATH, open_beneath
+from .sandbox.beneath import BENEATH, open_beneath
 
 INSTRUCTIONS_CAP = 64 * 1024  # bytes of INSTRUCTIONS.md (and AGENTS.md, CLAUDE.md) that reach the prompt
 KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device",

@@ -74,7 +74,7 @@ def irregular_config(workspace):
     """A hooks or MCP file that is there but is not a regular file (a FIFO would block the read that
     loads it forever): the usage error that says so, or None."""
     from .cmdhooks import HOOK_FILES
-    from .mcp_config import config_files
+    from .mcp.config import config_files
     for path in [*(os.path.join(workspace, name) for name in HOOK_FILES), *map(str, config_files(workspace))]:
         try:
             mode = os.stat(path).st_mode
@@ -88,7 +88,7 @@ def irregular_config(workspace):
 def add_dialect_flags(parser):
     """--api and --think, and the window from the model (tinyharness/ollama.py explains the native
     dialect and the auto rule)."""
-    from .ollama import API_CHOICES
+    from .llm.ollama import API_CHOICES
     parser.add_argument("--api", choices=API_CHOICES, default=os.environ.get("TINYHARNESS_API", "auto"),
                         help="the server's dialect: openai (/v1/chat/completions), ollama (Ollama's native /api/chat, "
                              "which can set the context length), or auto: Ollama's native API when the host answers "
@@ -166,7 +166,7 @@ def add_tool_flags(parser):
 
 
 def add_sandbox_flags(parser):
-    """How shell commands are confined (sandbox.py explains the mechanism)."""
+    """How shell commands are confined (sandbox/__init__.py explains the mechanism)."""
     parser.add_argument("--sandbox", choices=["on", "off"], default="on",
                         help="on (default): every shell command runs confined by the kernel (Landlock, seccomp, "
                              "resource limits; Linux 6.12 or later): it may write only in the workspace and a private "
@@ -194,7 +194,7 @@ def add_sandbox_flags(parser):
 def add_window_flag(parser):
     """The model's context length, which the context policies cut to."""
     from .context import CONTEXT_WINDOW
-    from .ollama import OLLAMA_WINDOW_CAP
+    from .llm.ollama import OLLAMA_WINDOW_CAP
     parser.add_argument("--context-window", type=int, default=CONTEXT_WINDOW, metavar="TOKENS",
                         help="the model's context length: the policies cut to fit it, and a warning says when "
                              f"the prompt nears it (default {CONTEXT_WINDOW}; for `run` with Ollama's native API, the "
@@ -204,7 +204,7 @@ def add_window_flag(parser):
 def check_agent_flags(args, parser):
     """Usage errors in the flags `run` and `chat` share, found before the first model call (exit 2)."""
     from . import extensions
-    from .ollama import API_CHOICES
+    from .llm.ollama import API_CHOICES
     if args.max_turns < 1:
         parser.error("--max-turns must be 1 or more")
     if not args.max_seconds > 0:
@@ -255,8 +255,8 @@ def sandbox_from_args(args, parser):
     """The Sandbox that --sandbox and --sandbox-read ask for (a usage error if a path is missing),
     with the warning that --sandbox off prints on every run."""
     from .sandbox import Sandbox, hard_link_note, workspace_problem
-    from .sandbox_env import env_refusal
-    from .sandbox_namespaces import NOT_ISOLATED
+    from .sandbox.env import env_refusal
+    from .sandbox.namespaces import NOT_ISOLATED
     missing = [p for p in args.sandbox_read if not os.path.exists(p)]
     if missing:
         parser.error(f"--sandbox-read: {missing[0]} does not exist")
@@ -291,7 +291,7 @@ def client_from_args(args, stream, printer):
     from .context import CONTEXT_WINDOW
     from .endpoint import api_key
     from .llm import Client
-    from .ollama import choose_dialect
+    from .llm.ollama import choose_dialect
     client = Client(args.base_url, args.model, api_key=api_key(),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
                     max_reply_tokens=args.max_reply_tokens, timeout=reply_wait(args.max_seconds))

@@ -7,7 +7,7 @@ reads a `pyproject.toml` the model may have changed. Run with the user's rights,
 delete a folder outside the workspace, read `~/.ssh` or send it anywhere. Trusting the hooks file
 does not make the workspace's files trustworthy.
 
-The mechanism. A hook runs as a model's `shell` command does (sandbox.py): the workspace writable, a
+The mechanism. A hook runs as a model's `shell` command does (sandbox/__init__.py): the workspace writable, a
 private TMPDIR, the system readable, no network, no home folder, nothing left running afterwards, the
 protected paths (`.git`, `.tinyharness`) put back. Only its environment differs: the allowlist plus
 `CLAUDE_PROJECT_DIR`. A hook from the user's own file (`~/.claude/settings.json`, the harness's own
@@ -28,7 +28,7 @@ import signal
 import subprocess
 import threading
 
-from .sandbox_reaping import LIVE, LOCK
+from .sandbox.reaping import LIVE, LOCK
 
 MAX_CAPTURE = 1 << 20  # bytes of a hook's stdout/stderr read into memory; the rest is read and dropped
 

@@ -14,7 +14,7 @@ calls `task`, the loop hands the subagent its own context - itself, the client, 
 stats and the settings (subagents.Parent) - so subagents.py never imports this module.
 
 What it cannot do. The loop only stops between turns: a tool call that never returns is the shell
-timeout's to end (tools.py), a reply that never ends the door's (llm.py). It trusts no claim of the
+timeout's to end (tools.py), a reply that never ends the door's (llm/__init__.py). It trusts no claim of the
 model's: "done" is the model's word, and checking the files is verify.py's and the user's job.
 """
 import itertools

@@ -52,7 +52,7 @@ _M0_ON = ("m0_llm", "m1_loop", "m2_tools", "m3_hooks", "m4_guards", "m5_context"
 _SHARED_EVAL = "the eval's armour: one copy in m7, m8 and the package (they judge alike; fix all three at once)"
 ARMOUR_COPIES = {
     "wire.py": {_M0_ON: "one copy in every stage: no lesson changes what servers send or how the door survives it "
-                        "(the package has no wire.py: llm.py, llm_reply.py and llm_stream.py hold it, grown)"},
+                        "(the package has no wire.py: llm.py, llm/reply.py and llm/stream.py hold it, grown)"},
     "edges.py": {
         ("m1_loop", "m2_tools", "m3_hooks"): "m1's: the loop's edge cases behind names (a reply cut at the length "
                                              "limit, a call the door could not read), the [tool] lines, the "

@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 
 from .sandbox import Sandbox, hint_for
-from .sandbox_beneath import BENEATH, open_beneath
-from .sandbox_git import protected_path
+from .sandbox.beneath import BENEATH, open_beneath
+from .sandbox.git import protected_path
 from .imageload import ImageError, load_image
 from .vision import image_part, view_image_result
 
@@ -172,7 +172,7 @@ def save_note(workspace, text):
 
 
 def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
-    """Run one command in a new shell, confined by the sandbox (sandbox.py) unless it is switched off.
+    """Run one command in a new shell, confined by the sandbox (sandbox/__init__.py) unless it is switched off.
     The command gets its own process group (a new session), and the sandbox finds what left the group,
     so the timeout can kill everything it started, not just /bin/sh."""
     sandbox = Sandbox() if sandbox is None else sandbox

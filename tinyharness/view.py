@@ -4,7 +4,7 @@ The problem. A transcript is JSON: every tool result is one long string with \\n
 result looks like any other, and a 40-turn run is thousands of lines. What went wrong, and where,
 is hard to see in it.
 
-The mechanism. `tinyharness view FILE` reads a session (.jsonl, sessions.py) or a `--transcript`
+The mechanism. `tinyharness view FILE` reads a session (.jsonl, sessions/__init__.py) or a `--transcript`
 file (a JSON list of messages) and writes one self-contained HTML page: the user's turns as a
 timeline; each model reply with its text, its reasoning folded, its tool calls with their arguments
 and, beside each, its result (long results folded with <details>); cut stubs, capped results, cut
@@ -35,8 +35,8 @@ from .console import printable
 from .filedoor import read_bytes, write_text
 from .context import STUB_PREFIX, estimate_tokens, json_chars
 from .sessions import SessionError, find, message_text, parse
-from .session_checks import message_problem
-from .session_writer import FORMAT
+from .sessions.checks import message_problem
+from .sessions.writer import FORMAT
 
 FOLD_CHARS, FOLD_LINES = 600, 12   # results longer than this are folded
 VERDICTS = ("BLOCKED", "DENIED", "ERROR")

@@ -12,14 +12,14 @@ grants a port, so every one fails), 5 ioctl on devices, 6 scoping (no signal to 
 abstract UNIX socket outside).
 
 What it cannot do: it grants and never carves (a folder granted writable cannot have a read-only hole,
-hence the protected paths in sandbox_git.py); up to ABI 7 it does not check UDP, `socket()` itself, or
+hence the protected paths in sandbox/git.py); up to ABI 7 it does not check UDP, `socket()` itself, or
 connecting to a socket file (hence seccomp and the namespaces); it sees paths as they are resolved, so a
 grant covers whatever is mounted beneath it.
 """
 import ctypes
 import sys
 
-from .sandbox_syscalls import syscall
+from .syscalls import syscall
 
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446  # every arch
 LANDLOCK_CREATE_RULESET_VERSION = 1

@@ -15,7 +15,7 @@ process left in the namespace, however it forked.
 What it cannot do: run where user namespaces are switched off (Ubuntu 24.04's AppArmor restricts them,
 hardened kernels disable them). That is probed once, in a child; without them, one `[sandbox]` line at
 start says what is shared (NOT_ISOLATED), and the sandbox relies on Landlock, seccomp and the process
-group (sandbox_reaping.py) alone. With them, a socket file outside `/tmp`, `/run` and the home folder
+group (sandbox/reaping.py) alone. With them, a socket file outside `/tmp`, `/run` and the home folder
 is still there to reach (AF_UNIX sockets stay open for the command's own use).
 """
 import copy
@@ -24,7 +24,7 @@ import os
 import signal
 import sys
 
-from .sandbox_syscalls import libc, prctl
+from .syscalls import libc, prctl
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
@@ -97,7 +97,7 @@ class Isolation:
     what the sandbox grants under them (the private TMPDIR, the workspace, a virtualenv in home, git's
     settings) is bind-mounted back in its place. An SSH agent's socket (/tmp/ssh-*/agent.*,
     /run/user/UID/...), a tmux or screen server's, D-Bus's: none is there to connect to. The command is
-    cloned straight into the namespaces where clone3 works (sandbox_clone.py, `enter_cloned`); else, after
+    cloned straight into the namespaces where clone3 works (sandbox/clone.py, `enter_cloned`); else, after
     unshare, one more fork:
     the command runs as PID 1 of its own PID namespace, with a /proc of its own (no process outside is
     visible, so none can be named), and when it ends - or the process between it and the harness is
@@ -138,7 +138,7 @@ class Isolation:
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
     def enter_cloned(self):
-        """In a child cloned into its namespaces (sandbox_clone.py), already their PID 1: the mounts."""
+        """In a child cloned into its namespaces (sandbox/clone.py), already their PID 1: the mounts."""
         self.mount_view()
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 

@@ -10,7 +10,7 @@ to the queue of its id, answers a ping, shows progress notifications (one line a
 notes `tools/list_changed`; what it cannot route is logged and skipped, never fatal. `start` sends
 `initialize`, checks the protocol version, confirms with `notifications/initialized` and lists the
 tools page by page (at most MAX_PAGES); `call` sends `tools/call` and turns the result into text
-(mcp_results.py). A timeout cancels the request; a death wakes every waiter with the reason; `close`
+(mcp/results.py). A timeout cancels the request; a death wakes every waiter with the reason; `close`
 ends the whole process group. The server's stderr goes to a capped log (Log), never to the model.
 mcp_http.HttpServer replaces only the transport methods (open, send, close).
 
@@ -28,8 +28,8 @@ import threading
 import time
 from pathlib import Path
 
-from .mcp_results import result_text, tool_problem
-from .session_writer import sessions_dir
+from .results import result_text, tool_problem
+from ..sessions.writer import sessions_dir
 
 PROTOCOL_VERSION = "2025-11-25"
 # Versions whose tools part we speak: the tools methods and result shapes did not change between them.
@@ -370,7 +370,7 @@ def reply_result(name, method, message, dead):
         error = message["error"] if isinstance(message["error"], dict) else {"message": message["error"]}
         text = error.get("message", error)
         if message.get("transport") is TRANSPORT:
-            raise MCPError(f"MCP server {name!r} {text}")  # ours (mcp_http.py): the message never arrived
+            raise MCPError(f"MCP server {name!r} {text}")  # ours (mcp/http.py): the message never arrived
         raise MCPError(f"MCP server {name!r} answered {method} with an error: "
                        f"{str(text)[:500]} (code {str(error.get('code'))[:20]})")
     return message.get("result")

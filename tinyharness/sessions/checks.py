@@ -7,14 +7,14 @@ belongs, or recurse past Python's limit on a nesting too deep.
 The mechanism. Each function says why a piece cannot be used (a short text) or None: the header
 (`header_problem`: the format name, the version, its texts), a message (`message_problem`: role,
 content as text or parts, tool calls with ids and names), an event (`event_problem`: its type and
-the fields that type carries). sessions.py treats an event with a problem as a damaged line: the
+the fields that type carries). sessions/__init__.py treats an event with a problem as a damaged line: the
 replay stops there, with a warning.
 
 What it cannot do. It checks shape, not truth: a well-formed file can still hold a conversation
 that never happened.
 """
-from .console import printable
-from .session_writer import FORMAT, MESSAGE_TYPES, VERSION
+from ..console import printable
+from .writer import FORMAT, MESSAGE_TYPES, VERSION
 
 HEADER_TEXTS = ("id", "folder", "started", "model")
 
@@ -38,7 +38,7 @@ def is_text(value, optional=False):
 
 
 def content_problem(content, optional, parts=False):
-    """What servers take (the strict scripted server's rules, server_rules.py): a text; null only where
+    """What servers take (the strict scripted server's rules, testing/rules.py): a text; null only where
     OPTIONAL; a list of text and image parts only where PARTS (a user message)."""
     if is_text(content, optional):
         return None

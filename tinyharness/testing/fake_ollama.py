@@ -6,7 +6,7 @@ here too, or a test passes on a shape that breaks on the first real run.
 
 The mechanism. `OllamaServer` is a ScriptedServer (same script or policy, same recorded
 `requests`, and the same /v1 route, as real Ollama has both) that also answers the native routes.
-Every /api/chat body is checked before a reply is taken (the shape rules live in server_rules.py,
+Every /api/chat body is checked before a reply is taken (the shape rules live in testing/rules.py,
 beside the /v1 ones), each rule with the Ollama source it comes from (ollama/ollama: api/types.go, server/routes.go, server/prompt.go, llm/llama_server.go):
 
 - `messages[].content` must be a string (api/types.go: Message.Content is a Go string, a list is
@@ -63,10 +63,10 @@ import hashlib
 import json
 import time
 
-from .scripted_images import IMAGE_BASE_TOKENS, image_stand_in
-from .scripted_replies import error_body, estimate_tokens
-from .scripted_server import ScriptedServer, serve_until_ctrl_c
-from .server_rules import check_request, option_problem, rule_of
+from .images import IMAGE_BASE_TOKENS, image_stand_in
+from .replies import error_body, estimate_tokens
+from .server import ScriptedServer, serve_until_ctrl_c
+from .rules import check_request, option_problem, rule_of
 
 VERSION = "0.12.10"     # the first with tool-call ids; truncate/shift came in 0.12.6
 THINK_LEVELS = ("high", "medium", "low", "max")

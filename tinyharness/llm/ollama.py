@@ -44,7 +44,7 @@ measured at; ask for more with --context-window. Images must already be data URI
 Ollama takes bare base64 only.
 
 Where it lives. This module finds Ollama, chooses the dialect and holds the client; the translation
-of messages both ways is ollama_native.py (its names are importable from here).
+of messages both ways is llm/ollama_native.py (its names are importable from here).
 """
 import json
 import sys
@@ -53,11 +53,11 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .llm import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, bounded, clean,
-                  context_overflow, error_detail, excerpt, explain_network_error, lines_until,
-                  overflow_message, read_body, stream_lines, stream_stopped)
-from .llm_reply import with_calls
-from .llm_stream import ThinkSplitter
+from . import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, bounded, clean,
+               context_overflow, error_detail, excerpt, explain_network_error, lines_until,
+               overflow_message, read_body, stream_lines, stream_stopped)
+from .reply import with_calls
+from .stream import ThinkSplitter
 from .ollama_native import (REASONING_FIELDS, calls_of, canonical_call, finish_reason_of, to_native,
                             usage_of)
 

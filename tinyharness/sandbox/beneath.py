@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from .sandbox_syscalls import EACCES, ENOSYS, EXDEV, syscall
+from .syscalls import EACCES, ENOSYS, EXDEV, syscall
 
 SYS_OPENAT2 = 437  # every arch; Linux 5.6
 BENEATH = sys.platform != "win32" and os.open in os.supports_dir_fd  # folders as descriptors: not on Windows

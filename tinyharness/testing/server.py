@@ -6,8 +6,8 @@ closes, answers cut half-way. A mock of the client library would test the mock.
 
 The mechanism. `ScriptedServer` runs a ThreadingHTTPServer on a thread of its own. Each POST to
 `/v1/chat/completions` is recorded (body and headers), checked against the rules of real servers
-(server_rules.py) when strict, measured against the context window when one is set, and answered
-with the next reply of the script (or the policy's), shaped by scripted_replies.py. Faults of the
+(testing/rules.py) when strict, measured against the context window when one is set, and answered
+with the next reply of the script (or the policy's), shaped by testing/replies.py. Faults of the
 serving layer (a status, a delay, a dropped connection, a cut stream) are replies too. `/api/*`
 paths are handed to `answer_native`, which a subclass overrides to speak another dialect
 (fake_ollama.OllamaServer); here it is a 404, as on llama.cpp or vLLM. The full manual is the
@@ -27,10 +27,11 @@ import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from .scripted_images import with_image_stand_ins, without_image_parts
-from .scripted_replies import (build_completion, build_stream, build_tool_calls, build_usage, common_prefix_length,
-                               error_body, estimate_tokens, json_text, normalise_reply, reacted)
-from .server_rules import request_problems
+from .images import with_image_stand_ins, without_image_parts
+from .replies import (build_completion, build_stream, build_tool_calls, build_usage,
+                      common_prefix_length, error_body, estimate_tokens, json_text, normalise_reply,
+                      reacted)
+from .rules import request_problems
 
 
 def prompt_text(body: dict) -> str:
@@ -72,7 +73,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         path = self.path.split("?")[0].rstrip("/")
-        if path.startswith("/api/"):                # a native dialect's routes (fake_ollama.py), if the owner has one
+        if path.startswith("/api/"):                # a native dialect's routes (testing/fake_ollama.py), if the owner has one
             return self.server.owner.answer_native(self, "GET", path, None)
         owner = self.server.owner
         if path == "/props" and owner.context_window and owner.announce_window:   # llama.cpp's server

@@ -10,7 +10,7 @@ VERSION) and then appends one line per event, flushed at once: a crash loses at 
 written, and the file is always a valid prefix of the final one. `sync` appends the messages the
 loop added since the last call. A write that fails is said once on stderr; the run goes on.
 StreamWriter sends the same events to an open stream (run --json). The format itself is described
-in sessions.py, which reads these files back.
+in sessions/__init__.py, which reads these files back.
 
 What it cannot do. A flush reaches the operating system, not the disk (no fsync per line), so a
 power cut can still lose the last events; flock is advisory, so only writers that ask are kept out.
@@ -24,7 +24,7 @@ import stat
 import sys
 from pathlib import Path
 
-from .console import printable
+from ..console import printable
 
 FORMAT = "tinyharness-session"
 VERSION = 1

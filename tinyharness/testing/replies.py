@@ -10,7 +10,7 @@ unknown key is an error at once, not a silently ignored typo). The builders here
 the wire carries: `build_completion` a whole `chat.completion`, `build_stream` the server-sent
 events of a streamed one (cut every `size` characters, blind to JSON), `build_usage` the counts,
 estimated as characters/4 of the prompt text unless the reply gives its own. These are pure
-functions: no socket, no thread; scripted_server.py puts them on the wire.
+functions: no socket, no thread; testing/server.py puts them on the wire.
 
 What it cannot do. The token counts are estimates, not a tokenizer's; the shapes are those of the
 servers named in the comments (OpenAI, vLLM, llama.cpp, llama-cpp-python, Ollama's /v1), not of

@@ -16,7 +16,7 @@ and assemble the pieces into the same raw message a non-streaming call returns, 
 knows the difference. Servers differ in how they cut tool calls into pieces (see llm_stream.Assembler).
 
 Where it lives. This module is the client: the HTTP exchange, its time limits, and every failure
-said in words. The normaliser is llm_reply.py, the SSE reader and the stream assembler llm_stream.py;
+said in words. The normaliser is llm/reply.py, the SSE reader and the stream assembler llm/stream.py;
 their names are importable from here.
 """
 import json
@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .llm_reply import canonical_message, clean, clean_usage, parse_json
-from .llm_stream import Assembler, sse_items, strip_think
+from .reply import canonical_message, clean, clean_usage, parse_json
+from .stream import Assembler, sse_items, strip_think
 
 DEFAULT_MODEL = "qwen3:8b"
 DEFAULT_BASE_URL = "http://localhost:11434/v1"

@@ -25,7 +25,7 @@ Realistic by default. Like OpenAI, vLLM and llama.cpp, a reply with tool calls a
 the message a legacy `function_call` copy of the first call: a harness that stores a reply as it
 came and sends it back is caught (`ScriptedServer(null_content=False, legacy_fields=False)` plays
 Ollama's politer shape). The server is also **strict**: every request is checked the way real
-servers check it (server_rules.py; each rule names its source) and a violation is answered
+servers check it (testing/rules.py; each rule names its source) and a violation is answered
 like the real server answers it, an HTTP 400 or 500 with a JSON error naming the rule, so a test
 sees at once that a real server would have broken the run. `srv.rejected` lists them.
 `strict=False` turns the checks off; `send_usage=False` plays a server that never reports usage,
@@ -65,10 +65,10 @@ messages (a timestamp in the system prompt, a summary at the top) drops it to ne
 benchmarks read it to measure how much a context policy breaks the cache.
 
 Where it lives. This module is the public entry: import everything above from here. The parts sit
-in modules of their own, one job each: scripted_server.py (the HTTP server and its handler),
-scripted_replies.py (a reply's wire shape and the token estimate), server_rules.py (strict mode's
-rules, each citing its source) and scripted_images.py (the PNG codec, image tokens, the vision
-policy); fake_ollama.py builds Ollama's native dialect on the same server.
+in modules of their own, one job each: testing/server.py (the HTTP server and its handler),
+testing/replies.py (a reply's wire shape and the token estimate), testing/rules.py (strict mode's
+rules, each citing its source) and testing/images.py (the PNG codec, image tokens, the vision
+policy); testing/fake_ollama.py builds Ollama's native dialect on the same server.
 
 Run it from the command line to point a harness at canned replies:
 
@@ -81,9 +81,9 @@ import sys
 
 # The public entry: tests and learners import the scripted server and its helpers from here
 # (`from tinyharness.testing import ScriptedServer`); the modules below hold them.
-from .scripted_images import vision_policy
-from .scripted_replies import load_script
-from .scripted_server import ScriptedServer, serve_until_ctrl_c
+from .images import vision_policy
+from .replies import load_script
+from .server import ScriptedServer, serve_until_ctrl_c
 
 __all__ = ["ScriptedServer", "estimate_tokens", "load_script", "main", "request_problems",
            "image_tokens", "make_png", "tiny_png", "split_png", "read_png_pixels", "colour_name",
@@ -135,7 +135,3 @@ def main(argv=None) -> int:
                         model=args.model, strict=not args.lenient, send_usage=not args.no_usage,
                         context_window=args.context_window) as srv:
         return serve_until_ctrl_c(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C to stop.")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,7 +21,7 @@ import shlex
 import stat
 from pathlib import Path
 
-from .mcp_client import CALL_TIMEOUT
+from .client import CALL_TIMEOUT
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*")  # no "__": it separates server and tool
 MAX_SERVER_NAME = 40

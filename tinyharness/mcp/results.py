@@ -17,8 +17,8 @@ import base64
 import binascii
 import json
 
-from .imageload import MAX_IMAGE_BYTES, SENDABLE, sniff
-from .vision import image_part
+from ..imageload import MAX_IMAGE_BYTES, SENDABLE, sniff
+from ..vision import image_part
 
 MAX_RESULT_CHARS = 6000  # what one result may put into the model's context (head and tail kept)
 MAX_SCHEMA_CHARS = 20000

@@ -30,7 +30,7 @@ import threading
 
 import requests
 
-from .mcp_client import START_TIMEOUT, TRANSPORT, MCPError, Server
+from .client import START_TIMEOUT, TRANSPORT, MCPError, Server
 
 MAX_REPLY_BYTES = 16 << 20
 CONNECT_TIMEOUT = 10   # seconds to open a connection

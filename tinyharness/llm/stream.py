@@ -19,7 +19,8 @@ means for the reply.
 What it cannot do. It reads no bytes (llm.Client does); a fragment that fits no rule is kept raw for
 canonical_message to report, not guessed at.
 """
-from .llm_reply import DEFAULT_REASONING_FIELD, REASONING_FIELDS, as_list_of_calls, as_text, clean, parse_json
+from .reply import (DEFAULT_REASONING_FIELD, REASONING_FIELDS, as_list_of_calls, as_text, clean,
+                    parse_json)
 
 class Assembler:
     """Puts a streamed answer back together: text, reasoning, tool calls, finish_reason, usage.

@@ -35,8 +35,8 @@ for its whole life, so a second `chat --resume` of the same session is refused, 
 of the one that has it, instead of interleaving its events. A write that fails (a full disk, a
 read-only or removed folder) is said once on stderr, with what was not saved; the run goes on.
 
-Where it lives. Writing (the format's header, opening, locking, appending) is session_writer.py;
-the checks on every field read back are session_checks.py; this module reads, repairs, resumes and
+Where it lives. Writing (the format's header, opening, locking, appending) is sessions/writer.py;
+the checks on every field read back are sessions/checks.py; this module reads, repairs, resumes and
 lists sessions, and its names (and theirs) are importable from here.
 
 What it cannot do. The file holds everything the model saw, secrets included, in clear text in
@@ -50,11 +50,11 @@ import os
 import sys
 from pathlib import Path
 
-from .console import printable
-from .filedoor import write_text
-from .session_checks import event_problem, header_problem
-from .session_writer import (MESSAGE_TYPES, SessionError, SessionWriter, claim, json_line,
-                             open_regular, read_regular, sessions_dir)
+from ..console import printable
+from ..filedoor import write_text
+from .checks import event_problem, header_problem
+from .writer import (MESSAGE_TYPES, SessionError, SessionWriter, claim, json_line, open_regular,
+                     read_regular, sessions_dir)
 
 UNANSWERED = ("ERROR: the session file holds no result for this call (the run ended, or the file was cut, "
               "before it was written); it may or may not have run.")

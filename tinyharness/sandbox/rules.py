@@ -8,7 +8,7 @@ start (the rules are inherited and can never be lifted):
 - **no new privileges** (`prctl(PR_SET_NO_NEW_PRIVS)`): a setuid program (`sudo`, `su`) gains nothing;
   running as root (or in a user namespace, which gives every capability), the capability bounding set
   is emptied too, so uid 0 keeps no capability after exec.
-- **Landlock** (sandbox_landlock.py) grants write, create, remove, rename in the workspace and a private
+- **Landlock** (sandbox/landlock.py) grants write, create, remove, rename in the workspace and a private
   temporary folder (`TMPDIR`, deleted afterwards); read and execute: the system (`/usr`, `/bin`, `/sbin`,
   `/lib*`, `/opt`, `/proc`, the CPU list in `/sys`, `/etc` entry by entry without `shadow`, `gshadow`,
   `sudoers`, `ssh` and `ssl/private`), the Python that runs the harness (so `python3 -m pytest` works
@@ -17,7 +17,7 @@ start (the rules are inherited and can never be lifted):
   workspace, and each `--sandbox-read PATH`; read and write: `/dev/null`, `/dev/zero`, `/dev/full`,
   `/dev/random`, `/dev/urandom` (no terminal: the command runs in a session of its own, without one, so
   it cannot type into yours with the TIOCSTI ioctl). Nothing else of the user's.
-- **seccomp** (sandbox_seccomp.py), and the namespaces where they work (sandbox_namespaces.py).
+- **seccomp** (sandbox/seccomp.py), and the namespaces where they work (sandbox/namespaces.py).
 - **resource limits** (`setrlimit`): CPU seconds (the shell timeout, per process), 1 GiB per file
   (`yes > big.txt` stops there), no core files, and a task count (RLIMIT_NPROC, processes and threads).
   In a user namespace of its own the kernel counts the command's tasks alone, so the bound is exactly
@@ -54,10 +54,10 @@ try:
 except ImportError:
     resource = None
 
-from .sandbox_landlock import (EXECUTE, FILE_ONLY_RIGHTS, READ_DIR, READ_FILE, TRUNCATE, WRITE_FILE, PathBeneathAttr,
-                               add_path_rule, create_ruleset, handled, restrict_self)
-from .sandbox_seccomp import SockFilter, SockFprog, install, syscall_filter
-from .sandbox_syscalls import prctl
+from .landlock import (EXECUTE, FILE_ONLY_RIGHTS, READ_DIR, READ_FILE, TRUNCATE, WRITE_FILE,
+                       PathBeneathAttr, add_path_rule, create_ruleset, handled, restrict_self)
+from .seccomp import SockFilter, SockFprog, install, syscall_filter
+from .syscalls import prctl
 
 READ_EXECUTE = EXECUTE | READ_FILE | READ_DIR
 DEVICE_RIGHTS = READ_FILE | WRITE_FILE | TRUNCATE  # no ioctl: TIOCSTI on a terminal types into your shell
@@ -168,7 +168,7 @@ class Rules:
 
     def apply(self, cloned=False):
         """Confine the calling process for good: in the child, between fork and exec. `cloned`: the child
-        was cloned into its namespaces already (sandbox_clone.py), and only mounts its view."""
+        was cloned into its namespaces already (sandbox/clone.py), and only mounts its view."""
         if self.isolation:  # from here on, in the command's PID namespace
             self.isolation.enter_cloned() if cloned else self.isolation.enter()
             fd = os.open("/proc", os.O_PATH | os.O_CLOEXEC)  # its own /proc: a new inode, so a rule of its own

@@ -1,6 +1,6 @@
 """One clone instead of two forks: the command starts as PID 1 of its new namespaces.
 
-The problem: with namespaces (sandbox_namespaces.py), a command used to cost two forks of the
+The problem: with namespaces (sandbox/namespaces.py), a command used to cost two forks of the
 harness. `subprocess.Popen` forks; the child unshares a user, mount, PID, network and IPC namespace;
 a new PID namespace takes effect only for the next child, so it forks again, and the process in
 between waits. A fork copies the page tables of everything the process holds - the harness with

@@ -11,16 +11,16 @@ itself and everything it will start. This module is the front that composes the 
 
 | module | the layer | what it stops |
 |---|---|---|
-| sandbox_rules.py | what the child applies: no new privileges, limits | setuid gains, a 1 GiB file, a fork bomb |
-| sandbox_landlock.py | Landlock | writes outside the workspace, reads of your files, TCP, signals out |
-| sandbox_seccomp.py | seccomp | UDP, raw and netlink sockets, io_uring, setuid bits, renice of others, keyrings |
-| sandbox_namespaces.py | namespaces, where they work | sockets in /tmp, /run and home; other processes; SysV IPC |
-| sandbox_env.py | an allowlist environment | secrets in variables, the SSH agent, tmux, D-Bus |
-| sandbox_reaping.py | no process left behind | what a command leaves running |
-| sandbox_git.py | `.git` and `.tinyharness` put back | a git hook or setting that runs later, unconfined |
-| sandbox_beneath.py | the file tools' opens | `..`, links and `/proc/self/root` out of the workspace |
+| sandbox/rules.py | what the child applies: no new privileges, limits | setuid gains, a 1 GiB file, a fork bomb |
+| sandbox/landlock.py | Landlock | writes outside the workspace, reads of your files, TCP, signals out |
+| sandbox/seccomp.py | seccomp | UDP, raw and netlink sockets, io_uring, setuid bits, renice of others, keyrings |
+| sandbox/namespaces.py | namespaces, where they work | sockets in /tmp, /run and home; other processes; SysV IPC |
+| sandbox/env.py | an allowlist environment | secrets in variables, the SSH agent, tmux, D-Bus |
+| sandbox/reaping.py | no process left behind | what a command leaves running |
+| sandbox/git.py | `.git` and `.tinyharness` put back | a git hook or setting that runs later, unconfined |
+| sandbox/beneath.py | the file tools' opens | `..`, links and `/proc/self/root` out of the workspace |
 
-(sandbox_syscalls.py makes the system calls Python has no function for.) Each module's docstring says
+(sandbox/syscalls.py makes the system calls Python has no function for.) Each module's docstring says
 what its layer cannot do.
 
 Around the layers, this module keeps the start folder safe (`workspace_problem`: no workspace that holds
@@ -71,14 +71,14 @@ import sys
 import tempfile
 import weakref
 
-from .sandbox_env import clean_environment
-from .sandbox_git import RestoreFailed, restore, snapshot
-from .sandbox_landlock import MIN_ABI, landlock_abi
-from . import sandbox_clone
-from .sandbox_namespaces import NAMESPACES, Isolation, namespaces_work
-from .sandbox_reaping import LIVE, LOCK, become_subreaper, child_lister, end_everything
-from .sandbox_rules import FILE_BYTES, NEW_TASKS, Rules, read_paths, tasks_now
-from .sandbox_seccomp import syscall_filter
+from .env import clean_environment
+from .git import RestoreFailed, restore, snapshot
+from .landlock import MIN_ABI, landlock_abi
+from . import clone as sandbox_clone
+from .namespaces import NAMESPACES, Isolation, namespaces_work
+from .reaping import LIVE, LOCK, become_subreaper, child_lister, end_everything
+from .rules import FILE_BYTES, NEW_TASKS, Rules, read_paths, tasks_now
+from .seccomp import syscall_filter
 
 REBUILD_AFTER = 256  # commands; then the ruleset is built afresh (each command's TMPDIR adds one rule)
 
@@ -221,7 +221,7 @@ def finish(process, adopted_before, tmpdir, workspace, before, contents, timed_o
 
 def launch(argv, rules, **popen):
     """Popen of the confined command: cloned straight into its namespaces (one copy of the harness,
-    sandbox_clone.py) where that works, else forked with the rules applied in preexec_fn."""
+    sandbox/clone.py) where that works, else forked with the rules applied in preexec_fn."""
     if rules.isolation is not None and sandbox_clone.works() is not False:
         try:
             return sandbox_clone.CloneStart(argv, rules, NAMESPACES, **popen)
@@ -420,7 +420,3 @@ def helper_main(argv):
           max_processes=tasks_now() + NEW_TASKS).build().apply()
     os.chdir(workspace)
     os.execvpe(program[0], program, clean_environment(os.environ, tmpdir, workspace))
-
-
-if __name__ == "__main__":
-    sys.exit(helper_main(sys.argv[1:]))

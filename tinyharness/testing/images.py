@@ -25,7 +25,7 @@ import re
 import struct
 import zlib
 
-from .scripted_replies import normalise_reply
+from .replies import normalise_reply
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 IMAGE_BASE_TOKENS = 256         # a fixed cost per image, like Gemma 3's 256

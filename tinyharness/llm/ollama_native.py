@@ -20,8 +20,8 @@ import binascii
 import json
 import re
 
-from .llm import LLMError
-from .llm_reply import blank_call, clean, describe, dump_object, strict_json
+from . import LLMError
+from .reply import blank_call, clean, describe, dump_object, strict_json
 
 REASONING_FIELDS = ("thinking", "reasoning", "reasoning_content")
 

@@ -6,7 +6,7 @@ an adapter for each does not scale.
 
 The mechanism. The Model Context Protocol (MCP) fixes one wire between a harness and a tool server:
 JSON-RPC 2.0 messages. Over stdio they are one JSON object per line: the harness starts the server as
-a child process. Over Streamable HTTP (mcp_http.py) each message is POSTed to the server's URL. Either
+a child process. Over Streamable HTTP (mcp/http.py) each message is POSTed to the server's URL. Either
 way the harness sends `initialize` (the protocol version it speaks, its name), reads the answer (the
 version the server will speak, what it offers), confirms with the notification
 `notifications/initialized`, then asks `tools/list` (page by page, following `nextCursor`) and calls
@@ -34,9 +34,9 @@ after the user says so. Only the tools capability is spoken here (no resources, 
 and over HTTP no OAuth (a token can go in `headers`).
 
 Where it lives. This module holds the slots (`Slots`: every configured server seen by the loop as
-one set of tools, and the model-facing names); one server spoken to over stdio is mcp_client.py,
-over HTTP mcp_http.py, the checks on what a server sends mcp_results.py, the configuration below
-mcp_config.py. Their names are importable from here.
+one set of tools, and the model-facing names); one server spoken to over stdio is mcp/client.py,
+over HTTP mcp/http.py, the checks on what a server sends mcp/results.py, the configuration below
+mcp/config.py. Their names are importable from here.
 
 Configuration (`.tinyharness/mcp.json` in the workspace, `~/.config/tinyharness/mcp.json`, or
 `--mcp NAME=COMMAND`); the shapes Claude Code, Cursor and VS Code use are read as they are:
@@ -58,8 +58,8 @@ import re
 import sys
 
 # Importable from here as before: the loop, the command line and the tests reach MCP through this module.
-from .mcp_client import MIN_CALL_TIME, START_TIMEOUT, MCPError, Server
-from .mcp_http import HttpServer
+from .client import MIN_CALL_TIME, START_TIMEOUT, MCPError, Server
+from .http import HttpServer
 
 MAX_DESCRIPTION = 2000
 PREFIX = "mcp__"

@@ -9,7 +9,7 @@ sockets and files without those calls), a change to another process (`prlimit64`
 `setpriority` and `ioprio_set` on anything but itself or for a whole user, the `sched_set*` calls on
 another pid: `prlimit --pid $PPID --nofile=0:0`, `renice`, `taskset`), the kernel's keyrings (`keyctl`,
 `add_key`, `request_key`: the session keyring the harness was started in holds Kerberos tickets and
-cifscreds), SysV IPC where there is no IPC namespace (sandbox_namespaces.py), and a setuid or setgid bit in a
+cifscreds), SysV IPC where there is no IPC namespace (sandbox/namespaces.py), and a setuid or setgid bit in a
 mode (`chmod`, `fchmod*`, `open*`, `creat`, `mknod*`: as root, `chmod 4755` leaves a program that runs as
 root for whoever starts it later). Why not a network namespace instead? It would cut the network as
 well, but unprivileged user namespaces are switched off on many systems; seccomp needs no privilege and
@@ -21,7 +21,7 @@ System call numbers differ per architecture: on one not listed here the sandbox 
 """
 import ctypes
 
-from .sandbox_syscalls import EACCES, ENOSYS, EPERM, prctl
+from .syscalls import EACCES, ENOSYS, EPERM, prctl
 
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_JSET_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x45, 0x06

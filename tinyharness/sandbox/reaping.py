@@ -2,7 +2,7 @@
 
 The problem: `sleep 999 &`, `nohup`, a double fork, a daemon: a command's children outlive it, and
 one of them could keep working after the model was told the command is over. With a PID namespace
-(sandbox_namespaces.py) the kernel ends them all. Without one, the mechanism is the process group:
+(sandbox/namespaces.py) the kernel ends them all. Without one, the mechanism is the process group:
 seccomp refuses `setsid` and `setpgid`, so everything the command starts stays in its group, and the
 one `killpg` at its end is exact: the kernel fails a fork that races with a group kill, so even a
 fork-and-exit chain (thousands of generations a second) cannot outrun it, where a sweep of the process
@@ -18,7 +18,7 @@ import signal
 import threading
 import time
 
-from .sandbox_syscalls import prctl
+from .syscalls import prctl
 
 PR_SET_CHILD_SUBREAPER = 36
 # The children the harness started that run now (sandboxed commands, hooks: several hooks of one event run
