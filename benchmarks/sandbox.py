@@ -40,6 +40,7 @@ from pathlib import Path
 
 from tinyharness import sandbox as sb
 from tinyharness.sandbox import clone as sandbox_clone
+from tinyharness.sandbox.git import SETTLED_NS
 from tinyharness.tools import shell
 
 PACKAGE_ROOT = Path(sb.__file__).parent.parent  # the helper runs this checkout's code, installed or not
@@ -72,6 +73,9 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as workspace:
         if shutil.which("git"):  # a repository, as most workspaces are: its hooks and config get snapshotted
             subprocess.run(["git", "init", "-q", workspace], check=True)
+            # and settled, as a real one is: the snapshot keeps what a file unchanged for a while held
+            # (sandbox/git.py, SETTLED_NS), so a repository made a moment ago would cost more than one in use
+            time.sleep(SETTLED_NS / 1e9 + 0.2)
         off, on = sb.Sandbox(enabled=False), sb.Sandbox()
         plain = timed(lambda: shell(workspace, args.command, sandbox=off), args.runs)
         row("plain shell (sandbox off)", *plain)

@@ -220,3 +220,33 @@ def test_as_a_user_a_hook_behind_chmod_111_is_still_found(tmp_path):
     finally:
         subprocess.run(["chmod", "-R", "u+rwx", root])
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_settled_file_read_from_memory_is_still_checked_by_its_stamp(tmp_path, monkeypatch):
+    """The snapshot keeps what a settled watched file held (known_digest): the same inode, size, times and mode
+    give the same digest without a read; a change of the same size moves ctime, and is seen and put back."""
+    import time
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    config = tmp_path / ".git" / "config"
+    monkeypatch.setattr(sandbox_git, "SETTLED_NS", 0)  # every file counts as settled: the stamp alone decides
+    monkeypatch.setattr(sandbox_git, "KNOWN", {})
+    contents = {}
+    before = sandbox_git.snapshot(str(tmp_path), contents)
+    assert str(config) in sandbox_git.KNOWN
+    original = config.read_bytes()
+    time.sleep(0.05)  # past the clock's tick: a write now gets a later ctime
+    planted = original.replace(b"bare = false", b"editor = vim")  # the same size: a key that runs a program
+    assert len(planted) == len(original) and planted != original
+    config.write_bytes(planted)
+    undone = sandbox_git.restore(str(tmp_path), before, contents)
+    assert undone == [".git/config (changed)"] and config.read_bytes() == original
+
+
+def test_a_file_changed_just_before_it_was_read_is_read_again(tmp_path, monkeypatch):
+    """A file whose ctime is within SETTLED_NS of the read may change again within the same clock tick,
+    unseen by its stamp: it is not kept (git's racily-clean rule)."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.setattr(sandbox_git, "KNOWN", {})
+    (tmp_path / ".git" / "config").write_text("[core]\n")
+    sandbox_git.snapshot(str(tmp_path), {})
+    assert str(tmp_path / ".git" / "config") not in sandbox_git.KNOWN

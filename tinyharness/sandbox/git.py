@@ -28,6 +28,7 @@ import hashlib
 import os
 import shutil
 import stat
+import time
 from pathlib import Path
 
 PROTECTED_TOPS = (".git", ".tinyharness")  # the file tools write nothing through these names, at any depth
@@ -44,6 +45,11 @@ GIT_IDENTITY, MODES = ":git-identity", ":modes"  # not paths: the .git folder's 
 HARMLESS_CONFIG = {"core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates",
                    "core.ignorecase", "core.precomposeunicode", "core.symlinks", "user.name", "user.email",
                    "init.defaultbranch", "branch.*.remote", "branch.*.merge", "remote.*.url", "remote.*.fetch"}
+
+
+KNOWN = {}  # path -> (stamp_of its lstat, sha256, bytes or None): what a settled watched file held when read
+KNOWN_BYTES = 1 << 20  # bytes of a file kept beside its digest (a bigger one is read again when its bytes are wanted)
+SETTLED_NS = 2_000_000_000  # a file changed this recently when read is read again next time
 
 
 class RestoreFailed(BaseException):
@@ -134,7 +140,33 @@ def state_of(path, key, contents=None, fix=False):
         return ("other",)  # a FIFO or socket planted there: a change
     if fix:
         give_back(path, 0o400)
-    return ("file", digest_of(path, key, contents), info.st_mode)
+        info = os.lstat(path)
+    return ("file", known_digest(path, key, contents, info), info.st_mode)
+
+
+def stamp_of(info):
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode
+
+
+def known_digest(path, key, contents, info):
+    """digest_of, or what the file held when it was last read, if its inode, size, times and mode are the
+    same and it had been left alone for a while then (KNOWN): most watched files (hooks/*.sample, config)
+    never change, and reading them twice a command was most of the snapshot's time. A write moves ctime,
+    which no command can set back; one within the clock's tick of the read could keep it, so a file
+    changed less than SETTLED_NS before it was read is read again (git's rule for "racily clean" files)."""
+    known = KNOWN.get(str(path))
+    if known and known[0] == stamp_of(info) and (contents is None or known[2] is not None):
+        if contents is not None:
+            contents[key] = known[2]
+        return known[1]
+    box = contents if contents is not None or info.st_size > KNOWN_BYTES else {}
+    read_at = time.time_ns()
+    digest = digest_of(path, key, box)
+    if info.st_ctime_ns < read_at - SETTLED_NS and info.st_mtime_ns < read_at - SETTLED_NS:
+        if len(KNOWN) > 10_000:
+            KNOWN.clear()
+        KNOWN[str(path)] = (stamp_of(info), digest, box.get(key) if info.st_size <= KNOWN_BYTES else None)
+    return digest
 
 
 def digest_of(path, key, contents):
