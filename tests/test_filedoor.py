@@ -194,7 +194,6 @@ ELSEWHERE = {
     ("imageload", "read_workspace_file"): "view_image: the model's path, resolved then checked inside (m8's copy)",
     ("verify", "compile_error"): "the file write_file has just renamed into place",
     ("cmdhooks", "load_with_notes"): "a workspace config behind the trust question (irregular_config first)",
-    ("mcp/config", "load_config"): "a workspace config behind the trust question (irregular_config first)",
     ("trust", "config_bytes"): "through the door (filedoor.read_bytes)",
     ("named", "file_digest"): "through the door (filedoor.read_bytes)",
     ("trust", "_load"): "the harness's own store", ("trust", "remember"): "the harness's own store",

@@ -117,3 +117,24 @@ def test_a_list_behind_a_link_or_a_fifo_is_never_trusted(tmp_path, capsys):
         assert not trust.is_trusted(path)
         assert not trust.ensure_trusted(path, "a list", lambda question: True)
     assert "was not read, so nothing it lists runs" in capsys.readouterr().err
+
+
+def test_a_server_list_is_read_capped_and_a_users_own_may_be_a_link(tmp_path):
+    """A server list is read through the door: a workspace's that is 1 GiB is refused with its size, not read
+    (it used to be read whole), and the user's own may be a link into a dotfiles folder, as managers make it."""
+    from tinyharness.mcp.config import CONFIG_CAP, load_config
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    huge = workspace / ".mcp.json"
+    with open(huge, "wb") as file:
+        file.write(b'{"mcpServers": {}, "x": "')
+        file.truncate(1 << 30)
+    with pytest.raises(ValueError, match=f"it is {1 << 30:,} bytes, more than the {CONFIG_CAP:,}"):
+        load_config(huge, workspace)
+    dotfiles = tmp_path / "dotfiles" / "mcp.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text(json.dumps({"mcpServers": {"notes": {"command": "notes-server"}}}))
+    own = tmp_path / "config" / "tinyharness" / "mcp.json"
+    own.parent.mkdir(parents=True)
+    own.symlink_to(dotfiles)
+    assert list(load_config(own, workspace)) == ["notes"]

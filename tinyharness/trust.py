@@ -20,11 +20,10 @@ outside the workspace (mcp_config.outside_the_workspace).
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 
 from . import filedoor
-from .console import printable  # the files are the workspace's: ESC, U+009B, U+202E are shown, not obeyed
+from .console import printable, warn  # the files are the workspace's: ESC, U+009B, U+202E are shown, not obeyed
 from .named import named_digest, named_files, workspace_of
 
 CONFIG_CAP = 1 << 20  # a hooks or server list is a few hundred bytes; one of more is not read whole
@@ -91,7 +90,7 @@ def ensure_trusted(path, what, ask, note=UNCONFINED):
     try:
         text = config_bytes(path).decode("utf-8", errors="replace")
     except OSError as e:
-        print(printable(f"{path} was not read, so nothing it lists runs: {e}"), file=sys.stderr)
+        warn(f"{path} was not read, so nothing it lists runs: {e}")
         return False
     preview = text if len(text) < 1500 else text[:1500] + "\n[...]"
     print(printable(f"This workspace has {what} ({path}); it runs commands on your machine:\n{preview}"))
@@ -105,7 +104,7 @@ def ensure_trusted(path, what, ask, note=UNCONFINED):
         try:
             remember(path)
         except OSError as e:  # a read-only or full data folder: the yes holds for this run, the store says why not
-            print(printable(f"warning: {store_path()} could not be written ({e.strerror or e}): your yes to {path} "
-                            "holds for this run only, and you will be asked again next time."), file=sys.stderr)
+            warn(f"warning: {store_path()} could not be written ({e.strerror or e}): your yes to {path} "
+                 "holds for this run only, and you will be asked again next time.")
         return True
     return False

@@ -47,7 +47,6 @@ Where it lives. This module finds Ollama, chooses the dialect and holds the clie
 of messages both ways is llm/ollama_native.py (its names are importable from here).
 """
 import json
-import sys
 import time
 from urllib.parse import urlsplit
 
@@ -60,6 +59,7 @@ from .reply import with_calls
 from .stream import ThinkSplitter
 from .ollama_native import (REASONING_FIELDS, calls_of, canonical_call, finish_reason_of, to_native,
                             usage_of)
+from ..console import warn
 
 API_CHOICES = ("auto", "openai", "ollama")
 PROBE_TIMEOUT = 3           # seconds for the one /api/version question: a local server answers at once
@@ -177,12 +177,11 @@ def choose_dialect(args, client, fallback_window):
     window = getattr(args, "context_window", None)
     if api == "openai":
         if getattr(args, "think", None) is not None:
-            print("[harness] --think/--no-think only work with Ollama's native API (--api ollama); ignored.",
-                  file=sys.stderr)
+            warn("[harness] --think/--no-think only work with Ollama's native API (--api ollama); ignored.")
         said = props_window(args.base_url) if could_be_ollama(args.base_url) else None
         if said and window and said < window:
-            print(f"[context] the server holds {said} tokens (llama.cpp /props n_ctx), less than --context-window "
-                  f"{window}: planning with {said}.", file=sys.stderr)
+            warn(f"[context] the server holds {said} tokens (llama.cpp /props n_ctx), less than "
+                 f"--context-window {window}: planning with {said}.")
         if said:
             client.server_window = said     # the window in force from the first call (overflow.window_in_force)
         return client, window or said or fallback_window

@@ -55,9 +55,9 @@ variable without a default is an error. `read_only` is a list of tool names or `
 seconds per call (default 60). Anything malformed stops the run before it starts (exit 2).
 """
 import re
-import sys
 
 # Importable from here as before: the loop, the command line and the tests reach MCP through this module.
+from ..console import warn
 from .client import MIN_CALL_TIME, START_TIMEOUT, MCPError, Server
 from .http import HttpServer
 
@@ -104,7 +104,7 @@ class Slots:
 
     def __init__(self, servers=(), report=None):
         self.servers = {s.name: s for s in servers}
-        self.report = report or (lambda text: print(text, file=sys.stderr, flush=True))
+        self.report = report or warn
         self.withdrawn = set()
         self.names = {}  # model-facing name -> (server name, the server's tool name)
 

@@ -23,13 +23,13 @@ import queue
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-from .results import result_text, tool_problem
+from ..console import warn
 from ..sessions.writer import sessions_dir
+from .results import result_text, tool_problem
 
 PROTOCOL_VERSION = "2025-11-25"
 # Versions whose tools part we speak: the tools methods and result shapes did not change between them.
@@ -124,7 +124,7 @@ class Server:
         self.name, self.config = name, config
         self.read_only = config.get("read_only", ())  # True, or a collection of tool names
         self.timeout = config.get("timeout", CALL_TIMEOUT)
-        self.report = report or (lambda text: print(text, file=sys.stderr, flush=True))
+        self.report = report or warn
         self.log = Log(log_dir or log_folder(), name)
         self.log_path = self.log.path
         self.process = None

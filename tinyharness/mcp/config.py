@@ -21,6 +21,7 @@ import shlex
 import stat
 from pathlib import Path
 
+from ..filedoor import read_bytes
 from .client import CALL_TIMEOUT
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*")  # no "__": it separates server and tool
@@ -63,15 +64,16 @@ def load_config(path, workspace=None):
     """{name: config} from one mcp.json; raises ValueError with the file's name on anything malformed.
     VS Code's ${workspaceFolder} is WORKSPACE (default: the folder that holds the file's folder)."""
     path = Path(path)
+    # a relative envFile is the file's own folder's when it is the user's own file: never the workspace's
+    own = workspace is None or os.path.realpath(workspace) not in map(str, path.resolve().parents)
     try:
-        if not path.is_file():
-            raise OSError("not a regular file")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw, size = read_config(path, own, workspace)
+        if size > CONFIG_CAP:
+            raise OSError(f"it is {size:,} bytes, more than the {CONFIG_CAP:,} a server list may have")
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, RecursionError) as e:
         raise ValueError(f"{path}: cannot read it as JSON ({e})") from e
     folder = str(workspace or path.resolve().parent.parent)
-    # a relative envFile is the file's own folder's when it is the user's own file: never the workspace's
-    own = workspace is None or os.path.realpath(workspace) not in map(str, path.resolve().parents)
     env_folder = str(path.parent) if own else folder
     if not isinstance(data, dict) or not any(isinstance(data.get(key), dict) for key in ("servers", "mcpServers")):
         raise ValueError(f'{path}: expected {{"servers": {{"NAME": {{"command": ...}}}}}} '
@@ -87,6 +89,18 @@ def load_config(path, workspace=None):
             where = f"{path}: server {name!r}"
             configs[name] = parse_server(name, vs_code_variables(config, folder, where, env_folder), where)
     return configs
+
+
+CONFIG_CAP = 1024 * 1024  # bytes: a server list is a page of JSON; a bigger file is refused, not read whole
+
+
+def read_config(path, own, workspace):
+    """(at most CONFIG_CAP bytes, the size) of a server list, through the file door: the user's own file
+    where its links lead (a dotfiles manager links it), a workspace's with no link out and no FIFO."""
+    if own:
+        real = Path(os.path.realpath(path))
+        return read_bytes(real.name, CONFIG_CAP, str(real.parent))
+    return read_bytes(os.path.abspath(path), CONFIG_CAP, str(workspace))
 
 
 VS_CODE_VARIABLE = re.compile(r"\$\{(workspaceFolder|workspaceFolderBasename|userHome|pathSeparator|/)\}")
