@@ -80,6 +80,7 @@ def pytest_collection_modifyitems(config, items):
     # Before -m and -k deselect (this hook runs ahead of pytest's own): which tiers each test function has
     # cases in, for tests/test_tiers.py's "every behaviour runs at least once in the README's command".
     config._tiers = {}
+    mark_variants_deep(items)
     for item in items:
         function = (getattr(getattr(item, "path", None), "name", "?"), getattr(item, "originalname", None))
         config._tiers.setdefault(function, set()).add("deep" if item.get_closest_marker("deep") else "quick")
@@ -91,6 +92,19 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=other)
         dropped = set(other)
         items[:] = [item for item in items if item not in dropped]
+
+
+def mark_variants_deep(items):
+    """In a file that says VARIANTS_DEEP = True, the first case of each test function stays in the quick tier
+    and its other parameters (the same attack through another file, link or spelling) go to the deep one."""
+    seen = set()
+    for item in items:
+        module = getattr(item, "module", None)
+        if getattr(module, "VARIANTS_DEEP", False) and getattr(item, "callspec", None) is not None:
+            function = (module.__name__, item.originalname)
+            if function in seen:
+                item.add_marker(pytest.mark.deep)
+            seen.add(function)
 
 
 def pytest_collection_finish(session):

@@ -31,6 +31,10 @@ import pytest
 from tinyharness.testing.images import tiny_png as _tiny_png
 from tinyharness.testing import ScriptedServer
 
+# The README's command runs the first case of each attack; the other variants (the same attack through
+# another file, link or spelling) run in the deep tier, which .ci/run runs after it (tests/conftest.py).
+VARIANTS_DEEP = True
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECRET = "CANARY-5ec7e7-do-not-send"
 RUN_TIMEOUT = 45          # seconds for one command line; past it the case is a hang
