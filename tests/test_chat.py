@@ -12,7 +12,8 @@ import pytest
 
 from tests.ladder import ROOT, calls, ctrl_c_as_on_a_terminal, tool_call, wait_for_the_first_request
 from tinyharness import compact, sessions
-from tinyharness.chat import INTERRUPTED_CALL, ChatSettings, Conversation, Input, close_open_calls
+from tinyharness.chat import INTERRUPTED_CALL, ChatSettings, Conversation, close_open_calls
+from tinyharness.chat_input import Input
 from tinyharness.llm import Client
 from tinyharness.settings import RunSettings
 from tinyharness.testing import ScriptedServer

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from . import chat_json
 from . import compact as compaction
-from .chat_input import BLOCK, Input  # noqa: F401 (Input: imported from here by the tests)
+from .chat_input import BLOCK, Input
 from .console import StreamPrinter, printable, warn
 from .extensions import of as extensions_of
 from .filedoor import write_text
