@@ -159,9 +159,10 @@ def render(report):
     info, overall = report.get("eval", {}), report.get("overall", [])
     who = ["model"] + (["setting"] if len(info.get("settings") or {}) > 1 else [])
     runs = report.get("runs", [])
-    meta = (f"harness {info.get('harness')} · {len(runs)} runs · tier {info.get('tier')} · tasks "
-            f"{', '.join(map(str, info.get('tasks') or []))} · repeat {info.get('repeat')} · "
-            f"at most {info.get('max_turns')} turns and {number(info.get('timeout'))} s per run")
+    meta = (f"harness {info.get('harness')} · {len(runs)} runs · tier {info.get('tier')} · "
+            f"tasks {', '.join(map(str, info.get('tasks') or []))} · "
+            f"repeat {info.get('repeat')} · at most {info.get('max_turns')} turns and "
+            f"{number(info.get('timeout'))} s per run")
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src '
             '\'unsafe-inline\'">'
