@@ -43,9 +43,10 @@ class Output:
 
 def decode(data):
     """Bytes to text the model can read: UTF-8, else the locale's encoding (Big5 under a zh_TW.Big5
-    locale), else UTF-8 with a replacement mark for each byte that fits neither. Never a crash. Nothing is
-    guessed: on a UTF-8 system, output in a legacy encoding such as cp950 arrives as replacement marks
-    and stray characters, which at least tell the model that the output was not UTF-8."""
+    locale), else UTF-8 with a replacement mark for each byte that fits neither. Never a crash.
+    Nothing is guessed: on a UTF-8 system, output in a legacy encoding such as cp950 arrives as
+    replacement marks and stray characters, which at least tell the model that the output was not
+    UTF-8."""
     for encoding in ("utf-8", locale.getpreferredencoding(False)):
         try:
             return data.decode(encoding)

@@ -1,7 +1,8 @@
 """Did the picture arrive? Armour for m8's eyes: read it after vision.py.
 
 The problem: a server can drop an image without a word (Ollama did, for gemma4 e2b/e4b) or serve a
-model that has no vision at all, and the model still answers, by guessing. Its answer looks the same.
+model that has no vision at all, and the model still answers, by guessing. Its answer looks the
+same.
 
 The mechanism is the lesson's `vision.py:arrival_check`: the request that brings an image must cost
 clearly more prompt tokens than its text alone. This file finds the text-only size to compare with:
@@ -24,21 +25,23 @@ def without_images(messages: list) -> list:
         if not isinstance(content, list):
             return message
         return {**message, "content": [p for p in content
-                                       if not (isinstance(p, dict) and p.get("type") == "image_url")]}
+                                       if not (isinstance(p, dict)
+                                               and p.get("type") == "image_url")]}
     return [strip(m) for m in messages]
 
 
-# arrival_check's text-only size: make it as exact as you can. For view_image, the previous request's
-# measured prompt_tokens plus an estimate of only the messages added since; for a first message, a
-# chars/4 estimate of a long prompt can be off by more than 32 tokens, so measure the text-only
-# request once if in doubt. A server that leaves image tokens out of prompt_tokens would make the
-# check warn falsely: it is a warning, not a block.
+# arrival_check's text-only size: make it as exact as you can. For view_image, the previous
+# request's measured prompt_tokens plus an estimate of only the messages added since; for a first
+# message, a chars/4 estimate of a long prompt can be off by more than 32 tokens, so measure the
+# text-only request once if in doubt. A server that leaves image tokens out of prompt_tokens would
+# make the check warn falsely: it is a warning, not a block.
 
 
 def text_tokens(messages, tools=None) -> int:
     """A request's text without its images, estimated as characters/4 of its JSON (no tokenizer;
     the scripted server counts the same way, a real server only roughly so)."""
-    text = json.dumps(without_images(messages), ensure_ascii=False) + json.dumps(tools, ensure_ascii=False)
+    text = (json.dumps(without_images(messages), ensure_ascii=False)
+            + json.dumps(tools, ensure_ascii=False))
     return (len(text) + 3) // 4
 
 
@@ -64,7 +67,8 @@ class ArrivalWatch:
 
     def check(self, messages, tools, usage):
         """Call after each model call with what was sent; returns a warning or None."""
-        text, images, prompt_tokens = text_tokens(messages, tools), count_images(messages), usage.get("prompt_tokens")
+        text, images, prompt_tokens = (text_tokens(messages, tools), count_images(messages),
+                                       usage.get("prompt_tokens"))
         warning = None
         if images > self.images:
             expected = text if self.measured is None else self.measured[0] + text - self.measured[1]

@@ -218,7 +218,8 @@ def save_transcript(path, messages):
 
 
 class Record:
-    """What the run has done, for the account a stopped run prints: calls per tool, files written."""
+    """What the run has done, for the account a stopped run prints: calls per tool, files
+    written."""
 
     def __init__(self):
         self.calls, self.written = Counter(), []

@@ -22,7 +22,8 @@ from pathlib import Path
 import requests
 import urllib3   # installed with requests
 
-MAX_IMAGE_BYTES = 5 * 1024 * 1024  # base64 adds a third, and the image is re-sent with every request
+# base64 adds a third, and the image is re-sent with every request
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
 FETCH_TIMEOUT = 30                 # seconds for a whole download: connect, headers and body
 SENDABLE = ("image/png", "image/jpeg", "image/webp")   # what Ollama's /v1 decodes
 
@@ -75,7 +76,8 @@ def read_workspace_file(path: str, workspace, max_bytes: int) -> bytes:
     try:
         if not target.exists():
             raise ImageError(f"no such file: {path} (paths are relative to the workspace).")
-        if not target.is_file():                        # a folder, a FIFO (reading one blocks forever)
+        # a folder, a FIFO (reading one blocks forever)
+        if not target.is_file():
             raise ImageError(f"{path} is not a regular file.")
         if target.stat().st_size > max_bytes:
             raise too_big(path, target.stat().st_size, max_bytes)
@@ -103,17 +105,20 @@ def fetch_url(url: str, max_bytes: int, timeout: float):
             body = bytearray()
             # read1 returns what has arrived, after at most one wait of `timeout`; iter_content
             # would wait for a whole chunk, and a server sending one byte a second never fills it.
-            read = getattr(response.raw, "read1", response.raw.read)   # read1: urllib3 2.2 and later
+            # read1: urllib3 2.2 and later
+            read = getattr(response.raw, "read1", response.raw.read)
             while chunk := read(64 * 1024, decode_content=True):
                 body += chunk
                 if len(body) > max_bytes:
                     raise too_big(url, f"more than {max_bytes}", max_bytes)
                 if time.monotonic() > deadline:
                     raise requests.Timeout()    # reported below like any other timeout
-    except (requests.RequestException, urllib3.exceptions.HTTPError) as e:   # raw reads raise urllib3's
+    # raw reads raise urllib3's
+    except (requests.RequestException, urllib3.exceptions.HTTPError) as e:
         timed_out = isinstance(e, requests.Timeout) or "timed out" in str(e)
         why = f"no complete answer within {timeout} s" if timed_out else "the connection failed"
-        raise ImageError(f"could not download {url}: {why} (check the address and the network).") from None
+        raise ImageError(f"could not download {url}: {why} (check the address and the "
+                         "network).") from None
     return declared, bytes(body)
 
 
@@ -129,7 +134,8 @@ def load_image(path_or_url, workspace, max_bytes=MAX_IMAGE_BYTES, timeout=FETCH_
         raise ImageError("no image given: pass a path inside the workspace or an http(s) URL.")
     scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", text)
     if scheme and scheme.group(1).lower() not in ("http", "https"):
-        raise ImageError(f"cannot load {text}: only workspace paths and http(s) URLs are supported.")
+        raise ImageError(f"cannot load {text}: only workspace paths and http(s) URLs are "
+                         "supported.")
     if scheme:
         declared, data = fetch_url(text, max_bytes, timeout)
         return checked_type(data, f"{text} (sent as {declared})"), data

@@ -144,3 +144,40 @@ def test_the_readme_layout_table_is_the_graph():
     section = readme.split("\n## Layout", 1)[1].split("\n## ", 1)[0]
     shown = "\n".join(line for line in section.splitlines() if line.startswith("|"))
     assert shown == table(import_graph()), "the imports changed: paste `python -m benchmarks.layout --table` into README.md"
+
+
+def line_length(pyproject):
+    """`line-length` under [tool.ruff] in a pyproject.toml (Python 3.10 has no tomllib: the few
+    lines this needs are read by hand)."""
+    section = None
+    for line in pyproject.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("["):
+            section = line.strip("[] ")
+        elif section == "tool.ruff" and line.partition("=")[0].strip() == "line-length":
+            return int(line.partition("=")[2])
+    raise AssertionError(f"{pyproject} sets no line-length under [tool.ruff]")
+
+
+def lines_over(limit, folder=PACKAGE):
+    """'file:line: length' for every line of the folder's Python files longer than limit."""
+    return [f"{path.relative_to(ROOT)}:{number}: {len(line)}"
+            for path in sorted(folder.rglob("*.py")) if "__pycache__" not in path.parts
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if len(line) > limit]
+
+
+def test_every_package_line_keeps_to_the_line_length_pyproject_sets():
+    """pyproject.toml's [tool.ruff] line-length holds for every line of the package (sub-packages
+    too): ruff's formatter, given the same number, keeps new code within it."""
+    long = lines_over(line_length(ROOT / "pyproject.toml"))
+    assert not long, f"{len(long)} lines over the line length:\n" + "\n".join(long)
+
+
+def test_the_line_length_is_read_from_pyproject_so_the_check_can_fail(tmp_path):
+    """The limit is the file's number, not one written here: a smaller one finds lines over it."""
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.black]\nline-length = 120\n\n[tool.ruff]\nline-length = 60  # short\n'
+                         '\n[tool.ruff.format]\nquote-style = "preserve"\n', encoding="utf-8")
+    assert line_length(pyproject) == 60
+    assert lines_over(60) and all(int(found.rsplit(": ", 1)[1]) > 60 for found in lines_over(60))

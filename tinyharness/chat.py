@@ -11,8 +11,9 @@ guards, context policy and verification as `run`, and its own budgets (`--max-tu
 `--max-seconds` count per message). Its `ChatSettings` are the run's settings (built from the
 command line in one place, flags.settings_from_args) and the chat's own two (`--compact-at`,
 `--keep-turns`); each message's settings are derived from them with `dataclasses.replace`. Each
-message added is appended to the session file at once (`on_update`, sessions/__init__.py). Before a message
-is sent, the prompt's size is checked and the history compacted past the threshold (compact.py).
+message added is appended to the session file at once (`on_update`, sessions/__init__.py). Before a
+message is sent, the prompt's size is checked and the history compacted past the threshold
+(compact.py).
 
 Ctrl-C raises KeyboardInterrupt wherever the main thread is: in the model call (the HTTP read is
 abandoned), or waiting for a shell command. The shell tool starts each command in a process group of
@@ -20,8 +21,9 @@ its own (so its timeout can kill all of it), which also means the terminal's Ctr
 it; the chat kills those groups itself. Then it repairs the history: every call of the interrupted
 turn that has no result gets one saying it was interrupted, because servers reject a call without
 its result. The session goes on at the prompt; Ctrl-D (end of input) or /quit ends it. SIGTERM and
-SIGHUP (`timeout`, systemd, a closed terminal) arrive as `Terminated`, a KeyboardInterrupt (run_end.py):
-the same clean-up, but the chat ends, at the prompt too, its session's end written, exit 143 or 129.
+SIGHUP (`timeout`, systemd, a closed terminal) arrive as `Terminated`, a KeyboardInterrupt
+(run_end.py): the same clean-up, but the chat ends, at the prompt too, its session's end written,
+exit 143 or 129.
 
 Input. On a terminal, `readline` (where Python has it) gives line editing and a history kept in the
 data folder. A line ending with a backslash continues on the next line; a line that is just \"\"\"
@@ -36,46 +38,36 @@ read standard input too, so in a pipe they take the next line as the answer (use
 """
 import json
 import os
-import signal
 import sys
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import chat_json
 from . import compact as compaction
-from .chat_input import BLOCK, Input
+from .chat_input import Input
+from .chat_loop import Chat
 from .console import StreamPrinter, printable, warn
 from .extensions import of as extensions_of
 from .filedoor import write_text
 from .flags import (approver, check_agent_flags, client_from_args, image_from_flag,
                     irregular_config, sandbox_from_args, settings_from_args)
-from .guards import Stopped
 from .hooks import ask_user
-from .llm import LLMError
 from .loop import RunSettings, Stats, run_agent, system_prompt
 from .overflow import learn_window, window_in_force
-from .run_end import Terminated
 from .sessions import TranscriptWriter, UsageTap
 
-INTERRUPTED_CALL = ("ERROR: interrupted by the user (Ctrl-C) before this call finished; it did not complete, "
-                    "and it may have done part of its work.")
-HELP = f"""Type a message and press Enter. A line ending with \\ continues on the next line;
-a line holding only {BLOCK} starts a block that ends at the next {BLOCK} line.
-  /help          this help
-  /compact       summarise the conversation so far and go on from the summary
-  /clear         forget the conversation (the session file keeps it)
-  /model NAME    talk to another model from the next message on
-  /save [PATH]   write the conversation as a JSON transcript (default: chat-<session id>.json)
-  /quit          end the session (so does Ctrl-D)
-Ctrl-C stops the current turn (the model call or the running command) and returns to the prompt."""
+INTERRUPTED_CALL = ("ERROR: interrupted by the user (Ctrl-C) before this call finished; it did not "
+                    "complete, and it may have done part of its work.")
+
 
 
 @dataclass(frozen=True)
 class ChatSettings:
-    """A chat's settings: the run's (each message's are derived from them), and when and how much to compact."""
+    """A chat's settings: the run's (each message's are derived from them), and when and how much to
+    compact."""
     run: RunSettings = RunSettings()
-    compact_at: float = compaction.COMPACT_AT  # --compact-at: the share of the window that starts a compaction
+    # --compact-at: the share of the window that starts a compaction
+    compact_at: float = compaction.COMPACT_AT
     keep_turns: int = compaction.KEEP_TURNS    # --keep-turns: the last turns kept whole
 
 
@@ -88,14 +80,16 @@ class Conversation:
         self.warn = settings.run.warn  # the one channel to the user: stderr, made printable
         self.messages = messages or [{"role": "system", "content": system_prompt(workspace)}]
         self.transcript = TranscriptWriter(settings.run.transcript, sys.stderr)
-        self.end_line = lambda: None  # the printer's: a streamed answer's open line ends before [stats]
+        # the printer's: a streamed answer's open line ends before [stats]
+        self.end_line = lambda: None
         self.all_stats = []  # each message's, for chat --json's result line
         self.opened = False  # the first message opens the session: its session_start hooks run then
 
     def sync(self, messages=None):
         if self.writer:
             self.writer.sync(self.messages)
-        self.transcript.sync(self.messages)  # --transcript: a failed write warns once, the chat goes on
+        # --transcript: a failed write warns once, the chat goes on
+        self.transcript.sync(self.messages)
 
     def keep_subagent(self, messages):
         if self.writer:
@@ -113,32 +107,37 @@ class Conversation:
         self.all_stats.append(stats)
         self.compact_if_full(stats)
         try:
-            return run_agent(text, self.tap, self.workspace, self.run_settings(echo, image), stats, self.messages)
+            return (run_agent(text, self.tap, self.workspace, self.run_settings(echo, image), stats,
+                              self.messages))
         except BaseException:
             close_open_calls(self.messages)
             raise
         finally:
             self.sync()
-            self.end_line()  # [stats] on a line of its own, not after the streamed answer's last word
+            # [stats] on a line of its own, not after the streamed answer's last word
+            self.end_line()
             self.warn(stats.line())
 
     def compact_if_full(self, stats):
-        """Before a message is sent: compact the history when it is past --compact-at of the window."""
+        """Before a message is sent: compact the history when it is past --compact-at of the
+        window."""
         window, at = self.window(), self.settings.compact_at
         if compaction.needs_compaction(self.tap.last_usage, self.messages, window, at):
             tokens, how = compaction.prompt_size(self.tap.last_usage, self.messages)
             threshold = compaction.threshold(window, at)
             share = f"{at:.0%}" if threshold >= at * window else \
                 f"{threshold / window:.0%} (room left for the summary request)"
-            self.compact(f"the history is about {tokens} tokens ({how}), past {share} of the {window}-token window",
+            self.compact(f"the history is about {tokens} tokens ({how}), past {share} of the "
+                         f"{window}-token window",
                          stats, automatic=True)
 
     def run_settings(self, echo, image=None):
-        """The loop's settings for one message: the chat's, derived with this message's picture and echo, the
-        session's callbacks (the chat writes --transcript itself), and session_start for the first only."""
+        """The loop's settings for one message: the chat's, derived with this message's picture and
+        echo, the session's callbacks (the chat writes --transcript itself), and session_start for
+        the first only."""
         opens, self.opened = not self.opened, True
-        return replace(self.settings.run, echo=echo, image=image, transcript=None, opens_session=opens,
-                       on_update=self.sync, on_subagent=self.keep_subagent)
+        return replace(self.settings.run, echo=echo, image=image, transcript=None,
+                       opens_session=opens, on_update=self.sync, on_subagent=self.keep_subagent)
 
     def window(self):
         """The window in force: --context-window (or the model's), or the server's own once an
@@ -146,20 +145,26 @@ class Conversation:
         return window_in_force(self.tap, self.settings.run.context_window)
 
     def compact(self, reason, stats=None, automatic=False):
-        """Summarise the past; on failure keep the history and say so. Returns True when it compacted.
-        The summary call is counted in `stats` (a model call like any other) when given."""
+        """Summarise the past; on failure keep the history and say so. Returns True when it
+        compacted. The summary call is counted in `stats` (a model call like any other) when
+        given."""
         self.notice(f"[compact] {reason}: asking the model for a summary...")
         run = self.settings.run
         hands = extensions_of(run)
-        verdict = hands.hook("pre_compact") if hands.hooks else None  # the workspace's command hooks, if any
+        # the workspace's command hooks, if any
+        verdict = hands.hook("pre_compact") if hands.hooks else None
         if verdict and not verdict.allowed:
-            self.notice(f"[compact] a pre_compact hook blocked it, so the history is kept as it was: {verdict.reason}")
+            self.notice("[compact] a pre_compact hook blocked it, so the history is kept as it "
+                        f"was: {verdict.reason}")
             return False
         try:
-            done = compaction.compact(self.messages, self.tap, self.workspace, self.settings.keep_turns,
+            done = compaction.compact(self.messages, self.tap, self.workspace,
+                                      self.settings.keep_turns,
                                       extra=[verdict.output] if verdict and verdict.output else (),
-                                      fewer_turns=automatic, tools=hands.tools(), on_overflow=lambda overflow:
-                                      learn_window(self.tap, overflow, run.context_window, run.warn))
+                                      fewer_turns=automatic, tools=hands.tools(),
+                                      on_overflow=lambda overflow:
+                                      learn_window(self.tap, overflow, run.context_window,
+                                                   run.warn))
         except compaction.CompactionFailed as e:
             self.notice(f"[compact] {e}")
             return False
@@ -172,8 +177,9 @@ class Conversation:
         if self.writer:
             self.writer.compaction(done.summary, done.replaced, self.messages)
         self.tap.last_usage = {}  # the next size check must measure the new, shorter history
-        self.notice(f"[compact] replaced {len(done.replaced)} messages with a summary: the history went from about "
-                    f"{before} to {compaction.estimate_tokens(self.messages)} tokens (estimated); the last "
+        self.notice(f"[compact] replaced {len(done.replaced)} messages with a summary: the history "
+                    f"went from about {before} to {compaction.estimate_tokens(self.messages)} "
+                    "tokens (estimated); the last "
                     f"{sum(map(compaction.is_user_turn, self.messages[2:]))} turns are kept whole")
         return True
 
@@ -189,7 +195,8 @@ class Conversation:
             text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate from the model: ASCII escapes, the same JSON
             text = json.dumps(self.messages, indent=2)
-        write_text(path, text, self.workspace)  # filedoor.py: never through a link the model planted
+        # filedoor.py: never through a link the model planted
+        write_text(path, text, self.workspace)
 
 
 def close_open_calls(messages):
@@ -201,155 +208,18 @@ def close_open_calls(messages):
     answered = {m.get("tool_call_id") for m in messages[last + 1:] if m.get("role") == "tool"}
     for call in messages[last].get("tool_calls") or []:
         if call.get("id") not in answered:
-            messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": INTERRUPTED_CALL})
+            messages.append({"role": "tool", "tool_call_id": call.get("id"),
+                             "content": INTERRUPTED_CALL})
 
 
-def stop_commands():
-    """Kill the process group of every child of this process: the shell tool's commands (each leads a
-    group of its own, so the terminal's Ctrl-C did not reach them) - except the MCP servers, which serve
-    the whole chat, not this turn. Linux only: it reads /proc."""
-    from .mcp.client import running_pids
-    me, killed, servers = os.getpid(), 0, running_pids()
-    try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit()]
-    except OSError:
-        return 0
-    for pid in map(int, entries):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            parent = int(stat.rsplit(")", 1)[1].split()[1])  # the name in parentheses may hold spaces
-            if parent == me and pid not in servers:
-                os.killpg(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)  # reap it now: nobody else will wait for a command the loop abandoned
-                killed += 1
-        except (OSError, ValueError, IndexError):
-            continue
-    return killed
-
-
-# --- The session loop ----------------------------------------------------------------------------
-
-class Chat:
-    """The prompt loop: commands, messages, Ctrl-C and the end of input."""
-
-    def __init__(self, conversation, client, printer, stream, interactive, out=None):
-        self.conversation, self.client, self.printer, self.stream = conversation, client, printer, stream
-        self.interactive, self.out = interactive, out or sys.stdout
-        conversation.end_line = printer.end_line
-        self.status, self.last_answer = 0, None  # what the last message ended with, for a pipe's exit status
-
-    def say(self, text):
-        print(printable(text), file=self.out, flush=True)
-
-    def command(self, text):
-        """Run a /command; return False when the session should end."""
-        name, _, rest = text.strip().partition(" ")
-        rest = rest.strip()
-        if name in ("/quit", "/exit"):
-            return False
-        if name == "/help":
-            self.say(HELP)
-        elif name == "/compact":
-            self.conversation.compact("asked for with /compact")
-        elif name == "/clear":
-            self.conversation.clear()
-            self.say("The conversation is cleared; the session file keeps what was said.")
-        elif name == "/model":
-            if not rest:
-                self.say(f"The model is {self.client.model}. /model NAME changes it.")
-            else:
-                self.client.model = rest
-                self.conversation.notice(f"[model] from the next message on: {rest}")
-        elif name == "/save":
-            writer = self.conversation.writer
-            path = rest or f"chat-{writer.id if writer else time.strftime('%Y%m%d-%H%M%S')}.json"
-            try:
-                self.conversation.save(path)
-                self.say(f"Saved the conversation to {path}")
-            except OSError as e:
-                self.say(f"Cannot save to {path}: {e.strerror or e}")
-        else:
-            self.say(f"Unknown command {name}; /help lists the commands.")
-        return True
-
-    def message(self, text, image=None):
-        """Send one message and print its answer (or why it stopped), the way `run` prints them."""
-        self.printer.since_tool = ""
-        try:
-            answer = self.last_answer = self.conversation.send(text, self.printer.echo, image=image)
-            self.printer.end_line()
-            if not self.stream or answer.strip() != self.printer.since_tool.strip():
-                self.say(answer)
-            self.status = 0
-        except LLMError as e:
-            self.printer.end_line()
-            self.conversation.notice(f"error: {e}")
-            if "context" in str(e).lower():  # an overflow: the door's message says so
-                self.conversation.notice("(/compact replaces the older messages with a summary; /clear starts afresh)")
-            self.status = 1
-        except Stopped as e:
-            self.printer.end_line()
-            self.say(f"Stopped: {e}. The task is NOT confirmed complete.")
-            self.say(e.done)
-            self.status = 3
-        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated), which end the chat
-            self.printer.end_line()
-            killed = stop_commands()
-            ends = isinstance(e, Terminated) or not self.interactive
-            self.status = e.code if isinstance(e, Terminated) else 130
-            self.conversation.notice(f"{'Terminated (' + e.name + ')' if isinstance(e, Terminated) else 'Interrupted'}: "
-                                     "the turn was stopped" + (f" and {killed} running command(s) killed" if killed
-                                     else "") + (f"; the session ends (exit {self.status})." if ends else
-                                                 "; the conversation is kept. Type your next message."))
-            if ends:
-                raise
-
-    def run(self, reader, first=None, image=None):
-        """Read and answer messages until /quit or the end of input. Returns (exit status, end reason)."""
-        try:
-            if first:
-                self.message(first, image)
-        except Terminated as e:
-            return e.code, f"terminated by {e.name}"
-        while True:
-            try:
-                text = reader.message()
-            except EOFError:
-                if self.interactive:
-                    print(file=self.out)
-                return self.status, "end of input"
-            except Terminated as e:  # SIGTERM, SIGHUP at the prompt: the chat ends, its session saved
-                self.conversation.warn(f"Terminated ({e.name}).")
-                return e.code, f"terminated by {e.name}"
-            except KeyboardInterrupt:  # Ctrl-C at the prompt: a fresh line, like a shell
-                print("^C", file=self.out, flush=True)
-                continue
-            if not text.strip():
-                continue
-            if text.strip().startswith("/"):
-                try:
-                    if not self.command(text):
-                        return self.status, "quit"
-                except Terminated as e:
-                    return e.code, f"terminated by {e.name}"
-                except KeyboardInterrupt:  # e.g. during /compact's summary: nothing was replaced yet
-                    self.conversation.notice("Interrupted: the command was stopped; the conversation is unchanged.")
-                continue
-            try:
-                self.message(text)
-            except Terminated as e:
-                return e.code, f"terminated by {e.name}"
-            except KeyboardInterrupt:
-                return 130, "interrupted"
-
-
-# --- `tinyharness chat` ----------------------------------------------------------------------------
+# --- `tinyharness chat` ---------------------------------------------------------------------------
 
 def check_flags(args, parser):
     """Usage errors, found before the first model call (exit 2): run's, then chat's own."""
     check_agent_flags(args, parser)
     if not 0 < args.compact_at <= 1:
-        parser.error("--compact-at must be more than 0 and at most 1 (a fraction of the context window)")
+        parser.error("--compact-at must be more than 0 and at most 1 (a fraction of the context "
+                     "window)")
     if args.keep_turns < 0:
         parser.error("--keep-turns must be 0 or more")
     if args.continue_session and args.resume:
@@ -370,31 +240,32 @@ def open_session(args, workspace, model, err, approve):
     else:
         path = sessions.latest_for(workspace)
         if path is None:
-            raise sessions.SessionError(f"no session was started in {workspace} yet (`tinyharness sessions` "
-                                        "lists them); start one with `tinyharness chat`")
+            raise sessions.SessionError(f"no session was started in {workspace} yet (`tinyharness "
+                                        "sessions` lists them); start one with `tinyharness chat`")
     session, writer = sessions.resume(path, err)  # locked before it is read: one writer per session
     if session.warning:
         warn(session.warning)
     folder = session.header.get("folder")
     try:
         if folder != str(Path(workspace).resolve()) and not approve(
-                f"Session {session.id} was started in {folder}; resume it here, in {workspace}? [y/N] "):
-            raise sessions.SessionError(f"not resumed: session {session.id} belongs to {folder}; run "
-                                        "`tinyharness chat --resume ID` from that folder")
+                f"Session {session.id} was started in {folder}; resume it here, in {workspace}? "
+                "[y/N] "):
+            raise sessions.SessionError(f"not resumed: session {session.id} belongs to {folder}; "
+                                        "run `tinyharness chat --resume ID` from that folder")
     except BaseException:
         writer.close()
         raise
     messages = session.messages()
     writer.notice(f"resumed in {workspace}")
-    warn(f"Resumed session {session.id}: {len(messages)} messages, {len(session.user_tasks())} turns.")
+    warn(f"Resumed session {session.id}: {len(messages)} messages, {len(session.user_tasks())} "
+         "turns.")
     return writer, messages or None
 
 
 def chat_command(args, parser):
-    """`tinyharness chat`: the checks, the session, the workspace's hooks and MCP servers, the client;
-    then the conversation, until the user ends it (or the piped messages run out)."""
+    """`tinyharness chat`: the checks, the session, the workspace's hooks and MCP servers, the
+    client; then the conversation, until the user ends it (or the piped messages run out)."""
     from .sessions import SessionError
-    from . import extensions
     check_flags(args, parser)
     workspace = os.getcwd()
     image = first_image(args, workspace, parser)
@@ -411,24 +282,39 @@ def chat_command(args, parser):
     if problem := irregular_config(workspace):
         warn(f"error: {problem}")
         return 2
-    try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
+    hands = chat_extensions(args, workspace, ask, writer)
+    if hands is None:
+        return 2
+    client, window = client_from_args(args, stream, printer)  # --api, --think; the window
+    settings = chat_settings(args, window, sandbox=sandbox_from_args(args, parser),
+                             approve=approve, extensions=hands)
+    # the hooks run in the chat's sandbox (--sandbox off: unconfined, as the commands)
+    if hands.hooks:
+        hands.hooks.sandbox = settings.run.sandbox
+    lines = chat_json.open_lines(args.json_out, writer, args.model) if args.json else None
+    conversation = Conversation(client, workspace, settings,
+                                chat_json.Tee(writer, lines) if lines else writer, messages)
+    chat = Chat(conversation, client, printer, stream, interactive)
+    status = converse(chat, Input(interactive), args.task, image, hands, writer, workspace)
+    # the last line, on this way out; main writes one on the others (a usage error, a crash)
+    if lines:
+        chat_json.end_lines(lines, chat, conversation, writer, args.model, status, args.started)
+    return status
+
+
+def chat_extensions(args, workspace, ask, writer):
+    """The workspace's hooks and MCP servers, trusted by the user (never by --yes) before anything
+    runs, and told the session: a hook can tell one chat's events from another's, and read its
+    story. None after a setup error, said on stderr."""
+    from . import extensions
+    try:
         hands = extensions.from_flags(args, workspace, ask, warn)
     except extensions.SetupError as e:
         warn(f"error: {e}")
-        return 2
-    if writer and hands.hooks:  # a hook can tell one chat's events from another's, and read its story
+        return None
+    if writer and hands.hooks:
         hands.hooks.session_id, hands.hooks.transcript_path = writer.id, str(writer.path)
-    client, window = client_from_args(args, stream, printer)  # --api, --think; the window
-    settings = chat_settings(args, window, sandbox=sandbox_from_args(args, parser), approve=approve, extensions=hands)
-    if hands.hooks:  # the hooks run in the chat's sandbox (--sandbox off: unconfined, as the commands)
-        hands.hooks.sandbox = settings.run.sandbox
-    lines = chat_json.open_lines(args.json_out, writer, args.model) if args.json else None
-    conversation = Conversation(client, workspace, settings, chat_json.Tee(writer, lines) if lines else writer, messages)
-    chat = Chat(conversation, client, printer, stream, interactive)
-    status = converse(chat, Input(interactive), args.task, image, hands, writer, workspace)
-    if lines:  # the last line, on this way out; main writes one on the others (a usage error, a crash)
-        chat_json.end_lines(lines, chat, conversation, writer, args.model, status, args.started)
-    return status
+    return hands
 
 
 def first_image(args, workspace, parser):
@@ -445,7 +331,8 @@ def first_image(args, workspace, parser):
 
 
 def user_prompt(printer):
-    """A [y/N] question to the user, on a fresh line (a streamed line still open would run into it)."""
+    """A [y/N] question to the user, on a fresh line (a streamed line still open would run into
+    it)."""
     def ask(prompt):
         printer.end_line()
         return ask_user(printable(prompt))
@@ -453,16 +340,19 @@ def user_prompt(printer):
 
 
 def chat_settings(args, window, **built):
-    """The chat's settings: the run's from the command line (flags.settings_from_args, with --transcript,
-    which the chat writes itself), and --compact-at and --keep-turns."""
-    return ChatSettings(settings_from_args(args, window, transcript=args.transcript, **built), args.compact_at,
+    """The chat's settings: the run's from the command line (flags.settings_from_args, with
+    --transcript, which the chat writes itself), and --compact-at and --keep-turns."""
+    return ChatSettings(settings_from_args(args, window, transcript=args.transcript,
+                                           **built), args.compact_at,
                         args.keep_turns)
 
 
 def converse(chat, reader, task, image, hands, writer, workspace):
-    """Run the chat; on every way out (the end, Ctrl-C, a crash) end the MCP servers and the session file."""
+    """Run the chat; on every way out (the end, Ctrl-C, a crash) end the MCP servers and the session
+    file."""
     if reader.interactive:
-        print(printable("tinyharness chat in " + workspace + ". /help for help, Ctrl-D or /quit to end."), flush=True)
+        print(printable("tinyharness chat in " + workspace
+                        + ". /help for help, Ctrl-D or /quit to end."), flush=True)
     status, reason = 1, "crash"
     try:
         status, reason = chat.run(reader, task, image)

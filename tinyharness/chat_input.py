@@ -26,7 +26,8 @@ class Input:
         return line.rstrip("\n").rstrip("\r")
 
     def message(self):
-        """One message: a line, lines joined by a trailing backslash, or a \"\"\" block. EOFError at the end."""
+        """One message: a line, lines joined by a trailing backslash, or a \"\"\" block. EOFError at
+        the end."""
         first = self.line(PROMPT)
         if first.strip() == BLOCK:
             lines = []

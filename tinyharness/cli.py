@@ -1,18 +1,18 @@
-"""The `tinyharness` command: one word picks what runs (run, chat, mcp, sessions, view, demo, fake-server,
-eval, doctor, course), and the rest of the line is that command's.
+"""The `tinyharness` command: one word picks what runs (run, chat, mcp, sessions, view, demo,
+fake-server, eval, doctor, course), and the rest of the line is that command's.
 
-The problem. A command people type, and scripts call in loops, must answer `--help` and `--version` at
-once, and must refuse a bad line (a stray word, a URL with no host, a budget of 0) before any model call
-is paid for, with exit code 2 and the usage line of the command that was asked for. Yet the commands
-need heavy parts: `requests`, the loop, the sandbox, the MCP client.
+The problem. A command people type, and scripts call in loops, must answer `--help` and `--version`
+at once, and must refuse a bad line (a stray word, a URL with no host, a budget of 0) before any
+model call is paid for, with exit code 2 and the usage line of the command that was asked for. Yet
+the commands need heavy parts: `requests`, the loop, the sandbox, the MCP client.
 
 The mechanism. Only the console, the flags and the parsers (none of them loads the model client) are
-imported at the top. `build_parser` (parsers.py) adds one subcommand per small function, and the flags
-of run and chat only when that command was asked for. `dispatch` checks the line, then looks the
-command up in `COMMANDS`; each entry imports what it needs when it runs (eval and doctor parse their
-own flags and get the line whole). `run_command` sets up the workspace's
-hooks, MCP servers, sandbox and client, and `start_run` runs the loop once, with the session file and
---json around it, and turns how it ended into an exit code.
+imported at the top. `build_parser` (parsers.py) adds one subcommand per small function, and the
+flags of run and chat only when that command was asked for. `dispatch` checks the line, then looks
+the command up in `COMMANDS`; each entry imports what it needs when it runs (eval and doctor parse
+their own flags and get the line whole). `run_command` sets up the workspace's hooks, MCP servers,
+sandbox and client, and `start_run` runs the loop once, with the session file and --json around it,
+and turns how it ended into an exit code.
 
 What it cannot do. The checks here see only the command line and the files it names: a server that
 is down or a model that cannot call tools is found by the run itself, or by `tinyharness doctor`.
@@ -28,19 +28,20 @@ from .flags import (approver, check_agent_flags, client_from_args, image_from_fl
 from .parsers import build_parser, version
 from .run_end import Results, Terminated, ending_signals, result_line, write_missing_result
 
-# Only the console, the flags and the parsers are imported here (the standard library below them): `tinyharness
-# --help` and `--version` must not pay for requests, the sandbox and the loop (a fifth of a second). Each command
-# imports what it needs when it runs.
+# Only the console, the flags and the parsers are imported here (the standard library below them):
+# `tinyharness --help` and `--version` must not pay for requests, the sandbox and the loop (a fifth
+# of a second). Each command imports what it needs when it runs.
 
 
 def main(argv=None):
-    """The command's exit code. With `run --json`, whatever the exit (a usage error, a signal), the last
-    line on standard output is the result (run_end.py)."""
+    """The command's exit code. With `run --json`, whatever the exit (a usage error, a signal), the
+    last line on standard output is the result (run_end.py)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     started, code = time.monotonic(), 1
     Results.written, Results.usage_error = False, None
     try:
-        # SIGTERM and SIGHUP end a run or a chat as Ctrl-C does (run_end.py); eval and the rest keep the default
+        # SIGTERM and SIGHUP end a run or a chat as Ctrl-C does (run_end.py); eval and the rest keep
+        # the default
         with ending_signals() if argv[:1] in (["run"], ["chat"]) else contextlib.nullcontext():
             code = guarded(argv)
     except SystemExit as e:  # argparse's usage errors (2) and --help (0)
@@ -64,11 +65,13 @@ def guarded(argv):
         warn("Interrupted.")
         return 130
     except BrokenPipeError:  # `tinyharness course diff m0 m1 | head` closed the pipe: not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush stays quiet
+        # so the exit flush stays quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except SystemExit:  # argparse's --help and usage errors: what they say is the answer
         raise
-    except BaseException as e:  # RestoreFailed is a BaseException, so no tool's `except Exception` hides it
+    # RestoreFailed is a BaseException, so no tool's `except Exception` hides it
+    except BaseException as e:
         from .sandbox import RestoreFailed  # here, not at the top: --help must not load the sandbox
         if not isinstance(e, RestoreFailed):
             raise
@@ -78,20 +81,23 @@ def guarded(argv):
 
 def dispatch(argv):
     """Parse ARGV and run the command it names; its exit code."""
-    if argv[:1] == ["eval"]:                  # the eval has its own flags and --help: hand it everything
+    # the eval has its own flags and --help: hand it everything
+    if argv[:1] == ["eval"]:
         from .eval import main as eval_main
         return eval_main(argv[1:], prog="tinyharness eval")
     if argv[:1] == ["doctor"]:                # so does the doctor
         from .doctor import main as doctor_main
         return doctor_main(argv[1:])
-    parser = build_parser(next((a for a in argv if not a.startswith("-")), ""))  # the command's flags only
+    # the command's flags only
+    parser = build_parser(next((a for a in argv if not a.startswith("-")), ""))
     args, extra = parser.parse_known_args(argv)
     usage = getattr(args, "usage", parser)  # the subcommand's own parser, where it set one
     if args.command in ("run", "chat") and (problem := usage_problem(args, extra)):
         usage.error(problem)
     if extra:
         usage.error(f"unrecognized arguments: {' '.join(extra)}")
-    sys.stdout.reconfigure(errors="replace")  # a terminal that cannot show a character gets '?', not a crash
+    # a terminal that cannot show a character gets '?', not a crash
+    sys.stdout.reconfigure(errors="replace")
     if args.command not in COMMANDS:  # `tinyharness` alone
         parser.print_help()
         return 2
@@ -99,8 +105,8 @@ def dispatch(argv):
 
 
 def run_command(args, parser):
-    """`tinyharness run`; with --json, standard output is the JSON lines' alone: everything else the run
-    prints there (a trust question, a permission prompt) goes to standard error."""
+    """`tinyharness run`; with --json, standard output is the JSON lines' alone: everything else the
+    run prints there (a trust question, a permission prompt) goes to standard error."""
     if not args.json:
         return prepare_run(args, parser)
     args.json_out = sys.stdout
@@ -109,37 +115,44 @@ def run_command(args, parser):
 
 
 def prepare_run(args, parser):
-    """The task, the checks a usage error comes from, the workspace's hooks and MCP servers, the sandbox
-    and the client; then the run, with the settings the command line asks for (flags.settings_from_args)."""
+    """The task, the checks a usage error comes from, the workspace's hooks and MCP servers, the
+    sandbox and the client; then the run, with the settings the command line asks for
+    (flags.settings_from_args)."""
     from . import extensions
     from .hooks import ask_user
     from .sessions import SessionError
     sandbox, image = checked_run_args(args, parser)
-    if args.json:  # stdout is for the JSON lines alone: the tool lines and a streamed answer go to stderr
+    # stdout is for the JSON lines alone: the tool lines and a streamed answer go to stderr
+    if args.json:
         stream, printer = bool(args.stream), StreamPrinter(sys.stderr)
     else:
-        stream, printer = sys.stdout.isatty() if args.stream is None else args.stream, StreamPrinter(sys.stdout)
+        stream, printer = (sys.stdout.isatty() if args.stream is None
+                           else args.stream, StreamPrinter(sys.stdout))
     if problem := irregular_config(os.getcwd()):
         return usage_failure(problem)
     try:
         resumed = resumed_session(args)
     except SessionError as e:
         return usage_failure(str(e))
-    try:  # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything runs
+    # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything
+    # runs
+    try:
         hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), warn)
     except extensions.SetupError as e:
         return usage_failure(str(e))
-    if hands.hooks:  # the hooks run in the run's sandbox (--sandbox off: unconfined, as the commands)
+    # the hooks run in the run's sandbox (--sandbox off: unconfined, as the commands)
+    if hands.hooks:
         hands.hooks.sandbox = sandbox
     client, window = client_from_args(args, stream, printer)
     prompt = Prompt(printer)
-    settings = settings_from_args(args, window, sandbox=sandbox, approve=approver(args, prompt), extensions=hands,
-                                  echo=printer.echo, image=image)
+    settings = settings_from_args(args, window, sandbox=sandbox, approve=approver(args, prompt),
+                                  extensions=hands, echo=printer.echo, image=image)
     return start_run(args, client, settings, printer, stream, prompt, resumed)
 
 
 def checked_run_args(args, parser):
-    """(sandbox, image part or None): the task read, the usage errors found (exit 2) before anything starts."""
+    """(sandbox, image part or None): the task read, the usage errors found (exit 2) before anything
+    starts."""
     from .imageload import ImageError
     from .vision import image_part
     if args.task == "-":  # `echo "fix the tests" | tinyharness run -`
@@ -150,17 +163,19 @@ def checked_run_args(args, parser):
     if args.continue_session and args.resume:
         parser.error("give --continue or --resume ID, not both")
     if (args.continue_session or args.resume) and args.no_session:
-        parser.error("--continue and --resume go on with a session: they cannot be used with --no-session")
+        parser.error("--continue and --resume go on with a session: they cannot be used with "
+                     "--no-session")
     sandbox = sandbox_from_args(args, parser)
     try:  # a bad image is a usage error (exit 2), found before any model call
-        return sandbox, image_part(*image_from_flag(args.image, os.getcwd())) if args.image is not None else None
+        return (sandbox, image_part(*image_from_flag(args.image, os.getcwd()))
+                if args.image is not None else None)
     except ImageError as e:
         parser.error(f"--image: {e}")
 
 
 class Prompt:
-    """A run's permission prompt: the question on a fresh line, and a count of how often it asked and
-    found nobody there to answer (nothing_allowed reads them)."""
+    """A run's permission prompt: the question on a fresh line, and a count of how often it asked
+    and found nobody there to answer (nothing_allowed reads them)."""
 
     def __init__(self, printer):
         self.printer, self.calls, self.unanswered = printer, 0, 0
@@ -183,12 +198,14 @@ def resumed_session(args):
         return None, None
     path = sessions.find(args.resume) if args.resume else sessions.latest_for(os.getcwd())
     if path is None:
-        raise sessions.SessionError(f"no session was started in {os.getcwd()} yet (`tinyharness sessions` lists them)")
+        raise sessions.SessionError(f"no session was started in {os.getcwd()} yet (`tinyharness "
+                                    "sessions` lists them)")
     session, writer = sessions.resume(path, sys.stderr)  # locked: one writer per session
     folder = session.header.get("folder")
     if folder != os.path.realpath(os.getcwd()):
         writer.close()
-        raise sessions.SessionError(f"session {session.id} was started in {folder}: run it from there")
+        raise sessions.SessionError(f"session {session.id} was started in {folder}: run it from "
+                                    "there")
     writer.notice(f"resumed in {folder}")
     return writer, session.messages()
 
@@ -201,8 +218,8 @@ def usage_failure(problem):
 
 
 def start_run(args, client, settings, printer, stream, prompt, resumed):
-    """Run the loop once, with the session file and --json around it; what the user is shown at the end.
-    `settings`: the command line's (settings_from_args), given the session's callbacks here."""
+    """Run the loop once, with the session file and --json around it; what the user is shown at the
+    end. `settings`: the command line's (settings_from_args), given the session's callbacks here."""
     from dataclasses import replace
     from .loop import Stats, Stopped, run_agent
     from .llm import LLMError
@@ -211,18 +228,23 @@ def start_run(args, client, settings, printer, stream, prompt, resumed):
     client, session, lines = open_records(args, client, hands, resumed)
     result = {"exit_code": 1, "answer": None}
     try:
-        on_update = keeper(session, lines, TranscriptWriter(args.transcript))  # the session, --json, --transcript
-        settings = replace(settings, on_update=on_update, on_subagent=session_keeper(session, lines))
-        answer = run_agent(args.task, client, os.getcwd(), settings, stats, messages=resumed[1] or None)  # --continue
+        # the session, --json, --transcript
+        on_update = keeper(session, lines, TranscriptWriter(args.transcript))
+        settings = (replace(settings, on_update=on_update,
+                            on_subagent=session_keeper(session, lines)))
+        answer = run_agent(args.task, client, os.getcwd(), settings, stats,
+                           messages=resumed[1] or None)  # --continue
         printer.end_line()
         result.update(exit_code=0, answer=answer)
-        if not args.json and (not stream or answer.strip() != printer.since_tool.strip()):  # streamed: not twice
+        # streamed: not twice
+        if not args.json and (not stream or answer.strip() != printer.since_tool.strip()):
             print(printable(answer))
         return nothing_allowed(args, hands, prompt, result)
     except (LLMError, Stopped, KeyboardInterrupt) as e:
         printer.end_line()
         return run_failed(e, args, result, settings.warn)
-    except BrokenPipeError:  # `... | head` closed the output: the run cannot show its work, so it stops
+    # `... | head` closed the output: the run cannot show its work, so it stops
+    except BrokenPipeError:
         lines = None  # nor its --json result
         return output_closed()
     finally:
@@ -236,15 +258,18 @@ def start_run(args, client, settings, printer, stream, prompt, resumed):
 
 
 def nothing_allowed(args, hands, prompt, result):
-    """0, or 3 for a run with nobody to approve (no terminal, no --yes, no allow rule) whose every write
-    and command was DENIED, each question met by the end of input: the model's answer cannot be about
-    work it was never allowed to do, so the run is "not confirmed complete", as a limit would leave it (a
-    script must not read exit 0 as done). A "n" piped in is somebody's answer: that run ends as usual."""
-    if args.yes or sys.stdin.isatty() or (hands.rules and hands.rules.allows_any()) or not prompt.calls or \
+    """0, or 3 for a run with nobody to approve (no terminal, no --yes, no allow rule) whose every
+    write and command was DENIED, each question met by the end of input: the model's answer cannot
+    be about work it was never allowed to do, so the run is "not confirmed complete", as a limit
+    would leave it (a script must not read exit 0 as done). A "n" piped in is somebody's answer:
+    that run ends as usual."""
+    if args.yes or sys.stdin.isatty() or (hands.rules
+                                          and hands.rules.allows_any()) or not prompt.calls or \
             prompt.unanswered < prompt.calls:
         return 0
-    why = (f"nothing was allowed: the {prompt.calls} call(s) that needed approval (a write, a command, a URL) "
-           "were DENIED, as standard input is not a terminal and neither --yes nor an allow rule was given")
+    why = (f"nothing was allowed: the {prompt.calls} call(s) that needed approval (a write, a "
+           "command, a URL) were DENIED, as standard input is not a terminal and neither --yes "
+           "nor an allow rule was given")
     result.update(exit_code=3, stopped=why)
     if not args.json:
         print(f"Stopped: {why}. The task is NOT confirmed complete.")
@@ -252,12 +277,13 @@ def nothing_allowed(args, hands, prompt, result):
 
 
 def open_records(args, client, hands, resumed):
-    """(client, session, lines): the session file a run is appended to (none with --no-session; `resumed`:
-    the (writer, messages) of --continue or --resume) and the --json lines; the client wrapped so that each
-    call's usage is noted beside its answer."""
+    """(client, session, lines): the session file a run is appended to (none with --no-session;
+    `resumed`: the (writer, messages) of --continue or --resume) and the --json lines; the client
+    wrapped so that each call's usage is noted beside its answer."""
     from .sessions import UsageTap, start_or_warn
     resumed, history = resumed
-    session = resumed or (None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr))
+    session = (resumed
+               or (None if args.no_session else start_or_warn(os.getcwd(), args.model, sys.stderr)))
     if session and hands.hooks:
         hands.hooks.session_id = session.id  # a hook can tell one run's events from another's
         hands.hooks.transcript_path = str(session.path)
@@ -277,14 +303,15 @@ def output_closed():
 
 
 def run_failed(e, args, result, warn=warn):
-    """The exit code of a run that did not finish, and what it says: a server's error (1), a limit that
-    stopped it (3), Ctrl-C (130)."""
+    """The exit code of a run that did not finish, and what it says: a server's error (1), a limit
+    that stopped it (3), Ctrl-C (130)."""
     from .llm import LLMError
     if isinstance(e, LLMError):
         result.update(error=str(e))
         warn(f"error: {e}")  # made printable: the server's own words can be in it
         return 1
-    if isinstance(e, Terminated):  # SIGTERM, SIGHUP: cleaned up as after Ctrl-C, exit 128 + the signal
+    # SIGTERM, SIGHUP: cleaned up as after Ctrl-C, exit 128 + the signal
+    if isinstance(e, Terminated):
         result.update(exit_code=e.code, error=f"terminated by {e.name}")
         warn(f"Terminated ({e.name}).")
         return e.code
@@ -292,40 +319,48 @@ def run_failed(e, args, result, warn=warn):
         result.update(exit_code=130, error="interrupted")
         warn("Interrupted.")
         return 130
-    result.update(exit_code=3, stopped=str(e), done=e.done)  # Stopped: a limit, or a hook that refused the task
+    # Stopped: a limit, or a hook that refused the task
+    result.update(exit_code=3, stopped=str(e), done=e.done)
     if not args.json:
-        print(printable(f"Stopped: {e}. The task is NOT confirmed complete."))  # the reason can quote the model
+        # the reason can quote the model
+        print(printable(f"Stopped: {e}. The task is NOT confirmed complete."))
         print(printable(e.done))  # what was done so far, so the user knows where to pick up
     return 3
 
 
 class JsonLines:
-    """run --json: the events a session file gets, one JSON object per line on standard output, then a
-    result object. Same shapes as the session file (sessions/__init__.py), so one reader serves both."""
+    """run --json: the events a session file gets, one JSON object per line on standard output, then
+    a result object. Same shapes as the session file (sessions/__init__.py), so one reader serves
+    both."""
 
     def __init__(self, out, tap, session, model):
         from .sessions.writer import StreamWriter, now
         self.tap, self.events = tap, StreamWriter(out)
         self.session_id, self.model = session.id if session else None, model
-        self.events.write({"type": "start", "time": now(), "session": session.id if session else None,
+        self.events.write({"type": "start", "time": now(),
+                           "session": session.id if session else None,
                            "folder": os.getcwd(), "model": model, "version": version()})
 
     def sync(self, messages):
-        self.events.usage = self.tap.last_usage  # the latest call's usage, beside the answer it paid for
+        # the latest call's usage, beside the answer it paid for
+        self.events.usage = self.tap.last_usage
         self.events.sync(messages)
 
     def event(self, kind, **fields):
         self.events.event(kind, **fields)
 
     def result(self, result, stats):
-        Results.written = True  # before writing: a closed output must not get a second try from main
+        # before writing: a closed output must not get a second try from main
+        Results.written = True
         self.events.write(result_line(result, stats, self.session_id, self.model, stats.started))
 
 
 def session_keeper(*writers):
-    """Where a subagent's messages go when it ends: the session file (and --json), whole, as one event."""
+    """Where a subagent's messages go when it ends: the session file (and --json), whole, as one
+    event."""
     writers = [w for w in writers if w]
-    return (lambda messages: [w.event("subagent", messages=messages) for w in writers]) if writers else None
+    return ((lambda messages: [w.event("subagent", messages=messages) for w in writers]) if writers
+            else None)
 
 
 def open_chat(args, usage):
@@ -376,10 +411,11 @@ def fake_server(args):
         source = ["--vision"] if args.vision else ["--script", script_path(args.script)]
         if source[-1] is None:
             return 2
-        return fake_server_main([*source, "--port", str(args.port)] + ["--drop-images"] * args.drop_images)
+        return (fake_server_main([*source, "--port", str(args.port)]
+                                 + ["--drop-images"] * args.drop_images))
     except OSError as e:  # the port is taken, or below 1024 without the right to it
-        warn(f"error: cannot listen on 127.0.0.1:{args.port}: {e.strerror or e}. Choose another --port, "
-             "or leave it out to take any free port.")
+        warn(f"error: cannot listen on 127.0.0.1:{args.port}: {e.strerror or e}. Choose another "
+             "--port, or leave it out to take any free port.")
         return 1
 
 
@@ -411,7 +447,9 @@ def script_path(name_or_path):
     return None
 
 
-# Each command's function, given its arguments and its own parser (for usage errors); each imports what it needs.
-COMMANDS = {"run": run_command, "chat": open_chat, "mcp": list_mcp, "hooks": list_hooks, "sessions": list_sessions, "view": view_session,
+# Each command's function, given its arguments and its own parser (for usage errors); each imports
+# what it needs.
+COMMANDS = {"run": run_command, "chat": open_chat, "mcp": list_mcp, "hooks": list_hooks,
+            "sessions": list_sessions, "view": view_session,
             "demo": replay_demo, "fake-server": lambda args, usage: fake_server(args),
             "course": lambda args, usage: course_command(args)}

@@ -1,70 +1,77 @@
 """Command hooks: the user's own policy, as programs the harness runs at its choke points.
 
 The problem. The hooks in hooks.py are Python inside the harness: to add a rule ("never touch
-migrations/", "run the linter after every write", "log every command to the audit file") a user would
-have to edit the harness. People already know a convention from Claude Code and Codex: a hook is a
-command, it gets the event as JSON on stdin, and its exit code decides. Many already have such hooks
-written for Claude Code; they should run here unchanged.
+migrations/", "run the linter after every write", "log every command to the audit file") a user
+would have to edit the harness. People already know a convention from Claude Code and Codex: a hook
+is a command, it gets the event as JSON on stdin, and its exit code decides. Many already have such
+hooks written for Claude Code; they should run here unchanged.
 
 The mechanism. `.tinyharness/hooks.json` in the workspace lists commands per event, in our shape or
-in Claude Code's settings shape (both may sit in one file; `{"hooks": {...}}` around them is optional);
-the "hooks" of Claude Code's `.claude/settings.json` and `.claude/settings.local.json` run too, and the
-user's own (`~/.claude/settings.json`, `$XDG_CONFIG_HOME/tinyharness/hooks.json`: no trust question, and
-started in their file's folder, never the workspace; `tinyharness hooks list` shows them all):
+in Claude Code's settings shape (both may sit in one file; `{"hooks": {...}}` around them is
+optional); the "hooks" of Claude Code's `.claude/settings.json` and `.claude/settings.local.json`
+run too, and the user's own (`~/.claude/settings.json`, `$XDG_CONFIG_HOME/tinyharness/hooks.json`:
+no trust question, and started in their file's folder, never the workspace; `tinyharness hooks list`
+shows them all):
 
-    {"pre_tool_use":  [{"matcher": "shell|write_file", "command": "python3 .tinyharness/policy.py"}],
+    {"pre_tool_use": [{"matcher": "shell|write_file", "command": "python3 .tinyharness/policy.py"}],
      "post_tool_use": [{"matcher": "write_file", "command": "ruff check --quiet .", "timeout": 20}],
-     "PreToolUse":    [{"matcher": "Bash", "hooks": [{"type": "command", "command": "...", "timeout": 60}]}]}
+     "PreToolUse": [{"matcher": "Bash",
+                     "hooks": [{"type": "command", "command": "...", "timeout": 60}]}]}
 
-Events, ours and Claude Code's name for each (a Claude name fires for the agent Claude fires it for):
+Events, ours and Claude Code's name for each (a Claude name fires for the agent Claude fires it
+for):
 
     pre_tool_use        PreToolUse        before a call; may block it (parent and subagent)
-    post_tool_use       PostToolUse       after a call; stdout is added to the result the model reads
-    user_prompt_submit  UserPromptSubmit  before a task/message; may refuse it; stdout is added as context
+    post_tool_use       PostToolUse       after a call; stdout is added to the result the model
+                                          reads
+    user_prompt_submit  UserPromptSubmit  before a task/message; may refuse it; stdout is added as
+                                          context
     stop                Stop              the model wants to end; a block sends it back to work
                         SubagentStop      the same, for a subagent only (Stop: the main agent only)
     session_start       SessionStart      once, before the first task; stdout is added as context
     pre_compact         PreCompact        before chat summarises its history
 
-`matcher` is a regular expression that must match the whole tool name (absent, "" or "*": every tool).
-Claude Code's tool names match too: Bash = shell, Write/Edit/MultiEdit = write_file, Read = read_file
-and view_image, LS/Glob = list_dir, Task = task, Edit = save_note; `mcp__server__tool` is the same in
-both. The command runs with `/bin/sh -c` in the workspace, in the sandbox of shell commands unless its
-entry says `"sandbox": false` (hookrun.py), with `CLAUDE_PROJECT_DIR` set to the workspace, and
-reads one JSON object on stdin: ours (`event`, `tool_name`, `tool_input`, `workspace`, `session_id`,
-`agent`: "parent" or "subagent", `result`, `prompt`, `answer`) and Claude Code's beside them
-(`hook_event_name`, `tool_input.file_path` (absolute) and `.command`, `tool_response`, `tool_use_id`,
-`transcript_path`, `cwd`, `stop_hook_active`). A hook written in Claude's shape gets Claude's names
-where the two differ (`tool_name: "Bash"`, `hook_event_name: "PreToolUse"`; ours in `tinyharness_tool_name`).
+`matcher` is a regular expression that must match the whole tool name (absent, "" or "*": every
+tool). Claude Code's tool names match too: Bash = shell, Write/Edit/MultiEdit = write_file, Read =
+read_file and view_image, LS/Glob = list_dir, Task = task, Edit = save_note; `mcp__server__tool` is
+the same in both. The command runs with `/bin/sh -c` in the workspace, in the sandbox of shell
+commands unless its entry says `"sandbox": false` (hookrun.py), with `CLAUDE_PROJECT_DIR` set to the
+workspace, and reads one JSON object on stdin: ours (`event`, `tool_name`, `tool_input`,
+`workspace`, `session_id`, `agent`: "parent" or "subagent", `result`, `prompt`, `answer`) and Claude
+Code's beside them (`hook_event_name`, `tool_input.file_path` (absolute) and `.command`,
+`tool_response`, `tool_use_id`, `transcript_path`, `cwd`, `stop_hook_active`). A hook written in
+Claude's shape gets Claude's names where the two differ (`tool_name: "Bash"`, `hook_event_name:
+"PreToolUse"`; ours in `tinyharness_tool_name`).
 
 Deciding. Exit 2 blocks, and the hook's stderr is the reason the model reads. Exit 0 with empty
-stdout allows. Exit 0 with a JSON object decides by its fields: `{"decision": "block", "reason": ...}`
-blocks; Claude's `{"hookSpecificOutput": {"permissionDecision": "deny"|"ask"|"allow",
+stdout allows. Exit 0 with a JSON object decides by its fields: `{"decision": "block", "reason":
+...}` blocks; Claude's `{"hookSpecificOutput": {"permissionDecision": "deny"|"ask"|"allow",
 "permissionDecisionReason": ...}}`: deny blocks; ask puts the call to the user's permission prompt
-(even a read that never asks; under --yes that prompt answers yes, as it does for every call the hooks
-let through; with nobody at the terminal it is a no); allow lets it pass the hook - the permission
-prompt still asks as usual (a hook narrows what runs, it never widens what the user approves);
-`"continue": false` blocks; any other decision, or `updatedInput` (rewriting a call is not supported),
-blocks. `post_tool_use` and `pre_compact` stdout is text for the model (or the summary request);
-`user_prompt_submit`/`session_start` stdout is context added to the task (or Claude's
-`additionalContext`). `stop_hook_active` is true when the model is already going on because a stop
-hook sent it back, so a guarded Claude Stop hook lets it stop the second time.
+(even a read that never asks; under --yes that prompt answers yes, as it does for every call the
+hooks let through; with nobody at the terminal it is a no); allow lets it pass the hook - the
+permission prompt still asks as usual (a hook narrows what runs, it never widens what the user
+approves); `"continue": false` blocks; any other decision, or `updatedInput` (rewriting a call is
+not supported), blocks. `post_tool_use` and `pre_compact` stdout is text for the model (or the
+summary request); `user_prompt_submit`/`session_start` stdout is context added to the task (or
+Claude's `additionalContext`). `stop_hook_active` is true when the model is already going on because
+a stop hook sent it back, so a guarded Claude Stop hook lets it stop the second time.
 
-Fail closed. Claude Code lets a hook that crashes, times out or exits with another code proceed -
-a guard that fails opens the door. Here any other exit code, a command that cannot start, a timeout
-or output that cannot be read blocks the call, and the user sees which hook decided and why. Each
-hook runs in a process group of its own (confined: a PID namespace of its own), bounded by its
-`timeout` (default 30 s) and by what is left of the run's --max-seconds; when it ends or times out the
-whole group is killed, so a background child it left holding its output neither keeps the call waiting
-nor outlives it.
+Fail closed. Claude Code lets a hook that crashes, times out or exits with another code proceed - a
+guard that fails opens the door. Here any other exit code, a command that cannot start, a timeout or
+output that cannot be read blocks the call, and the user sees which hook decided and why. Each hook
+runs in a process group of its own (confined: a PID namespace of its own), bounded by its `timeout`
+(default 30 s) and by what is left of the run's --max-seconds; when it ends or times out the whole
+group is killed, so a background child it left holding its output neither keeps the call waiting nor
+outlives it.
 
-What it cannot do. A hooks file in a workspace is code that runs on your machine: a cloned repository
-could ship one. The first time a workspace's hooks file is seen, or after it changed, the user is
-asked to trust it (trust.py), the question naming each hook that runs unconfined - and `--yes`, which
-approves the model's calls, does not answer that question. A hook sees the call, not what the call
-will do: `pre_tool_use` on `shell` reads the same text the regex policy reads, with the same blind
-spots. Unconfined, a child that calls `setsid` leaves the group and survives. Claude's `prompt`, `http` and `agent` hooks (an LLM or a URL decides) are skipped with a
-warning when the file is loaded.
+What it cannot do. A hooks file in a workspace is code that runs on your machine: a cloned
+repository could ship one. The first time a workspace's hooks file is seen, or after it changed, the
+user is asked to trust it (trust.py), the question naming each hook that runs unconfined - and
+`--yes`, which approves the model's calls, does not answer that question. A hook sees the call, not
+what the call will do: `pre_tool_use` on `shell` reads the same text the regex policy reads, with
+the same blind spots. Unconfined, a child that calls `setsid` leaves the group and survives.
+Claude's `prompt`, `http` and `agent` hooks (an LLM or a URL decides) are skipped with a warning
+when the file is loaded.
 """
 import json
 import os
@@ -79,27 +86,36 @@ from .filedoor import read_bytes
 from .hookdecide import MAX_OUTPUT, Verdict, decision
 from .hookrun import run_command
 
-EVENTS = ("pre_tool_use", "post_tool_use", "user_prompt_submit", "stop", "pre_compact", "session_start")
-# Claude Code's event name -> (ours, the agents it fires for: Claude's Stop is the main agent's only)
+EVENTS = ("pre_tool_use", "post_tool_use", "user_prompt_submit", "stop", "pre_compact",
+          "session_start")
+# Claude Code's event name -> (ours, the agents it fires for: Claude's Stop is the main agent's
+# only)
 CLAUDE_EVENTS = {"PreToolUse": ("pre_tool_use", None), "PostToolUse": ("post_tool_use", None),
-                 "UserPromptSubmit": ("user_prompt_submit", {"parent"}), "Stop": ("stop", {"parent"}),
+                 "UserPromptSubmit": ("user_prompt_submit", {"parent"}),
+                 "Stop": ("stop", {"parent"}),
                  "SubagentStop": ("stop", {"subagent"}), "PreCompact": ("pre_compact", None),
                  "SessionStart": ("session_start", {"parent"})}
-CLAUDE_NAME = {ours: claude for claude, (ours, _) in CLAUDE_EVENTS.items() if claude != "SubagentStop"}
+CLAUDE_NAME = ({ours: claude for claude, (ours, _) in CLAUDE_EVENTS.items()
+                if claude != "SubagentStop"})
 # Claude Code's events that never fire here: accepted with a note, so a copied settings block loads.
-CLAUDE_ONLY_EVENTS = ("Notification", "SessionEnd", "PermissionRequest", "SubagentStart", "PostToolUseFailure")
+CLAUDE_ONLY_EVENTS = ("Notification", "SessionEnd", "PermissionRequest", "SubagentStart",
+                      "PostToolUseFailure")
 # Our tool -> Claude Code's names for it; the first is what a Claude-shaped hook reads in tool_name.
-CLAUDE_TOOLS = {"shell": ("Bash",), "write_file": ("Write", "Edit", "MultiEdit"), "read_file": ("Read",),
+CLAUDE_TOOLS = {"shell": ("Bash",), "write_file": ("Write", "Edit", "MultiEdit"),
+                "read_file": ("Read",),
                 "view_image": ("Read",), "list_dir": ("LS", "Glob"), "task": ("Task", "Agent"),
                 "save_note": ("Edit",)}
 PATH_TOOLS = ("write_file", "read_file", "view_image", "list_dir")
 HOOKS_FILE = Path(".tinyharness") / "hooks.json"
 # Claude Code's project settings, then ours: each file's hooks run, each file trusted on its own.
 CONFIG_CAP = 1024 * 1024  # bytes: a hooks file is a page of JSON, not a place for a megabyte
-HOOK_FILES = (Path(".claude") / "settings.json", Path(".claude") / "settings.local.json", HOOKS_FILE)
-SKIPPED_TYPES = ("prompt", "http", "agent")  # Claude Code's hooks that are not a command: warned about, skipped
+HOOK_FILES = (Path(".claude") / "settings.json", Path(".claude") / "settings.local.json",
+              HOOKS_FILE)
+# Claude Code's hooks that are not a command: warned about, skipped
+SKIPPED_TYPES = ("prompt", "http", "agent")
 HOOK_TIMEOUT = 30  # seconds; a hook that hangs blocks, it never waits forever
-MIN_TIMEOUT = 0.5  # seconds a hook still gets when the run's time is nearly out (it blocks if it needs more)
+# seconds a hook still gets when the run's time is nearly out (it blocks if it needs more)
+MIN_TIMEOUT = 0.5
 
 
 @dataclass
@@ -110,8 +126,10 @@ class Hook:
     claude: bool = False          # written in Claude Code's shape: it reads Claude's names
     claude_event: str = ""        # the name the file used, sent as hook_event_name
     agents: set = field(default=None)  # None: every agent; else {"parent"} or {"subagent"}
-    sandbox: bool = True          # runs confined as a shell command (hookrun.py); "sandbox": false in its entry
-    home: str = ""                # the folder of the user's own file it came from ("": the workspace's)
+    # runs confined as a shell command (hookrun.py); "sandbox": false in its entry
+    sandbox: bool = True
+    # the folder of the user's own file it came from ("": the workspace's)
+    home: str = ""
 
 
 class HooksFileError(ValueError):
@@ -124,7 +142,8 @@ def load(workspace):
 
 
 def load_with_notes(workspace):
-    """({event: [Hook]}, [notes for the user about entries that never fire here]) of every hooks file."""
+    """({event: [Hook]}, [notes for the user about entries that never fire here]) of every hooks
+    file."""
     hooks, notes = {}, []
     for _, _, found, said in load_files(workspace):
         for event, entries in found.items():
@@ -134,21 +153,25 @@ def load_with_notes(workspace):
 
 
 def user_files():
-    """[(path, Claude settings?)] of the user's own hooks files: Claude Code's user settings, then ours."""
+    """[(path, Claude settings?)] of the user's own hooks files: Claude Code's user settings, then
+    ours."""
     config = Path(os.environ.get("XDG_CONFIG_HOME", ""))
-    config = config if config.is_absolute() else Path.home() / ".config"  # the XDG rule: a relative path is ignored
-    return [(Path.home() / ".claude" / "settings.json", True), (config / "tinyharness" / "hooks.json", False)]
+    # the XDG rule: a relative path is ignored
+    config = config if config.is_absolute() else Path.home() / ".config"
+    return [(Path.home() / ".claude" / "settings.json", True),
+            (config / "tinyharness" / "hooks.json", False)]
 
 
 def is_users(path):
-    """Whether PATH is one of the user's own hooks files (no trust question; its hooks start in its folder)."""
+    """Whether PATH is one of the user's own hooks files (no trust question; its hooks start in its
+    folder)."""
     return any(Path(path) == own for own, _ in user_files())
 
 
 def load_files(workspace):
-    """[(path, the file's JSON, {event: [Hook]}, notes)] for each hooks file there is: the user's own
-    (user_files: their hooks start in the file's folder, never the workspace), then the workspace's,
-    Claude Code's project settings (their "hooks") before ours."""
+    """[(path, the file's JSON, {event: [Hook]}, notes)] for each hooks file there is: the user's
+    own (user_files: their hooks start in the file's folder, never the workspace), then the
+    workspace's, Claude Code's project settings (their "hooks") before ours."""
     loaded = []
     for path, claude_settings in user_files():
         if not os.path.lexists(path):
@@ -159,7 +182,8 @@ def load_files(workspace):
             raise HooksFileError(str(e).replace(str(HOOKS_FILE), str(path))) from None
         for hook in (hook for entries in hooks.values() for hook in entries):
             hook.home = str(path.parent)
-        loaded.append((path, whole, hooks, [note.replace(str(path.relative_to(path.parent.parent)), str(path))
+        loaded.append((path, whole, hooks,
+                       [note.replace(str(path.relative_to(path.parent.parent)), str(path))
                                             for note in notes]))
     for name in HOOK_FILES:
         path = Path(workspace) / name
@@ -173,15 +197,18 @@ def load_files(workspace):
 
 
 def load_file(path, claude_settings=False, own=False):
-    """(the file's JSON, {event: [Hook]}, notes) of one file. `own`: the user's, outside any workspace,
-    read where its links lead (a dotfiles manager links them), through the door all the same (no FIFO)."""
+    """(the file's JSON, {event: [Hook]}, notes) of one file. `own`: the user's, outside any
+    workspace, read where its links lead (a dotfiles manager links them), through the door all the
+    same (no FIFO)."""
     if not path.is_file():
         raise HooksFileError(f"{HOOKS_FILE}: not a regular file")
     real = path.resolve() if own else path
     try:  # the harness's one door: no link leading out, no FIFO
-        data, size = read_bytes(real.name, CONFIG_CAP, str(real.parent)) if own else read_bytes(path, CONFIG_CAP)
+        data, size = (read_bytes(real.name, CONFIG_CAP, str(real.parent)) if own
+                      else read_bytes(path, CONFIG_CAP))
         if size > CONFIG_CAP:
-            raise ValueError(f"it is {size:,} bytes, more than the {CONFIG_CAP:,} a hooks file may have")
+            raise ValueError(f"it is {size:,} bytes, more than the {CONFIG_CAP:,} a hooks file may "
+                             "have")
         whole = json.loads(data.decode("utf-8"))
     except (OSError, ValueError, RecursionError) as e:
         raise HooksFileError(f"{HOOKS_FILE}: cannot read it as JSON ({e})") from e
@@ -195,12 +222,13 @@ def load_file(path, claude_settings=False, own=False):
     hooks, notes = {}, []
     for event, entries in data.items():
         if event in CLAUDE_ONLY_EVENTS:
-            notes.append(f"[hook] {HOOKS_FILE}: {event} hooks never fire in tinyharness (no such event); "
-                         "they are ignored")
+            notes.append(f"[hook] {HOOKS_FILE}: {event} hooks never fire in tinyharness (no such "
+                         "event); they are ignored")
             continue
         if event not in EVENTS and event not in CLAUDE_EVENTS:
-            raise HooksFileError(f"{HOOKS_FILE}: unknown event {event!r}; the events are {', '.join(EVENTS)} "
-                                 f"(or Claude Code's {', '.join(CLAUDE_EVENTS)})")
+            raise HooksFileError(f"{HOOKS_FILE}: unknown event {event!r}; the events are "
+                                 f"{', '.join(EVENTS)} (or Claude Code's "
+                                 f"{', '.join(CLAUDE_EVENTS)})")
         ours, agents = CLAUDE_EVENTS.get(event, (event, None))
         for entry in entries if isinstance(entries, list) else [entries]:
             hooks.setdefault(ours, []).extend(parse_entry(event, entry, agents, notes))
@@ -208,22 +236,25 @@ def load_file(path, claude_settings=False, own=False):
     return whole, hooks, [note.replace(str(HOOKS_FILE), str(name)) for note in notes]
 
 
-CONFINED = ("in the sandbox that confines the model's shell commands: they may write only in this workspace, open "
-            "no network connection and read nothing of your home folder")
+CONFINED = ("in the sandbox that confines the model's shell commands: they may write only in this "
+            "workspace, open no network connection and read nothing of your home folder")
 
 
 def confinement_note(hooks, sandbox_on=True):
-    """What the trust question says of a file's hooks ({event: [Hook]}): which of them run unconfined."""
+    """What the trust question says of a file's hooks ({event: [Hook]}): which of them run
+    unconfined."""
     every = [hook for entries in hooks.values() for hook in entries]
     loose = list(dict.fromkeys(hook.command for hook in every if not (hook.sandbox and sandbox_on)))
     if not loose:
-        return f"These commands run {CONFINED} (\"sandbox\": false in a hook's entry runs it unconfined)."
+        return (f"These commands run {CONFINED} (\"sandbox\": false in a hook's entry runs it "
+                "unconfined).")
     why = '"sandbox": false' if sandbox_on else "--sandbox off"
     others = f" The others run {CONFINED}." if len(loose) < len(every) else ""
-    return (f"These run UNCONFINED ({why}): {', '.join(f'`{c}`' for c in loose)} - outside the sandbox, with all "
-            "your rights (your files, your keys, the network); they can run code the model wrote in this workspace "
-            f"(a hook that runs the tests imports its test files).{others} Trust this file only if you would run "
-            "these commands yourself, in this folder, after the model has worked in it.")
+    return (f"These run UNCONFINED ({why}): {', '.join(f'`{c}`' for c in loose)} - outside the "
+            "sandbox, with all your rights (your files, your keys, the network); they can run "
+            "code the model wrote in this workspace (a hook that runs the tests imports its test "
+            f"files).{others} Trust this file only if you would run these commands yourself, in "
+            "this folder, after the model has worked in it.")
 
 
 def parse_entry(event, entry, agents=None, notes=None):
@@ -231,7 +262,8 @@ def parse_entry(event, entry, agents=None, notes=None):
     {"matcher", "hooks": [{"type": "command", "command", "timeout"}]}."""
     if not isinstance(entry, dict):
         raise HooksFileError(f"{HOOKS_FILE}: each {event} entry must be an object with \"command\" "
-                             "(or Claude Code's \"hooks\": [{\"type\": \"command\", \"command\": ...}])")
+                             "(or Claude Code's \"hooks\": [{\"type\": \"command\", \"command\": "
+                             "...}])")
     matcher = compile_matcher(event, entry.get("matcher"))
     claude = event in CLAUDE_EVENTS or "hooks" in entry
     if "hooks" in entry:
@@ -242,13 +274,15 @@ def parse_entry(event, entry, agents=None, notes=None):
         commands = []
         for hook in inner:
             kind = hook.get("type", "command") if isinstance(hook, dict) else hook
-            if kind in SKIPPED_TYPES and notes is not None:  # an LLM or a URL decides in Claude Code: not here
-                notes.append(f"[hook] warning: {HOOKS_FILE}: a {event} hook of \"type\": {json.dumps(kind)} is "
-                             "skipped (tinyharness runs only \"type\": \"command\" hooks)")
+            # an LLM or a URL decides in Claude Code: not here
+            if kind in SKIPPED_TYPES and notes is not None:
+                notes.append(f"[hook] warning: {HOOKS_FILE}: a {event} hook of \"type\": "
+                             f"{json.dumps(kind)} is skipped (tinyharness runs only \"type\": "
+                             "\"command\" hooks)")
                 continue
             if kind != "command":
-                raise HooksFileError(f"{HOOKS_FILE}: {event}: only hooks of \"type\": \"command\" are supported, "
-                                     f"not {kind!r}")
+                raise HooksFileError(f"{HOOKS_FILE}: {event}: only hooks of \"type\": \"command\" "
+                                     f"are supported, not {kind!r}")
             commands.append((command_of(event, hook), timeout_of(event, hook),
                              sandbox_of(event, hook, sandbox_of(event, entry))))
     else:
@@ -262,7 +296,8 @@ def sandbox_of(event, entry, default=True):
     """`"sandbox": false` runs the hook unconfined; absent, it runs in the sandbox."""
     value = entry.get("sandbox", default) if isinstance(entry, dict) else default
     if not isinstance(value, bool):
-        raise HooksFileError(f"{HOOKS_FILE}: {event}: \"sandbox\" must be true or false, not {json.dumps(value)[:60]}")
+        raise HooksFileError(f"{HOOKS_FILE}: {event}: \"sandbox\" must be true or false, not "
+                             f"{json.dumps(value)[:60]}")
     return value
 
 
@@ -270,12 +305,13 @@ def compile_matcher(event, matcher):
     if matcher is None or matcher in ("", "*"):
         return re.compile(".*")
     if not isinstance(matcher, str):
-        raise HooksFileError(f"{HOOKS_FILE}: {event}: \"matcher\" must be a string (a regular expression of "
-                             f"tool names), not {json.dumps(matcher)[:60]}")
+        raise HooksFileError(f"{HOOKS_FILE}: {event}: \"matcher\" must be a string (a regular "
+                             f"expression of tool names), not {json.dumps(matcher)[:60]}")
     try:
         return re.compile(matcher)
     except re.error as e:
-        raise HooksFileError(f"{HOOKS_FILE}: the matcher {matcher!r} is not a regular expression ({e})") from e
+        raise HooksFileError(f"{HOOKS_FILE}: the matcher {matcher!r} is not a regular expression "
+                             f"({e})") from e
 
 
 def command_of(event, entry):
@@ -287,16 +323,19 @@ def command_of(event, entry):
 
 def timeout_of(event, entry):
     timeout = entry.get("timeout", HOOK_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 86400:
-        raise HooksFileError(f"{HOOKS_FILE}: {event}: \"timeout\" must be a number of seconds above 0, "
-                             f"not {json.dumps(timeout)[:60]}")
+    if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+        or not 0 < timeout <= 86400):
+        raise HooksFileError(f"{HOOKS_FILE}: {event}: \"timeout\" must be a number of seconds "
+                             f"above 0, not {json.dumps(timeout)[:60]}")
     return float(timeout)
 
 
 class CommandHooks:
-    def __init__(self, hooks, workspace, session_id="", report=None, timeout=None, transcript_path="", sandbox=None):
+    def __init__(self, hooks, workspace, session_id="", report=None, timeout=None,
+                 transcript_path="", sandbox=None):
         self.hooks, self.workspace, self.session_id = hooks, str(workspace), session_id
-        self.sandbox = sandbox  # the run's sandbox.Sandbox (--sandbox off: every hook unconfined); None: the default
+        # the run's sandbox.Sandbox (--sandbox off: every hook unconfined); None: the default
+        self.sandbox = sandbox
         self.confined = {}  # a user's hooks folder -> the run's sandbox that may read it too
         self.transcript_path = transcript_path
         self.timeout = timeout        # caps every hook's own timeout (tests); None: each hook's own
@@ -306,12 +345,15 @@ class CommandHooks:
         return any(self.hooks.values())
 
     def run(self, event, tool=None, arguments=None, agent="parent", deadline=None, **extra):
-        """Run every matching hook of `event`, together (as Claude Code does, each with its own timeout),
-        so an audit hook sees a call another hook blocks; a block from any of them blocks (the first in
-        the file's order is the reason). `deadline` (time.monotonic()) is when the run's time is out."""
-        chosen = [hook for hook in self.hooks.get(event, []) if not (hook.agents and agent not in hook.agents)
+        """Run every matching hook of `event`, together (as Claude Code does, each with its own
+        timeout), so an audit hook sees a call another hook blocks; a block from any of them blocks
+        (the first in the file's order is the reason). `deadline` (time.monotonic()) is when the
+        run's time is out."""
+        chosen = [hook for hook in self.hooks.get(event, [])
+                  if not (hook.agents and agent not in hook.agents)
                   and (tool is None or matches(hook.matcher, tool))]
-        run = lambda hook: self.run_one(event, hook, tool, arguments, dict(extra, agent=agent), deadline)
+        run = (lambda hook: self.run_one(event, hook, tool, arguments, dict(extra, agent=agent),
+                                         deadline))
         if len(chosen) > 1:
             with ThreadPoolExecutor(len(chosen)) as pool:
                 verdicts = list(pool.map(run, chosen))
@@ -321,7 +363,8 @@ class CommandHooks:
         for hook, verdict in zip(chosen, verdicts):
             verdict.own = bool(hook.home)
             if not verdict.allowed:
-                self.report(f"[hook] {event} `{hook.command}` blocked{' ' + tool if tool else ''}: {verdict.reason}")
+                self.report(f"[hook] {event} `{hook.command}` blocked{' ' + tool if tool else ''}: "
+                            f"{verdict.reason}")
             outputs += [verdict.output] if verdict.output else []
             asks += [verdict.ask] if verdict.ask else []
         blocked = next((verdict for verdict in verdicts if not verdict.allowed), None)
@@ -338,37 +381,45 @@ class CommandHooks:
         timeout, command = self.time_for(hook, deadline), hook.command
         sandbox, cwd = self.sandbox_for(hook)  # a user's own hook never starts in the workspace
         if sandbox is not None and (problem := sandbox.problem()):
-            return Verdict(False, f"the hook `{command}` runs in the sandbox, which cannot run here, so the call is "
-                                  f"refused ({problem}) Or give that hook \"sandbox\": false.", hook=command)
+            return Verdict(False, f"the hook `{command}` runs in the sandbox, which cannot run "
+                                  f"here, so the call is refused ({problem}) Or give that hook "
+                                  "\"sandbox\": false.", hook=command)
         env = {"CLAUDE_PROJECT_DIR": self.workspace, **({"PWD": cwd} if hook.home else {})}
         try:
-            code, out, err = run_command(command, json.dumps(payload, default=str).encode(), cwd, env, timeout,
-                                         sandbox, self.workspace, self.report)
+            code, out, err = run_command(command, json.dumps(payload, default=str).encode(), cwd,
+                                         env, timeout, sandbox, self.workspace, self.report)
         except OSError as e:
-            return Verdict(False, f"the hook `{command}` could not run ({e}), so the call is refused", hook=command)
+            return (Verdict(False, f"the hook `{command}` could not run ({e}), so the call is "
+                                   "refused", hook=command))
         if code is None:
-            return Verdict(False, f"the hook `{command}` did not finish within {timeout:g} s, so the call is "
-                                  "refused (a hook that fails must not open the door)", hook=command)
+            return Verdict(False, f"the hook `{command}` did not finish within {timeout:g} s, so "
+                                  "the call is refused (a hook that fails must not open the door)",
+                           hook=command)
         try:
             out, err = out.decode("utf-8").strip(), err.decode("utf-8").strip()
         except UnicodeDecodeError:
-            return Verdict(False, f"the hook `{command}` wrote output that is not UTF-8 text, so the call is refused",
+            return Verdict(False, f"the hook `{command}` wrote output that is not UTF-8 text, so "
+                                  "the call is refused",
                            hook=command)
         if code == 2:
-            return Verdict(False, err[:MAX_OUTPUT] or f"the hook `{command}` refused it (exit 2, no reason given)",
+            return Verdict(False, err[:MAX_OUTPUT]
+                           or f"the hook `{command}` refused it (exit 2, no reason given)",
                            hook=command)
         if code != 0:
-            confined = (" It ran in the sandbox (no network, no home folder, writes only in the workspace): "
-                        "\"sandbox\": false in its entry runs it unconfined.") if sandbox else ""
-            return Verdict(False, f"the hook `{command}` failed with exit code {code}"
-                                  f"{': ' + err[:500] if err else ''}, so the call is refused (fail closed: Claude "
-                                  f"Code would have let it run).{confined}", hook=command)
+            confined = (" It ran in the sandbox (no network, no home folder, writes only in the "
+                        "workspace): \"sandbox\": false in its entry runs it "
+                        "unconfined.") if sandbox else ""
+            return Verdict(False, f"the hook `{command}` failed with exit code "
+                                  f"{code}{': ' + err[:500] if err else ''}, so the call is "
+                                  "refused (fail closed: Claude Code would have let it "
+                                  f"run).{confined}", hook=command)
         return decision(event, out, command)
 
     def sandbox_for(self, hook):
-        """(the sandbox this hook runs in, or None: unconfined ("sandbox": false, or --sandbox off); the
-        folder it starts in). A user's own hook starts in its file's folder; confined, in that folder's
-        `hooks/` (where such scripts live, and all it may read of the home folder), else in the home folder."""
+        """(the sandbox this hook runs in, or None: unconfined ("sandbox": false, or --sandbox off);
+        the folder it starts in). A user's own hook starts in its file's folder; confined, in that
+        folder's `hooks/` (where such scripts live, and all it may read of the home folder), else in
+        the home folder."""
         if hook.sandbox and self.sandbox is None:
             from .sandbox import Sandbox  # here: loading a hooks file must not load the sandbox
             self.sandbox = Sandbox()
@@ -380,7 +431,8 @@ class CommandHooks:
         if not os.path.isdir(scripts):
             return self.sandbox, os.path.expanduser("~")
         if scripts not in self.confined:
-            self.confined[scripts] = self.sandbox.with_read([scripts])  # built once a run, as the run's own
+            # built once a run, as the run's own
+            self.confined[scripts] = self.sandbox.with_read([scripts])
         return self.confined[scripts], scripts
 
     def payload(self, event, hook, tool, arguments, extra):
@@ -388,9 +440,11 @@ class CommandHooks:
         arguments = arguments if isinstance(arguments, dict) else {}
         extra = dict(extra)
         result = extra.get("result")
-        payload = {"event": event, "hook_event_name": hook.claude_event or CLAUDE_NAME.get(event, event),
+        payload = {"event": event, "hook_event_name": hook.claude_event
+                   or CLAUDE_NAME.get(event, event),
                    "tool_name": tool, "tool_input": claude_input(tool, arguments, self.workspace),
-                   "workspace": self.workspace, "cwd": self.workspace, "session_id": self.session_id,
+                   "workspace": self.workspace, "cwd": self.workspace,
+                   "session_id": self.session_id,
                    "transcript_path": self.transcript_path, "permission_mode": "default",
                    "stop_hook_active": bool(extra.pop("stop_hook_active", False)), **extra}
         if not hook.claude:
@@ -412,10 +466,12 @@ def matches(matcher, tool):
 
 
 def claude_input(tool, arguments, workspace):
-    """The call's arguments, plus Claude Code's `file_path` (absolute) for a tool that takes a path."""
+    """The call's arguments, plus Claude Code's `file_path` (absolute) for a tool that takes a
+    path."""
     shown = dict(arguments)
     path = arguments.get("path")
-    if tool in PATH_TOOLS and isinstance(path, str) and "file_path" not in shown and "://" not in path:
+    if (tool in PATH_TOOLS and isinstance(path, str) and "file_path" not in shown
+        and "://" not in path):
         shown["file_path"] = os.path.normpath(os.path.join(workspace, path))
     if tool == "save_note" and "file_path" not in shown:
         shown["file_path"] = os.path.join(workspace, "NOTES.md")
@@ -423,7 +479,8 @@ def claude_input(tool, arguments, workspace):
 
 
 def claude_response(tool, arguments, result, workspace):
-    """Claude Code's `tool_response`: an object; ours is text, so it carries the text under several names."""
+    """Claude Code's `tool_response`: an object; ours is text, so it carries the text under several
+    names."""
     text = str(result)
     failed = text.startswith(("ERROR", "BLOCKED", "DENIED"))
     response = {"output": text, "success": not failed}

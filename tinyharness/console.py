@@ -25,7 +25,8 @@ import re
 import sys
 
 # C0 controls but newline and tab, DEL and C1, the bidi controls, lone surrogates
-UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                    "\ud800-\udfff]")
 
 
 def escape(match):
@@ -80,4 +81,5 @@ class StreamPrinter:
     def echo(self, line):
         self.end_line()
         print(printable(line), file=self.out, flush=True)
-        self.since_tool = ""                         # the answer is what the model says after its last tool
+        # the answer is what the model says after its last tool
+        self.since_tool = ""

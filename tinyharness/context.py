@@ -22,9 +22,9 @@ character. Cutting an old message therefore costs a re-read of everything after 
   breaks the prefix, because nothing is changed after it was sent; but the model never sees the
   middle of that result.
 
-What they cost, measured by `python -m benchmarks.context` (a scripted 40-turn coding task, 8192-token
-window, simulated prefix cache; "work" = tokens the server computes again, 1.00x = never cutting,
-which overflows the window by the 12th turn):
+What they cost, measured by `python -m benchmarks.context` (a scripted 40-turn coding task,
+8192-token window, simulated prefix cache; "work" = tokens the server computes again, 1.00x = never
+cutting, which overflows the window by the 12th turn):
 
     sliding scissors  1.48x the work, 29 prefix breaks
     batch scissors    1.26x, 12 breaks; over 90% of the window in 5 of 8 random variants of the task
@@ -49,7 +49,8 @@ from .arrival import count_images, without_images
 STUB_PREFIX = "[cut by the harness: "
 REREADABLE = ("list_dir", "read_file")  # tools that change nothing: calling again is safe
 REPEAT_WARNING = "not shown again: running it again would repeat what it did"
-CONTEXT_WINDOW = 8192  # tokens: --context-window, for the policies and the warnings (/v1 cannot set Ollama's length)
+# tokens: --context-window, for the policies and the warnings (/v1 cannot set Ollama's length)
+CONTEXT_WINDOW = 8192
 
 
 # --- The m5 stage's scissors -------------------------------------------------------------------
@@ -77,14 +78,16 @@ def short(value, limit=60):
 
 
 def stub(message, described):
-    """The same message with its content replaced by a note saying what was cut and how to get it back.
+    """The same message with its content replaced by a note saying what was cut and how to get it
+    back.
 
     Deterministic (the same message gives the same stub), so a stub sent once never changes again.
     """
     # Short on purpose: a stub is sent again on every later turn. (save_note's own description
     # tells the model that notes survive the cut.)
     call = described.get(message.get("tool_call_id"), "a tool call")
-    text = f"{STUB_PREFIX}{call} returned {len(message['content']):,} characters; {how_to_get_back(call)}]"
+    text = (f"{STUB_PREFIX}{call} returned {len(message['content']):,} characters; "
+            f"{how_to_get_back(call)}]")
     return {**message, "content": text}
 
 
@@ -96,8 +99,10 @@ def how_to_get_back(call):
 
 def older_results(messages, keep):
     """Positions of the tool results older than the newest `keep` that the model has already seen.
-    Results added after the model's last reply have never been sent: cutting one would hide it for good."""
-    last_reply = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    Results added after the model's last reply have never been sent: cutting one would hide it for
+    good."""
+    last_reply = (max((i for i, m in enumerate(messages)
+                       if m.get("role") == "assistant"), default=-1))
     positions = [i for i, m in enumerate(messages) if m.get("role") == "tool"]
     return [i for i in positions[:max(0, len(positions) - keep)] if i < last_reply]
 
@@ -118,7 +123,8 @@ def sliding_scissors(messages, keep=2, limit=200):
     """
     old = set(older_results(messages, keep))
     described = describe_calls(messages)
-    return [stub(m, described) if i in old and cuttable(m, limit) else m for i, m in enumerate(messages)]
+    return ([stub(m, described) if i in old and cuttable(m, limit)
+             else m for i, m in enumerate(messages)])
 
 
 # --- Measuring ---------------------------------------------------------------------------------
@@ -129,12 +135,15 @@ IMAGE_TOKENS = 1000
 
 
 def json_chars(messages):
-    """Characters of the messages as JSON, each picture counted as IMAGE_TOKENS tokens instead of its base64."""
-    return len(json.dumps(without_images(messages), ensure_ascii=False)) + 4 * IMAGE_TOKENS * count_images(messages)
+    """Characters of the messages as JSON, each picture counted as IMAGE_TOKENS tokens instead of
+    its base64."""
+    return (len(json.dumps(without_images(messages), ensure_ascii=False))
+            + 4 * IMAGE_TOKENS * count_images(messages))
 
 
 def estimate_tokens(messages):
-    """Characters/4 of the messages as JSON, rounded up: the scripted server's rule, no tokenizer."""
+    """Characters/4 of the messages as JSON, rounded up: the scripted server's rule, no
+    tokenizer."""
     return (json_chars(messages) + 3) // 4
 
 
@@ -161,16 +170,18 @@ class ContextWatch:
         last, self.last = self.last, (prompt_tokens, message_count, sent_tokens)
         if last and prompt_tokens < last[0] and message_count > last[1] \
                 and (sent_tokens is None or last[2] is None or sent_tokens >= last[2]):
-            return (f"[context] prompt_tokens fell from {last[0]} to {prompt_tokens} while the conversation "
-                    f"grew ({last[1]} -> {message_count} messages): the server probably dropped the oldest "
-                    "messages to fit its context length (Ollama does this silently). From now on the model "
-                    "may not see the task or the first results.")
+            return (f"[context] prompt_tokens fell from {last[0]} to {prompt_tokens} while the "
+                    f"conversation grew ({last[1]} -> {message_count} messages): the server "
+                    "probably dropped the oldest messages to fit its context length (Ollama does "
+                    "this silently). From now on the model may not see the task or the first "
+                    "results.")
         if prompt_tokens >= self.near * self.window:
             if not self.warned_near:
                 self.warned_near = True
-                return (f"[context] prompt_tokens={prompt_tokens} is {100 * prompt_tokens // self.window}% of "
-                        f"the {self.window}-token context window; past it the server may refuse the request "
-                        "or silently drop the oldest messages.")
+                return (f"[context] prompt_tokens={prompt_tokens} is "
+                        f"{100 * prompt_tokens // self.window}% of the {self.window}-token context "
+                        "window; past it the server may refuse the request or silently drop the "
+                        "oldest messages.")
         else:
             self.warned_near = False
         return None
@@ -209,15 +220,16 @@ def batch_scissors(messages, window_tokens, high=HIGH_WATER, low=LOW_WATER, keep
         if cuttable(out[i], limit):
             cut = stub(out[i], described)
             # The list's JSON is its messages' JSON joined by ", ": the change is exact.
-            chars += len(json.dumps(cut, ensure_ascii=False)) - len(json.dumps(out[i], ensure_ascii=False))
+            chars += (len(json.dumps(cut, ensure_ascii=False))
+                      - len(json.dumps(out[i], ensure_ascii=False)))
             out[i] = cut
     return out
 
 
 # A tool's own "N characters omitted" marker (the shell cuts long output head + tail too), and ours.
 OMITTED = re.compile(r"\n\[\.\.\. ([\d,]+) characters omitted[^\n]*\]\n")
-CAP_MARKER = ("\n[... {} characters omitted by the harness; to see them ask for less: sed -n 40,80p FILE, "
-              "| head, | tail, | grep ...]\n")
+CAP_MARKER = ("\n[... {} characters omitted by the harness; to see them ask for less: sed -n "
+              "40,80p FILE, | head, | tail, | grep ...]\n")
 
 
 def cap_on_insert(content, max_chars):
@@ -232,21 +244,24 @@ def cap_on_insert(content, max_chars):
     if len(content) <= max_chars:
         return content
     earlier = [int(found.group(1).replace(",", "")) for found in OMITTED.finditer(content)]
-    room = max(0, max_chars - len(CAP_MARKER.format(len(content) + sum(earlier))))   # the widest the count can be
+    # the widest the count can be
+    room = max(0, max_chars - len(CAP_MARKER.format(len(content) + sum(earlier))))
     start, end = room - room // 2, len(content) - room // 2
     for found in OMITTED.finditer(content):          # never keep half of a marker: drop it whole
         if found.start() < end and found.end() > start:
             start, end = min(start, found.start()), max(end, found.end())
-    inside = OMITTED.finditer(content, start, end)   # a marker's text is not output; the count it carries is
-    omitted = end - start + sum(int(found.group(1).replace(",", "")) - len(found.group(0)) for found in inside)
+    # a marker's text is not output; the count it carries is
+    inside = OMITTED.finditer(content, start, end)
+    carried = sum(int(found.group(1).replace(",", "")) - len(found.group(0)) for found in inside)
+    omitted = end - start + carried
     return content[:start] + CAP_MARKER.format(omitted) + content[end:]
 
 
-# A result may take at most this many characters per token of window: 8192 tokens -> 2,867 characters,
-# about 700 tokens or 9% of the window. (For comparison, coding agents made for 100k+ windows cap at
-# 10-30k characters.) A smaller cap saves more work and hides more; a larger one costs more re-reads
-# and lets the two newest results overflow an 8k window late in a long run (0.5 did on some of the
-# benchmark's random tasks).
+# A result may take at most this many characters per token of window: 8192 tokens -> 2,867
+# characters, about 700 tokens or 9% of the window. (For comparison, coding agents made for 100k+
+# windows cap at 10-30k characters.) A smaller cap saves more work and hides more; a larger one
+# costs more re-reads and lets the two newest results overflow an 8k window late in a long run (0.5
+# did on some of the benchmark's random tasks).
 CAP_CHARS_PER_WINDOW_TOKEN = 0.35
 
 
@@ -258,7 +273,8 @@ def cap_results(messages, max_chars):
     """`cap_on_insert` over every tool result. Run before each call, it caps each result before
     the model first sees it; results already sent were capped then, so they stay the same."""
     return [{**m, "content": cap_on_insert(m["content"], max_chars)}
-            if m.get("role") == "tool" and isinstance(m.get("content"), str) and len(m["content"]) > max_chars
+            if m.get("role") == "tool" and isinstance(m.get("content"), str)
+            and len(m["content"]) > max_chars
             else m for m in messages]
 
 
@@ -284,7 +300,8 @@ def batch_and_cap(messages, window_tokens):
     return batch_scissors(cap_results(messages, cap_chars(window_tokens)), window_tokens)
 
 
-POLICIES = {"none": keep_everything, "sliding": sliding, "batch": batch, "cap": cap, "batch+cap": batch_and_cap}
+POLICIES = ({"none": keep_everything, "sliding": sliding, "batch": batch, "cap": cap,
+             "batch+cap": batch_and_cap})
 DEFAULT_POLICY = "batch+cap"
 
 
@@ -299,10 +316,13 @@ def overflow_cut(messages, prompt_tokens=None, window=None, keep=2, low=LOW_WATE
     empty stream) there is nothing to measure against: every old result but the newest `keep` is
     stubbed. Never cut: the newest `keep` results, results the model has not seen, short ones."""
     if prompt_tokens and window:
-        beyond = max(0, prompt_tokens - estimate_tokens(messages))      # schemas, template, tokenizer
-        target = window - beyond / low                                  # low * target = low * window - beyond
+        # schemas, template, tokenizer
+        beyond = max(0, prompt_tokens - estimate_tokens(messages))
+        # low * target = low * window - beyond
+        target = window - beyond / low
         return batch_scissors(messages, max(0.0, target), high=0, low=low, keep=keep), \
-            f"old results stubbed until the server's count would be under {low:.0%} of its {window}-token window"
+            (f"old results stubbed until the server's count would be under {low:.0%} of its "
+             f"{window}-token window")
     return sliding_scissors(messages, keep=keep), f"every old result but the newest {keep} stubbed"
 
 
@@ -310,12 +330,14 @@ def why_nothing_was_cut(messages, keep=2, limit=200):
     """What the overflow cut checked and found, in words, when it could cut nothing."""
     results = [i for i, m in enumerate(messages) if m.get("role") == "tool"]
     if not results:
-        return "the history holds no tool result to cut: the prompt is the system prompt, the task and the tool schemas"
+        return ("the history holds no tool result to cut: the prompt is the system prompt, the "
+                "task and the tool schemas")
     old = set(older_results(messages, keep))
     stubbed = sum(1 for i in results if str(messages[i].get("content", "")).startswith(STUB_PREFIX))
     short = sum(1 for i in old if not cuttable(messages[i], limit) and not
                 str(messages[i].get("content", "")).startswith(STUB_PREFIX))
-    parts = [f"{len(results) - len(old)} are the newest (never cut)" if len(results) > len(old) else "",
-             f"{stubbed} were cut already" if stubbed else "", f"{short} are under {limit} characters" if short else ""]
-    return f"of the {len(results)} tool result(s) in the history, " + ", ".join(p for p in parts if p) + \
-        "; nothing else could be cut"
+    parts = [f"{len(results) - len(old)} are the newest (never cut)" if len(results) > len(old)
+             else "", f"{stubbed} were cut already" if stubbed else "",
+             f"{short} are under {limit} characters" if short else ""]
+    return (f"of the {len(results)} tool result(s) in the history, "
+            + ", ".join(p for p in parts if p) + "; nothing else could be cut")

@@ -4,8 +4,8 @@ Everything is real except the model: the loop, the tools, the files and the HTTP
 model's five turns are replayed by the scripted server from examples/notes.script.json, so the
 demo shows exactly what a harness does around a model, on any machine.
 
-What it cannot do. The replayed model never varies and never errs: the demo shows the harness, not how
-well a real model does the task (that is `tinyharness eval`'s job, against a real server).
+What it cannot do. The replayed model never varies and never errs: the demo shows the harness, not
+how well a real model does the task (that is `tinyharness eval`'s job, against a real server).
 """
 import shutil
 import sys
@@ -22,8 +22,8 @@ TASK = "Find the testing budget in my notes and save it to budget.md."
 
 
 class NarratingClient:
-    """Wraps the real client to announce each model turn before the loop acts on it. (The loop itself
-    shows each call's result, on the `->` line under it.)"""
+    """Wraps the real client to announce each model turn before the loop acts on it. (The loop
+    itself shows each call's result, on the `->` line under it.)"""
 
     def __init__(self, client, say):
         self.client, self.say, self.turn = client, say, 0
@@ -35,7 +35,8 @@ class NarratingClient:
         message, usage, finish_reason = self.client.chat(messages, tools, **options)
         self.turn += 1
         calls = message.get("tool_calls") or []
-        action = f"asks for {len(calls)} tool call(s):" if calls else "answers without tool calls, so the loop ends:"
+        action = (f"asks for {len(calls)} tool call(s):" if calls
+                  else "answers without tool calls, so the loop ends:")
         self.say(f"\nTurn {self.turn} - the model (replayed) {action}")
         return message, usage, finish_reason
 
@@ -43,8 +44,9 @@ class NarratingClient:
 def run_demo(say=print, keep=False):
     notes, script_file = ROOT / "examples" / "notes", ROOT / "examples" / "notes.script.json"
     if not notes.is_dir() or not script_file.is_file():
-        print("error: the demo needs examples/notes and examples/notes.script.json from a checkout of the "
-              "tinyharness repository; run it from there (pip install -e .).", file=sys.stderr)
+        print("error: the demo needs examples/notes and examples/notes.script.json from a checkout "
+              "of the tinyharness repository; run it from there (pip install -e .).",
+              file=sys.stderr)
         return 1
     folder = Path(tempfile.mkdtemp(prefix="tinyharness-demo-"))
     try:
@@ -57,21 +59,24 @@ def run_demo(say=print, keep=False):
             f"Now with a real model: start Ollama (`ollama serve`, `ollama pull qwen3:8b`), then\n"
             f"  cd {folder / 'notes'} && rm budget.md && tinyharness run \"{TASK}\"")
     else:
-        say(f"\nThe workspace was a temporary folder and is gone (`tinyharness demo --keep` keeps it).\n"
-            f"Now with a real model: start Ollama (`ollama serve`, `ollama pull qwen3:8b`), then\n"
-            f"  tinyharness course workspace notes ~/notes && cd ~/notes && tinyharness run \"{TASK}\"")
+        say("\nThe workspace was a temporary folder and is gone (`tinyharness demo --keep` keeps "
+            "it).\nNow with a real model: start Ollama (`ollama serve`, `ollama pull qwen3:8b`), "
+            "then\n  tinyharness course workspace notes ~/notes && cd ~/notes && tinyharness run "
+            f"\"{TASK}\"")
     return 0
 
 
 def replay(workspace, script_file, say):
     shutil.copytree(ROOT / "examples" / "notes", workspace)
     say("tinyharness demo: the notes task, end to end, with no model server.")
-    say("The model's turns are REPLAYED from examples/notes.script.json by a scripted server on 127.0.0.1;")
+    say("The model's turns are REPLAYED from examples/notes.script.json by a scripted server on "
+        "127.0.0.1;")
     say("the loop, the tools, the files and the HTTP requests are real.\n")
     say(f"Workspace: {workspace} (a fresh copy of examples/notes)")
     say(f"Task: {TASK}")
-    say("The demo approves the write itself, as `tinyharness run --yes` would; without --yes you are asked\n"
-        "`Allow write_file({...})? [y/N]` first. The hooks (path guard, command policy) still check every call.")
+    say("The demo approves the write itself, as `tinyharness run --yes` would; without --yes you "
+        "are asked\n`Allow write_file({...})? [y/N]` first. The hooks (path guard, command policy) "
+        "still check every call.")
     stats = Stats()
     with ScriptedServer(script=load_script(script_file)) as server:
         client = NarratingClient(Client(server.base_url, "replayed-model"), say)

@@ -10,8 +10,9 @@ The mechanism. Ask the server the questions a run depends on, each answered on o
 `OK`, `WARN` (a run works, with a limit worth knowing) or `FAIL` (a run will not work), with the fix
 (`SKIP` for a probe not sent because the server is still busy with the one before):
 
-    server      who answers at the base URL: Ollama (/api/version), llama.cpp (/props), vLLM (/version),
-                or another OpenAI-compatible server (/v1/models owned_by, the Server header)
+    server      who answers at the base URL: Ollama (/api/version), llama.cpp (/props), vLLM
+                (/version), or another OpenAI-compatible server (/v1/models owned_by, the Server
+                header)
     model       pulled / listed (else the exact `ollama pull` command)
     tools, vision, thinking   what Ollama's /api/show says the model can do
     context     the length in force on the server versus the window the harness will assume, and
@@ -45,26 +46,31 @@ import requests
 
 from .console import printable  # a server's error text is printed in the FAIL lines
 from .context import CONTEXT_WINDOW
+from .doctor_model import check_capabilities, check_context
 from .endpoint import ENDPOINT_ORDER, add_base_url_flag, api_key
 from .flags import base_url_problem
 from .llm import DEFAULT_MODEL, Client, LLMError
-from .llm.ollama import (API_CHOICES, OLLAMA_WINDOW_CAP, capabilities, choose_dialect,
-                         could_be_ollama, host_root, kv_cache_bytes, model_context_length,
-                         ollama_version, show_model)
+from .llm.ollama import (API_CHOICES, choose_dialect, could_be_ollama, host_root, ollama_version,
+                         show_model)
 
 ASK_TIMEOUT = 5             # seconds for the quick questions (version, model list, props)
 PROBE_REPLY_TOKENS = 64     # max_tokens of the streaming probe: "OK" needs one or two
-TOOL_PROBE_REPLY_TOKENS = 128   # max_tokens of the tool-call probe: one short call, with room to think a little
-TOOL_CALL_FIX = ("use a model with tool support; on llama.cpp start the server with --jinja (a tool-aware chat "
-                 "template), on llama-cpp-python with --chat_format chatml-function-calling (or a GGUF whose "
-                 "template handles tools), on vLLM with --enable-auto-tool-choice --tool-call-parser.")
+# max_tokens of the tool-call probe: one short call, with room to think a little
+TOOL_PROBE_REPLY_TOKENS = 128
+TOOL_CALL_FIX = ("use a model with tool support; on llama.cpp start the server with --jinja (a "
+                 "tool-aware chat template), on llama-cpp-python with --chat_format "
+                 "chatml-function-calling (or a GGUF whose template handles tools), on vLLM with "
+                 "--enable-auto-tool-choice --tool-call-parser.")
 SLOW_ROUND_TRIP = 30        # seconds: slower than this is worth a warning
 PROBE_TOOL = {"type": "function", "function": {
     "name": "report", "description": "Report one word back to the user.",
-    "parameters": {"type": "object", "properties": {"word": {"type": "string", "description": "the word"}},
+    "parameters": {"type": "object",
+                   "properties": {"word": {"type": "string", "description": "the word"}},
                    "required": ["word"]}}}
-PROBE_MESSAGES = [{"role": "system", "content": "You are being tested. Use the tool you are given."},
-                  {"role": "user", "content": 'Call the tool `report` with the word "ready". Do not answer in text.'}]
+PROBE_MESSAGES = [{"role": "system", "content": "You are being tested. Use the tool you are "
+                                                "given."},
+                  {"role": "user", "content": 'Call the tool `report` with the word "ready". Do '
+                                              'not answer in text.'}]
 STREAM_MESSAGES = [{"role": "user", "content": "Reply with the single word OK."}]
 
 
@@ -76,7 +82,8 @@ class Report:
 
     def line(self, status, check, text, fix=None):
         self.failed, self.warned = self.failed or status == "FAIL", self.warned + (status == "WARN")
-        print(printable(f"{status:<5} {check:<11} {text}" + (f" Fix: {fix}" if fix else "")), file=self.out, flush=True)
+        print(printable(f"{status:<5} {check:<11} {text}"
+                        + (f" Fix: {fix}" if fix else "")), file=self.out, flush=True)
 
 
 def get(url, timeout=None):
@@ -92,10 +99,11 @@ def get(url, timeout=None):
     return response.status_code, body, response.headers
 
 
-# --- Which server? ------------------------------------------------------------------------------------
+# --- Which server? --------------------------------------------------------------------------------
 
 def identify(base_url):
-    """{kind, version, models, n_ctx, ...} for the server at base_url, or None when nothing answers."""
+    """{kind, version, models, n_ctx, ...} for the server at base_url, or None when nothing
+    answers."""
     root = host_root(base_url)
     version = ollama_version(base_url, ASK_TIMEOUT) if could_be_ollama(base_url) else None
     if version:
@@ -104,7 +112,8 @@ def identify(base_url):
     if listed is None:
         return None
     status, body, headers = listed
-    found = {"kind": "an OpenAI-compatible server", "models_status": status, "models": [], "owned_by": set()}
+    found = ({"kind": "an OpenAI-compatible server", "models_status": status, "models": [],
+              "owned_by": set()})
     for model in (body or {}).get("data") or [] if isinstance(body, dict) else []:
         if isinstance(model, dict):
             found["models"].append(model.get("id"))
@@ -124,20 +133,23 @@ def identify(base_url):
     elif "me" in found["owned_by"] and "uvicorn" in str(headers.get("server", "")).lower():
         found["kind"] = "llama-cpp-python"                       # its /v1/models says owned_by "me"
     elif "uvicorn" in str(headers.get("server", "")).lower():
-        found["kind"] = "a Python OpenAI-compatible server (uvicorn: llama-cpp-python, vLLM or similar)"
+        found["kind"] = ("a Python OpenAI-compatible server (uvicorn: llama-cpp-python, vLLM or "
+                         "similar)")
     return found
 
 
 def is_version(answer):
     """vLLM answers GET /version with {"version": "..."}."""
-    return bool(answer) and answer[0] == 200 and isinstance(answer[1], dict) and isinstance(answer[1].get("version"), str)
+    return (bool(answer) and answer[0] == 200 and isinstance(answer[1], dict)
+            and isinstance(answer[1].get("version"), str))
 
 
 def resolves(host):
     try:
         socket.getaddrinfo(host, None)
         return True
-    except (OSError, UnicodeError):  # socket.gaierror is an OSError; a bad IDN name is a UnicodeError
+    # socket.gaierror is an OSError; a bad IDN name is a UnicodeError
+    except (OSError, UnicodeError):
         return False
 
 
@@ -162,42 +174,54 @@ def timed_out(error):
     is still on __context__.)"""
     cause = error.__context__
     return isinstance(cause, requests.exceptions.Timeout) or (
-        isinstance(cause, requests.exceptions.ConnectionError) and "timed out" in str(cause).lower())
+        isinstance(cause, requests.exceptions.ConnectionError)
+        and "timed out" in str(cause).lower())
 
 
-BUSY = ("something accepts connections at {url} but did not answer a quick question (GET {path}) within {t:g} s: "
-        "the server is busy with another request (llama-cpp-python and Ollama work on one request per model at a "
-        "time; an abandoned request keeps it busy until it ends) or stuck.")
-BUSY_FIX = ("wait until the other request ends (or stop the client that sent it), or restart the server; then run "
-            "the doctor again.")
+BUSY = ("something accepts connections at {url} but did not answer a quick question (GET {path}) "
+        "within {t:g} s: the server is busy with another request (llama-cpp-python and Ollama work "
+        "on one request per model at a time; an abandoned request keeps it busy until it ends) or "
+        "stuck.")
+BUSY_FIX = ("wait until the other request ends (or stop the client that sent it), or restart the "
+            "server; then run the doctor again.")
 
 
-# --- The checks -------------------------------------------------------------------------------------
+# --- The checks -----------------------------------------------------------------------------------
 
 def check_server(report, args):
     found = identify(args.base_url)
     host = urlsplit(args.base_url).hostname
     if found is None and not resolves(host):  # a typo in the name, not a server that is down
-        report.line("FAIL", "server", f"the host name {host!r} of {args.base_url} could not be resolved.",
-                    "check the spelling of --base-url (or TINYHARNESS_BASE_URL), e.g. http://localhost:11434/v1.")
+        report.line("FAIL", "server",
+                    f"the host name {host!r} of {args.base_url} could not be resolved.",
+                    "check the spelling of --base-url (or TINYHARNESS_BASE_URL), e.g. "
+                    "http://localhost:11434/v1.")
         return None
     if found is None and silence(args.base_url.rstrip("/") + "/models") == "timeout":
-        report.line("FAIL", "server", BUSY.format(url=args.base_url, path="/models", t=ASK_TIMEOUT), BUSY_FIX)
+        report.line("FAIL", "server", BUSY.format(url=args.base_url, path="/models", t=ASK_TIMEOUT),
+                    BUSY_FIX)
         return None
     if found is None:
-        report.line("FAIL", "server", f"nothing answers at {args.base_url} (the connection was refused or failed).",
-                    "start the server (Ollama: `ollama serve`), or point --base-url (or TINYHARNESS_BASE_URL) "
-                    "at the one you run, e.g. http://localhost:8080/v1 for llama.cpp.")
+        report.line("FAIL", "server",
+                    f"nothing answers at {args.base_url} (the connection was refused or failed).",
+                    "start the server (Ollama: `ollama serve`), or point --base-url (or "
+                    "TINYHARNESS_BASE_URL) at the one you run, e.g. http://localhost:8080/v1 for "
+                    "llama.cpp.")
         return None
     if found["kind"] == "Ollama":
-        report.line("OK", "server", f"Ollama {found['version']} answers at {host_root(args.base_url)}.")
-    elif found.get("models_status") == 404 and not urlsplit(args.base_url).path.rstrip("/").endswith("/v1"):
-        report.line("FAIL", "server", f"something answers at {args.base_url}, but not the OpenAI API (404 on /models).",
+        report.line("OK", "server",
+                    f"Ollama {found['version']} answers at {host_root(args.base_url)}.")
+    elif (found.get("models_status") == 404
+          and not urlsplit(args.base_url).path.rstrip("/").endswith("/v1")):
+        report.line("FAIL", "server",
+                    f"something answers at {args.base_url}, but not the OpenAI API (404 on "
+                    "/models).",
                     f"add /v1: --base-url {args.base_url.rstrip('/')}/v1")
         return None
     elif found.get("models_status") != 200:
-        report.line("WARN", "server", f"{found['kind']} answers at {args.base_url}, but /models said HTTP "
-                    f"{found['models_status']}.", "check --base-url and TINYHARNESS_API_KEY.")
+        report.line("WARN", "server", f"{found['kind']} answers at {args.base_url}, but /models "
+                    f"said HTTP {found['models_status']}.",
+                    "check --base-url and TINYHARNESS_API_KEY.")
     else:
         report.line("OK", "server", f"{found['kind']} answers at {args.base_url}.")
     return found
@@ -210,25 +234,30 @@ def check_dialect(report, args, found):
     else:
         api = "ollama"
     if found["kind"] == "Ollama" and api == "openai":
-        report.line("WARN", "api", "the run will use Ollama's /v1 shim (--api openai), where the context length "
-                    "cannot be set.", "drop --api openai (auto picks Ollama's native API).")
+        report.line("WARN", "api", "the run will use Ollama's /v1 shim (--api openai), where the "
+                    "context length cannot be set.",
+                    "drop --api openai (auto picks Ollama's native API).")
     elif api == "ollama" and found["kind"] != "Ollama":
-        report.line("FAIL", "api", f"--api ollama, but {found['kind']} does not speak Ollama's native API.",
+        report.line("FAIL", "api",
+                    f"--api ollama, but {found['kind']} does not speak Ollama's native API.",
                     "use --api auto or openai.")
     else:
-        what = "Ollama's native /api/chat" if api == "ollama" else "the OpenAI API (/v1/chat/completions)"
+        what = ("Ollama's native /api/chat" if api == "ollama"
+                else "the OpenAI API (/v1/chat/completions)")
         report.line("OK", "api", f"the run will use {what}.")
     return api
 
 
 def check_model_ollama(report, args):
     listed = get(host_root(args.base_url) + "/api/tags")
-    names = [m.get("name") for m in ((listed or (0, {}))[1] or {}).get("models") or [] if isinstance(m, dict)]
+    names = ([m.get("name") for m in ((listed or (0, {}))[1] or {}).get("models") or []
+              if isinstance(m, dict)])
     wanted = {args.model, args.model + ":latest"} if ":" not in args.model else {args.model}
     if wanted & set(names):
         report.line("OK", "model", f"{args.model} is pulled.")
         return show_model(args.base_url, args.model, ASK_TIMEOUT) or {}
-    have = f" (this server has: {', '.join(names)})" if names else " (this server has no models yet)"
+    have = (f" (this server has: {', '.join(names)})" if names
+            else " (this server has no models yet)")
     report.line("FAIL", "model", f"{args.model} is not on this server{have}.",
                 f"`ollama pull {args.model}`, or choose one it has with --model.")
     return None
@@ -240,82 +269,17 @@ def check_model_openai(report, args, found):
         report.line("OK", "model", f"{args.model} is listed." if models else
                     f"the server lists no models; {args.model} will be asked for.")
     else:
-        report.line("WARN", "model", f"{args.model} is not in the server's list ({', '.join(models[:5])}); a server "
-                    "with one model may answer anyway.", f"--model {models[0]}")
-
-
-def check_capabilities(report, args, shown):
-    can = capabilities(shown)
-    if can is None:
-        report.line("WARN", "tools", f"Ollama does not say what {args.model} can do (an old Ollama?); the probe "
-                    "below will tell.")
-        return True
-    if "tools" in can:
-        report.line("OK", "tools", f"{args.model} can call tools.")
-    else:
-        report.line("FAIL", "tools", f"{args.model} cannot call tools (its capabilities: {', '.join(can)}); "
-                    "the harness needs tool calls.", "choose a model with tool support, e.g. qwen3:8b "
-                    "(`ollama show MODEL` lists a model's capabilities).")
-    if "vision" in can:
-        report.line("OK", "vision", f"{args.model} can see images (--image, view_image).")
-    else:
-        report.line("WARN", "vision", f"{args.model} cannot see images: --image and view_image will not work.",
-                    "for pictures, use a vision model (e.g. qwen2.5vl:7b).")
-    if "thinking" in can:
-        report.line("OK", "thinking", f"{args.model} can think; --think/--no-think switch it.")
-    else:
-        report.line("OK", "thinking", f"{args.model} does not think aloud (--think would be refused).")
-    return "tools" in can
-
-
-def check_context(report, args, found, api, shown):
-    """The length in force on the server against the window the harness will plan with."""
-    if found["kind"] == "Ollama":
-        length = model_context_length(shown)
-        if api == "ollama":
-            window = args.context_window or (min(length, OLLAMA_WINDOW_CAP) if length else CONTEXT_WINDOW)
-            if length and window > length:
-                return report.line("WARN", "context", f"the harness will assume {window} tokens but {args.model} "
-                                   f"holds {length}.", f"--context-window {length}")
-            return report.line("OK", "context", f"the harness assumes {window} tokens and sends it as num_ctx "
-                               f"with truncate: false (the model holds {length or 'an unknown number of'}), so "
-                               f"nothing is cut silently{memory_cost(shown, window)}.")
-        window = args.context_window or CONTEXT_WINDOW
-        loaded = loaded_context(args)
-        in_force = f"{loaded} (loaded now)" if loaded else "Ollama's default (4096 below 24 GiB of video memory)"
-        if loaded and loaded >= window:
-            return report.line("OK", "context", f"in force {in_force}; the harness assumes {window}.")
-        return report.line("WARN", "context", f"over /v1 the length in force is {in_force}, not settable per "
-                           f"request; the harness assumes {window}, and past the length in force Ollama silently "
-                           "drops the oldest messages after the system prompt (the task first).",
-                           f"--api ollama, or start Ollama with OLLAMA_CONTEXT_LENGTH={window}.")
-    window = args.context_window or CONTEXT_WINDOW
-    n_ctx = found.get("n_ctx")
-    if n_ctx is None:
-        return report.line("WARN", "context", f"the server does not say its context length; the harness assumes "
-                           f"{window}.", "check the server's setting (llama.cpp -c, llama-cpp-python --n_ctx, "
-                           "vLLM --max-model-len) and pass --context-window to match.")
-    if n_ctx < window:
-        return report.line("WARN", "context", f"the server holds {n_ctx} tokens; the harness assumes {window}.",
-                           f"--context-window {n_ctx}, or start the server with a larger context.")
-    report.line("OK", "context", f"the server holds {n_ctx} tokens; the harness assumes {window}.")
-
-
-def memory_cost(shown, window):
-    """'; its KV cache: about 1.1 GiB (...)' for the window, or '' when the model's shape is unknown."""
-    size = kv_cache_bytes(shown, window)
-    if not size:
-        return ""
-    per_token = kv_cache_bytes(shown, 1)
-    return (f"; its KV cache: about {size / 2 ** 30:.2f} GiB ({per_token / 1024:.0f} KiB a token x {window}, "
-            "arithmetic from the model's shape at 16 bits, not measured)")
+        report.line("WARN", "model", f"{args.model} is not in the server's list "
+                    f"({', '.join(models[:5])}); a server with one model may answer anyway.",
+                    f"--model {models[0]}")
 
 
 def loaded_context(args):
     """The context length a loaded model runs with, from /api/ps (newer Ollama says it), or None."""
     ps = get(host_root(args.base_url) + "/api/ps")
     for model in ((ps or (0, {}))[1] or {}).get("models") or []:
-        if isinstance(model, dict) and model.get("name") == args.model and isinstance(model.get("context_length"), int):
+        if (isinstance(model, dict) and model.get("name") == args.model
+            and isinstance(model.get("context_length"), int)):
             return model["context_length"]
     return None
 
@@ -341,25 +305,31 @@ def probe_failed(report, check, args, error):
         report.line("FAIL", check, BUSY.format(url=args.base_url, path="/models", t=ASK_TIMEOUT) +
                     f" (The probe itself waited {args.timeout:g} s.)", BUSY_FIX)
     elif quiet is not None:
-        report.line("FAIL", check, f"the server stopped answering during the probe ({quiet}): it may have crashed.",
+        report.line("FAIL", check,
+                    f"the server stopped answering during the probe ({quiet}): it may have "
+                    "crashed.",
                     "check the server's log and start it again.")
     else:
-        report.line("FAIL", check, f"the server answers quick questions, but the model sent no answer within "
-                    f"{args.timeout:g} s to a one-line request with a short reply: it is most likely still loading (the "
-                    "first call after idle loads the model, which can take minutes), or far too slow for this "
-                    "machine.", "run the doctor again in a minute (`ollama ps` shows whether the model is loaded), "
-                    "raise --timeout, or choose a smaller model.")
+        report.line("FAIL", check, "the server answers quick questions, but the model sent no "
+                    f"answer within {args.timeout:g} s to a one-line request with a short reply: "
+                    "it is most likely still loading (the first call after idle loads the model, "
+                    "which can take minutes), or far too slow for this machine.",
+                    "run the doctor again in a minute (`ollama ps` shows whether the "
+                    "model is loaded), raise --timeout, or choose a smaller model.")
     return True
 
 
 def cut_short(report, check, finish_reason, tokens):
-    """finish_reason "length": the model was still talking at the probe's cap. A finding of its own."""
+    """finish_reason "length": the model was still talking at the probe's cap. A finding of its
+    own."""
     if finish_reason != "length":
         return False
-    report.line("WARN", check, f"the reply was cut at the probe's cap of {tokens} tokens (finish_reason \"length\"): "
-                "for a one-line request the model did not stop. In a run such replies end at --max-reply-tokens.",
-                "a model whose chat template matches it stops (check the server's chat template or --chat_format); "
-                "a thinking model may need --no-think or a larger --max-reply-tokens.")
+    report.line("WARN", check, f"the reply was cut at the probe's cap of {tokens} tokens "
+                "(finish_reason \"length\"): for a one-line request the model did not stop. In a "
+                "run such replies end at --max-reply-tokens.",
+                "a model whose chat template matches it stops (check the server's chat template or "
+                "--chat_format); a thinking model may need --no-think or a larger "
+                "--max-reply-tokens.")
     return True
 
 
@@ -368,17 +338,21 @@ def probe_tool_call(report, args, api):
     Returns (seconds, busy): busy when the server may still be working on an abandoned probe."""
     started = time.monotonic()
     try:
-        answer = make_client(args, api, False, TOOL_PROBE_REPLY_TOKENS).chat(PROBE_MESSAGES, tools=[PROBE_TOOL])
+        answer = (make_client(args, api, False,
+                              TOOL_PROBE_REPLY_TOKENS).chat(PROBE_MESSAGES, tools=[PROBE_TOOL]))
     except LLMError as e:
         return None, probe_failed(report, "tool call", args, e)
     seconds = time.monotonic() - started
     message = answer[0]
     calls = message.get("tool_calls") or []
     problems = message.get("_problems") or {}
-    if not calls:  # cut or not, text instead of a call is what a run would get: an agent that cannot act
+    # cut or not, text instead of a call is what a run would get: an agent that cannot act
+    if not calls:
         said = (message.get("content") or "").strip().replace("\n", " ")[:120]
-        cut = f" (cut at the probe's cap of {TOOL_PROBE_REPLY_TOKENS} tokens)" if answer[2] == "length" else ""
-        report.line("FAIL", "tool call", f"asked for a call to `report`, the model answered in text{cut}: {said!r}.",
+        cut = (f" (cut at the probe's cap of {TOOL_PROBE_REPLY_TOKENS} tokens)"
+               if answer[2] == "length" else "")
+        report.line("FAIL", "tool call",
+                    f"asked for a call to `report`, the model answered in text{cut}: {said!r}.",
                     TOOL_CALL_FIX)
     elif cut_short(report, "tool call", answer[2], TOOL_PROBE_REPLY_TOKENS):
         return seconds, False
@@ -387,8 +361,8 @@ def probe_tool_call(report, args, api):
         report.line("WARN", "tool call", f"a tool call came back, but not a clean one: {what}.",
                     "a bigger model, or one trained for tool calls, does better.")
     else:
-        report.line("OK", "tool call", f"report({calls[0]['function']['arguments']}) came back as a real tool "
-                    f"call in {seconds:.1f} s.")
+        report.line("OK", "tool call", f"report({calls[0]['function']['arguments']}) came back as "
+                    f"a real tool call in {seconds:.1f} s.")
     return seconds, False
 
 
@@ -400,18 +374,21 @@ def probe_stream(report, args, api):
         if timed_out(e):
             probe_failed(report, "streaming", args, e)
         else:
-            report.line("FAIL", "streaming", f"a streamed answer failed: {e}", "run without --stream (a pipe does).")
+            report.line("FAIL", "streaming", f"a streamed answer failed: {e}",
+                        "run without --stream (a pipe does).")
         return None
     usage = answer[1] or {}
     if cut_short(report, "streaming", answer[2], PROBE_REPLY_TOKENS):
         pass
     elif isinstance(usage.get("prompt_tokens"), int):
-        report.line("OK", "streaming", f"works and reports usage (prompt_tokens={usage['prompt_tokens']}, "
+        report.line("OK", "streaming", "works and reports usage "
+                    f"(prompt_tokens={usage['prompt_tokens']}, "
                     f"completion_tokens={usage.get('completion_tokens', '?')}).")
     else:
-        report.line("WARN", "streaming", "works, but the server reports no token counts: [stats] will say ? and "
-                    "the context watch falls back to the harness's own estimate.",
-                    "a server that reports usage (Ollama, llama-server) measures instead of guessing.")
+        report.line("WARN", "streaming", "works, but the server reports no token counts: [stats] "
+                    "will say ? and the context watch falls back to the harness's own estimate.",
+                    "a server that reports usage (Ollama, llama-server) measures instead of "
+                    "guessing.")
     return time.monotonic() - started
 
 
@@ -419,9 +396,10 @@ def check_round_trip(report, seconds):
     if seconds is None:
         return
     if seconds > SLOW_ROUND_TRIP:
-        report.line("WARN", "round trip", f"{seconds:.1f} s for a one-line request: a cold model loads first, or "
-                    "the machine is slow for this model.", "run the doctor again (a loaded model answers faster), "
-                    "or choose a smaller model.")
+        report.line("WARN", "round trip", f"{seconds:.1f} s for a one-line request: a cold model "
+                    "loads first, or the machine is slow for this model.",
+                    "run the doctor again (a loaded model answers faster), or choose a smaller "
+                    "model.")
     else:
         report.line("OK", "round trip", f"{seconds:.1f} s for a one-line request.")
 
@@ -429,8 +407,8 @@ def check_round_trip(report, seconds):
 def diagnose(args, out=None):
     """Run every check in order; return the exit code (0: a run can work, 1: it cannot)."""
     report = Report(out)
-    report.line("INFO", "endpoint", f"{args.base_url} (from {getattr(args, 'base_url_source', '--base-url')}; the order: "
-                f"{ENDPOINT_ORDER}).")
+    report.line("INFO", "endpoint", f"{args.base_url} (from "
+                f"{getattr(args, 'base_url_source', '--base-url')}; the order: {ENDPOINT_ORDER}).")
     found = check_server(report, args)
     if found is None:
         return verdict(report)
@@ -443,10 +421,12 @@ def diagnose(args, out=None):
         tools_ok = check_capabilities(report, args, shown)
     else:
         check_model_openai(report, args, found)
-    check_context(report, args, found, api, shown)
+    check_context(report, args, found, api, shown, lambda: loaded_context(args))
     seconds, busy = probe_tool_call(report, args, api) if tools_ok else (None, False)
-    if busy:  # the abandoned probe may keep the server busy: a second probe would only fail the same way
-        report.line("SKIP", "streaming", "not probed: the server may still be working on the abandoned probe.")
+    # the abandoned probe may keep the server busy: a second probe would only fail the same way
+    if busy:
+        report.line("SKIP", "streaming",
+                    "not probed: the server may still be working on the abandoned probe.")
         return verdict(report)
     streamed = probe_stream(report, args, api)
     check_round_trip(report, seconds if seconds is not None else streamed)
@@ -455,9 +435,11 @@ def diagnose(args, out=None):
 
 def verdict(report):
     if report.failed:
-        print("Verdict: a run will not work until the FAIL lines are fixed.", file=report.out, flush=True)
+        print("Verdict: a run will not work until the FAIL lines are fixed.", file=report.out,
+              flush=True)
         return 1
-    warned = f" ({report.warned} WARN line{'s' * (report.warned > 1)} above: read them)" if report.warned else ""
+    warned = (f" ({report.warned} WARN line{'s' * (report.warned > 1)} above: read them)"
+              if report.warned else "")
     print(f"Verdict: a run can work{warned}.", file=report.out, flush=True)
     return 0
 
@@ -465,18 +447,22 @@ def verdict(report):
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="tinyharness doctor",
-        description="Check the model server and the model before a run: reachable, which server, model pulled, "
-                    "tools/vision/thinking, context length, a real tool call, streaming and usage, round trip. "
-                    "Each line says OK, WARN or FAIL, with the fix. Exit 0 when a run can work, 1 when not.")
+        description="Check the model server and the model before a run: reachable, which server, "
+                    "model pulled, tools/vision/thinking, context length, a real tool call, "
+                    "streaming and usage, round trip. Each line says OK, WARN or FAIL, with the "
+                    "fix. Exit 0 when a run can work, 1 when not.")
     parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
                         help="model name (env TINYHARNESS_MODEL, default %(default)s)")
     add_base_url_flag(parser, "the server's OpenAI-compatible endpoint")
-    parser.add_argument("--api", choices=API_CHOICES, default=os.environ.get("TINYHARNESS_API", "auto"),
-                        help="the dialect the run will use, as for `tinyharness run` (default %(default)s)")
+    parser.add_argument("--api", choices=API_CHOICES,
+                        default=os.environ.get("TINYHARNESS_API", "auto"),
+                        help="the dialect the run will use, as for `tinyharness run` (default "
+                             "%(default)s)")
     parser.add_argument("--context-window", type=int, default=None, metavar="TOKENS",
                         help="the window you will pass to `tinyharness run`, if any")
     parser.add_argument("--timeout", type=float, default=180, metavar="SECONDS",
-                        help="longest wait for one probe answer (a cold model loads first; default %(default)s)")
+                        help="longest wait for one probe answer (a cold model loads first; default "
+                             "%(default)s)")
     return parser
 
 
@@ -490,7 +476,8 @@ def main(argv=None):
     if problem := base_url_problem(args.base_url, args.base_url_source):
         parser.error(problem)
     if args.api not in API_CHOICES:
-        parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not {args.api!r}")
+        parser.error(f"--api (or TINYHARNESS_API) must be one of {', '.join(API_CHOICES)}, not "
+                     f"{args.api!r}")
     try:
         return diagnose(args)
     except KeyboardInterrupt:

@@ -4,18 +4,20 @@ Read it after loop.py, when a real model surprises you.
 The problem. The loop's lesson fits in a few lines: ask, append, no tool calls means done, run each
 call, answer it. Real models and servers add cases, and written inline they drown the lesson (the
 loop once grew to 123 lines this way):
-- A reply cut at the length limit (finish_reason "length"): a tool call in it may be cut mid-argument,
-  so none of it runs; the model is asked for a shorter reply, and a second cut stops the run.
+- A reply cut at the length limit (finish_reason "length"): a tool call in it may be cut
+  mid-argument, so none of it runs; the model is asked for a shorter reply, and a second cut stops
+  the run.
 - A reply that runs out of the run's time: a limit (exit 3), not a failure. A prompt the server says
   does not fit: cut and retried once (overflow.py).
 - An empty answer: one [harness] nudge before it counts as the answer.
 - A stop hook of the workspace that says the work is not done: the model reads why and goes on.
-- The same call again and again (guards.py's RepeatGuard sees them): a [harness] warning, then a stop.
+- The same call again and again (guards.py's RepeatGuard sees them): a [harness] warning, then a
+  stop.
 - A --max-tokens budget the server cannot be held to (it reports no counts): said once, not silent.
 - A context that fills up, or that the server cut without a word; a picture that never reached the
   model (the prompt count says so): a warning on stderr.
-- The [tool] and -> lines, the transcript and the [stats] line: one spelling of the arguments, a file
-  rewritten every turn, and only the counts the server really made.
+- The [tool] and -> lines, the transcript and the [stats] line: one spelling of the arguments, a
+  file rewritten every turn, and only the counts the server really made.
 
 The mechanism. Three holders, one per kind, each made by run_agent for one run. `Edges` decides: a
 cut reply, an empty answer, a stop hook's objection, a repeated call, a spent budget - each one
@@ -38,12 +40,14 @@ from .filedoor import write_text
 from .guards import REPEAT_LIMIT, Stopped, brief, repeat_warning
 from .tools import TOOLS, parse_arguments
 
-CUT = ("[harness] Your last reply was cut off at the length limit ({}), so none of its tool calls ran. "
-       "Continue with a shorter reply: fewer or smaller tool calls, less text.")
+CUT = ("[harness] Your last reply was cut off at the length limit ({}), so none of its tool calls "
+       "ran. Continue with a shorter reply: fewer or smaller tool calls, less text.")
 EMPTY = "[harness] Your reply was empty. Answer the task in words, or call a tool."
 NO_ANSWER = "(The model gave no answer. The [tool] lines above show what it did.)"
-VALID_CALL = ('A valid call looks like {"name": "read_file", "arguments": {"path": "notes.txt"}}; the tools are: '
-              + ", ".join(TOOLS) + ".")  # said after what was wrong with a call the door could not read
+VALID_CALL = ('A valid call looks like {"name": "read_file", "arguments": {"path": "notes.txt"}}; '
+              'the tools are: '
+              # said after what was wrong with a call the door could not read
+              + ", ".join(TOOLS) + ".")
 STOP_HOOK = "[harness] A stop hook of this workspace says the task is not done yet: {}"
 
 
@@ -51,16 +55,20 @@ class Stats:
     """What the [stats] line reports: model calls, tool calls, and the server's own token counts."""
 
     def __init__(self):
-        self.turns = self.tool_calls = self.prompt_tokens = self.completion_tokens = self.uncounted = 0
-        self.last_reply_tokens = None  # the last reply's length as the server counted it: whose limit cut it
+        self.turns = self.tool_calls = 0
+        self.prompt_tokens = self.completion_tokens = self.uncounted = 0
+        # the last reply's length as the server counted it: whose limit cut it
+        self.last_reply_tokens = None
         self.started = time.monotonic()
         self.cached_tokens = None  # only a server with a prompt cache reports it
-        self.reported = set()  # which counts the server ever sent: one never sent is null in --json, not 0
+        # which counts the server ever sent: one never sent is null in --json, not 0
+        self.reported = set()
 
     def count_turn(self, usage):
         self.turns += 1
         self.reported |= {key for key in ("prompt_tokens", "completion_tokens") if key in usage}
-        self.uncounted += "prompt_tokens" not in usage and "completion_tokens" not in usage  # some servers send none
+        # some servers send none
+        self.uncounted += "prompt_tokens" not in usage and "completion_tokens" not in usage
         self.prompt_tokens += usage.get("prompt_tokens", 0)
         self.completion_tokens += usage.get("completion_tokens", 0)
         self.last_reply_tokens = usage.get("completion_tokens")
@@ -72,13 +80,15 @@ class Stats:
     def usage(self):
         """The token counts for --json: each null when the server never reported it."""
         return {"prompt_tokens": self.prompt_tokens if "prompt_tokens" in self.reported else None,
-                "completion_tokens": self.completion_tokens if "completion_tokens" in self.reported else None,
-                "cached_tokens": self.cached_tokens}
+                "completion_tokens": self.completion_tokens if "completion_tokens" in self.reported
+                else None, "cached_tokens": self.cached_tokens}
 
     def line(self):
-        unknown = self.uncounted == self.turns  # "?": a 0 would be a measurement nobody made (no answer, no count)
+        # "?": a 0 would be a measurement nobody made (no answer, no count)
+        unknown = self.uncounted == self.turns
         missing = f" usage_missing_turns={self.uncounted}" if self.uncounted and not unknown else ""
-        cached = "" if self.cached_tokens is None else f" cached_tokens={self.cached_tokens}"  # after the contract's
+        # after the contract's
+        cached = "" if self.cached_tokens is None else f" cached_tokens={self.cached_tokens}"
         return (f"[stats] turns={self.turns} tool_calls={self.tool_calls} "
                 f"prompt_tokens={'?' if unknown else self.prompt_tokens} "
                 f"completion_tokens={'?' if unknown else self.completion_tokens} "
@@ -86,7 +96,8 @@ class Stats:
 
 
 class Record:
-    """What the run has done, for the account a stopped run prints: calls per tool, files written."""
+    """What the run has done, for the account a stopped run prints: calls per tool, files
+    written."""
 
     def __init__(self):
         self.calls, self.written = Counter(), []
@@ -107,60 +118,73 @@ class Record:
 
 
 class Report:
-    """What one run shows and counts: the [tool] and -> lines, its warnings (one channel, settings.warn),
-    the messages handed on, the counts of the [stats] line and the record a stopped run prints."""
+    """What one run shows and counts: the [tool] and -> lines, its warnings (one channel,
+    settings.warn), the messages handed on, the counts of the [stats] line and the record a stopped
+    run prints."""
 
     def __init__(self, settings, stats):
         self.settings, self.stats = settings, stats
         self.echo, self.warn = settings.echo, settings.warn
-        self.updated = settings.on_update or (lambda messages: None)  # messages were added (the session appends)
+        # messages were added (the session appends)
+        self.updated = settings.on_update or (lambda messages: None)
         self.record = Record()  # what the run did, for the account a stopped run prints
-        self.watch = ContextWatch(settings.context_window)  # context.py: nearly full, or cut by the server
+        # context.py: nearly full, or cut by the server
+        self.watch = ContextWatch(settings.context_window)
         self.arrivals = ArrivalWatch()  # did each picture reach the model? The bill says
 
     def turn(self, usage, messages, tools, window):
-        """After a reply: the model call counted; then warned on stderr: a --max-tokens the server's counts
-        cannot enforce (once), the context nearly full or cut, a picture that never arrived."""
+        """After a reply: the model call counted; then warned on stderr: a --max-tokens the server's
+        counts cannot enforce (once), the context nearly full or cut, a picture that never
+        arrived."""
         self.stats.count_turn(usage)
         max_tokens = self.settings.max_tokens
-        if max_tokens and self.stats.uncounted == 1 and not {"prompt_tokens", "completion_tokens"} & set(usage):
-            self.warn(f"[harness] --max-tokens {max_tokens} cannot be enforced: the server reports no token counts "
-                      "for its replies (see `tinyharness doctor`).")  # once: a silent budget is no budget
+        if (max_tokens and self.stats.uncounted == 1
+            and not {"prompt_tokens", "completion_tokens"} & set(usage)):
+            self.warn(f"[harness] --max-tokens {max_tokens} cannot be enforced: the server reports "
+                      "no token counts for its replies "
+                      "(see `tinyharness doctor`).")  # once: a silent budget is no budget
         self.watch.window = window  # the window in force: the server's own, once it said it
         watch_context(self.watch, usage, messages, tools, self.warn)
-        arrived = self.arrivals.check(messages, tools, usage)  # a warning if a new picture never arrived
+        # a warning if a new picture never arrived
+        arrived = self.arrivals.check(messages, tools, usage)
         if arrived:
             self.warn(arrived)
 
     def show(self, call):
         """The [tool] line: the arguments in one line, one spelling."""
-        shown = json.dumps(json.loads(call["function"]["arguments"]), ensure_ascii=False, sort_keys=True)
+        shown = (json.dumps(json.loads(call["function"]["arguments"]), ensure_ascii=False,
+                            sort_keys=True))
         self.echo(f"  [tool] {call['function']['name']}({shown})")
 
     def ran(self, call, result):
-        """The line under it (the result's first line, at most 160 characters), and the call counted."""
+        """The line under it (the result's first line, at most 160 characters), and the call
+        counted."""
         self.echo(f"    -> {(result.splitlines() or [''])[0][:160]}")
         self.stats.tool_calls += 1
         self.record.note(call, result)
 
 
 class Edges:
-    """The loop's control decisions for one run, each behind a name; loop.py calls each where it arises.
-    What they show goes through the run's `Report`; the client is asked only for its reply limit."""
+    """The loop's control decisions for one run, each behind a name; loop.py calls each where it
+    arises. What they show goes through the run's `Report`; the client is asked only for its reply
+    limit."""
 
     def __init__(self, client, report, hands):
         self.client, self.report, self.hands = client, report, hands
         self.was_cut = self.nudged = False
 
     def check_budget(self, budget, turn):
-        """Between turns, the only moment the loop can stop: --max-turns, --max-seconds, --max-tokens."""
-        limit = budget.exceeded(turn) or tokens_spent(self.report.stats, self.report.settings.max_tokens)
+        """Between turns, the only moment the loop can stop: --max-turns, --max-seconds,
+        --max-tokens."""
+        limit = (budget.exceeded(turn)
+                 or tokens_spent(self.report.stats, self.report.settings.max_tokens))
         if limit:
             raise Stopped(limit, self.report.record.account())
 
     def cut(self, finish_reason, message, messages):
-        """True when the reply was cut at the length limit: a call in it may be cut too, so none of it runs,
-        and the model is asked for a shorter reply (the loop asks again). A second cut stops the run."""
+        """True when the reply was cut at the length limit: a call in it may be cut too, so none of
+        it runs, and the model is asked for a shorter reply (the loop asks again). A second cut
+        stops the run."""
         if finish_reason != "length":
             return False
         report = self.report
@@ -194,59 +218,67 @@ class Edges:
         return True
 
     def steer(self, repeats, messages):
-        """After all of a turn's results, never between them: a call repeated REPEAT_LIMIT times in a row
-        gets a [harness] warning; the same again after a warning stops the run."""
+        """After all of a turn's results, never between them: a call repeated REPEAT_LIMIT times in
+        a row gets a [harness] warning; the same again after a warning stops the run."""
         repeated, report = repeats.end_turn(), self.report
         if repeated and repeats.warnings == 1:
-            report.echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: the model is asked for "
-                        "another approach")
+            report.echo(f"  [harness] {brief(repeated)} {REPEAT_LIMIT} times in a row: the model "
+                        "is asked for another approach")
             messages.append({"role": "user", "content": repeat_warning(repeated)})
         report.updated(messages)
         if repeated and repeats.warnings > 1:
             save_transcript(report.settings.transcript, messages, report.warn)
-            raise Stopped(f"the model made the same call {REPEAT_LIMIT} times in a row again, after a [harness] "
-                          f"warning: {brief(repeated)}", report.record.account())
+            raise Stopped(f"the model made the same call {REPEAT_LIMIT} times in a row again, "
+                          f"after a [harness] warning: {brief(repeated)}", report.record.account())
 
 
 def cut_at(max_tokens, used):
-    """Whose limit cut the reply: ours (max_tokens), or a limit of the server's own (its context window, a
-    reply cap of its own) when its count of the reply stops short of ours; without a count, either."""
-    if not isinstance(used, int) or isinstance(used, bool):  # a stream without usage: the server did not say
-        return f"max_tokens={max_tokens} or a limit of the server's own (no count came with the reply)"
+    """Whose limit cut the reply: ours (max_tokens), or a limit of the server's own (its context
+    window, a reply cap of its own) when its count of the reply stops short of ours; without a
+    count, either."""
+    # a stream without usage: the server did not say
+    if not isinstance(used, int) or isinstance(used, bool):
+        return (f"max_tokens={max_tokens} or a limit of the server's own (no count came with the "
+                "reply)")
     if 0 <= used < max_tokens:
-        return (f"{used} tokens, under max_tokens={max_tokens} (a limit of the server's own, its context window "
-                "or reply cap)")
+        return (f"{used} tokens, under max_tokens={max_tokens} (a limit of the server's own, its "
+                "context window or reply cap)")
     return f"max_tokens={max_tokens}"
 
 
 def garbled(problem):
-    """The tool result for a call the door could not read: what was wrong, and what a valid call looks like."""
+    """The tool result for a call the door could not read: what was wrong, and what a valid call
+    looks like."""
     return f"ERROR: {problem}. {VALID_CALL}"
 
 
 def tokens_spent(stats, max_tokens):
-    """Why the run must stop for --max-tokens (prompt plus completion, as the server counted), or None."""
+    """Why the run must stop for --max-tokens (prompt plus completion, as the server counted), or
+    None."""
     spent = stats.prompt_tokens + stats.completion_tokens
     if max_tokens and spent >= max_tokens:
-        return f"the token budget of --max-tokens {max_tokens} was used ({spent} tokens by the server's counts)"
+        return (f"the token budget of --max-tokens {max_tokens} was used ({spent} tokens by the "
+                "server's counts)")
     return None
 
 
 def watch_context(watch, usage, messages, tools, warn):
     """Warn on stderr when the prompt count says the context is nearly full, or was cut. Without the
     server's count, the harness's own estimate of what it sent stands in, and the warning says so.
-    The estimate counts the tool schemas too: an MCP server withdrawn mid-run shrinks the prompt, and
-    that drop is ours, not the server's."""
+    The estimate counts the tool schemas too: an MCP server withdrawn mid-run shrinks the prompt,
+    and that drop is ours, not the server's."""
     sent = estimate_tokens(messages + [{"role": "system", "content": json.dumps(list(tools))}])
     counted = usage.get("prompt_tokens")
     warning = watch.check(sent if counted is None else counted, len(messages), sent_tokens=sent)
     if warning:
-        warn(warning + (" (estimated: the server reported no prompt_tokens)" if counted is None else ""))
+        warn(warning
+             + (" (estimated: the server reported no prompt_tokens)" if counted is None else ""))
 
 
 def save_transcript(path, messages, warn):
-    """Rewritten every turn, so a crash still leaves the story so far; through the door (filedoor.py):
-    never through a link the model planted, never into a FIFO. A refusal is said on stderr, the run goes on."""
+    """Rewritten every turn, so a crash still leaves the story so far; through the door
+    (filedoor.py): never through a link the model planted, never into a FIFO. A refusal is said on
+    stderr, the run goes on."""
     if path:
         try:
             write_text(path, json.dumps(messages, indent=2))

@@ -1,10 +1,11 @@
-"""Where the model is: the endpoint and the key, from a flag or from the variables a user already set.
+"""Where the model is: the endpoint and the key, from a flag or from the variables a user already
+set.
 
 The problem. A user arrives with an environment other tools read: the OpenAI SDKs read
 `OPENAI_BASE_URL` and `OPENAI_API_KEY`, Ollama's client and CLI read `OLLAMA_HOST` (`host:port`, the
 scheme optional). A harness that reads only its own `TINYHARNESS_*` names talks to the default
-`localhost:11434` while the user's server listens elsewhere, or sends no key to a cloud endpoint that
-then answers 401 - and nothing says why.
+`localhost:11434` while the user's server listens elsewhere, or sends no key to a cloud endpoint
+that then answers 401 - and nothing says why.
 
 The mechanism. One order, the same for every command: the flag (`--base-url`), then
 `TINYHARNESS_BASE_URL`, then `OPENAI_BASE_URL`, then `OLLAMA_HOST` (mapped to `http://host:port/v1`
@@ -18,10 +19,11 @@ server to listen everywhere is taken as where to connect (which works on the sam
 import argparse
 import os
 
-ENDPOINT_VARIABLES = ("TINYHARNESS_BASE_URL", "OPENAI_BASE_URL", "OLLAMA_HOST")  # after the flag, in this order
+# after the flag, in this order
+ENDPOINT_VARIABLES = ("TINYHARNESS_BASE_URL", "OPENAI_BASE_URL", "OLLAMA_HOST")
 KEY_VARIABLES = ("TINYHARNESS_API_KEY", "OPENAI_API_KEY")
-ENDPOINT_ORDER = ("--base-url, else env TINYHARNESS_BASE_URL, else OPENAI_BASE_URL, else OLLAMA_HOST "
-                  "(host:port, as `http://host:port/v1`)")
+ENDPOINT_ORDER = ("--base-url, else env TINYHARNESS_BASE_URL, else OPENAI_BASE_URL, else "
+                  "OLLAMA_HOST (host:port, as `http://host:port/v1`)")
 
 
 def ollama_host_url(value):
@@ -51,7 +53,8 @@ def base_url_from_env(default, environ=None):
     for name in ENDPOINT_VARIABLES:
         value = environ.get(name, "").strip()
         if value:
-            return (ollama_host_url(value) + "/v1", name) if name == "OLLAMA_HOST" else (value, name)
+            return ((ollama_host_url(value) + "/v1", name) if name == "OLLAMA_HOST"
+                    else (value, name))
     return default, "default"
 
 
@@ -69,10 +72,12 @@ class BaseUrlFlag(argparse.Action):
 
 
 def add_base_url_flag(parser, what="OpenAI-compatible endpoint"):
-    """--base-url with its default from the environment (read when the parser is built, not at import)."""
+    """--base-url with its default from the environment (read when the parser is built, not at
+    import)."""
     from .llm import DEFAULT_BASE_URL
     url, source = base_url_from_env(DEFAULT_BASE_URL)
     parser.add_argument("--base-url", default=url, action=BaseUrlFlag,
-                        help=f"{what}: {ENDPOINT_ORDER}, else {DEFAULT_BASE_URL} (now: %(default)s). The key sent "
-                             "as a Bearer token: env TINYHARNESS_API_KEY, else OPENAI_API_KEY")
+                        help=f"{what}: {ENDPOINT_ORDER}, else {DEFAULT_BASE_URL} (now: "
+                             "%(default)s). The key sent as a Bearer token: env "
+                             "TINYHARNESS_API_KEY, else OPENAI_API_KEY")
     parser.set_defaults(base_url_source=source if source == "default" else f"env {source}")

@@ -1,4 +1,5 @@
-"""No improvement without a measurement: run five small tasks through a harness and judge the end state.
+"""No improvement without a measurement: run five small tasks through a harness and judge the end
+state.
 
     tinyharness eval --models qwen3:8b,qwen3:14b [--repeat 3] [--tier easy|hard|all]
         [--base-url URL] [--tasks fact,hook] [--harness MODULE] [--harness-args "ARGS"]
@@ -25,18 +26,16 @@ a JSON file (`--out`) and, beside it, a self-contained HTML page with the per-mo
 same model, and the tables get one row per (model, setting).
 
 Offline self-check: the model names `scripted:competent`, `scripted:liar` and `scripted:clumsy`,
-given without --base-url, are played by one scripted model server (tinyharness.testing.ScriptedServer)
-that this eval starts (see evals/policies.py). Their scores are known in advance, so they show
-whether the eval can tell good work from bad.
+given without --base-url, are played by one scripted model server
+(tinyharness.testing.ScriptedServer) that this eval starts (see evals/policies.py). Their scores are
+known in advance, so they show whether the eval can tell good work from bad.
 
 Exit codes: 0 the eval ran (whatever the scores), 1 a runtime failure (server unreachable, harness
 not runnable), 2 a usage error.
 """
-import argparse
 import contextlib
 import json
 import os
-import shlex
 import shutil
 import sys
 import tempfile
@@ -45,18 +44,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .console import printable
-from .eval_page import page_path, write_report
+from .eval_page import write_report
 from .evals import TASK_NAMES, select
 from .evals.claims import claims_success
 from .evals.common import judge
-from .evals.policies import POLICIES, SCRIPTED, by_model
+from .evals.policies import SCRIPTED, by_model
 from .evals.runs import run_process, snapshot
 from .endpoint import base_url_from_env
-from .flags import base_url_problem
+from .eval_args import DEFAULT_BASE_URL, build_parser, parse_args
 
-ROOT = Path(__file__).resolve().parents[1]          # the repository: stages are importable from here
-DEFAULT_HARNESS = __package__ or "tinyharness"       # this package's own harness (m7_eval in the stage)
-DEFAULT_BASE_URL = "http://localhost:11434/v1"
+# the repository: stages are importable from here
+ROOT = Path(__file__).resolve().parents[1]
+# this package's own harness (m7_eval in the stage)
 
 
 class EvalError(Exception):
@@ -81,8 +80,8 @@ def parse_stats(stderr):
 
 def final_answer(stdout, transcript=None):
     """The model's last words: the transcript's last assistant message when it has no tool calls,
-    else what stdout printed after the last `  [tool]` echo line and its `    ->` result line (e.g. a
-    `Stopped: ...` line)."""
+    else what stdout printed after the last `  [tool]` echo line and its `    ->` result line (e.g.
+    a `Stopped: ...` line)."""
     with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
         messages = json.loads(Path(transcript).read_text(encoding="utf-8"))
         last = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"][-1]
@@ -93,7 +92,7 @@ def final_answer(stdout, transcript=None):
     return "\n".join(lines[tool_lines[-1] + 1 if tool_lines else 0:]).strip()
 
 
-# --- Running one task ------------------------------------------------------------------------------
+# --- Running one task -----------------------------------------------------------------------------
 
 @dataclass
 class Job:
@@ -119,17 +118,21 @@ class Output:
 def harness_command(harness, job, max_turns):
     """The contract's command line: `python -m HARNESS [run] --base-url ... --yes ... TASK`."""
     command = [sys.executable, "-m", harness] + (["run"] if harness == "tinyharness" else [])
-    return command + ["--base-url", job.base_url, "--model", job.model, "--yes", "--max-turns", str(max_turns),
+    return command + ["--base-url", job.base_url, "--model", job.model, "--yes", "--max-turns",
+                      str(max_turns),
                       "--transcript", str(job.transcript), *job.harness_args, job.prompt]
 
 
 def subprocess_runner(harness, max_turns, timeout):
-    """The real runner: the harness as a subprocess in the workspace, killed after `timeout` seconds."""
+    """The real runner: the harness as a subprocess in the workspace, killed after `timeout`
+    seconds."""
     def run(job):
         env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-        env["XDG_DATA_HOME"] = str(Path(job.workspace).parent / "data")  # the run's session stays with the run
-        code, out, err = run_process(harness_command(harness, job, max_turns), job.workspace, timeout, env)
+        # the run's session stays with the run
+        env["XDG_DATA_HOME"] = str(Path(job.workspace).parent / "data")
+        code, out, err = (run_process(harness_command(harness, job, max_turns), job.workspace,
+                                      timeout, env))
         return Output(code, out, err)
     return run
 
@@ -139,7 +142,8 @@ def run_one(task, model, setting, harness_args, base_url, run_dir, runner, check
     workspace, outside = run_dir / "workspace", run_dir / "outside"
     try:
         task.prepare(workspace, outside)
-    except OSError as e:                          # e.g. no symlinks on Windows without developer mode
+    # e.g. no symlinks on Windows without developer mode
+    except OSError as e:
         raise EvalError(f"could not prepare the workspace of {task.id}: {e}. Leave that task out "
                         "with --tasks or --tier.") from None
     before = snapshot(outside)
@@ -154,24 +158,26 @@ def run_one(task, model, setting, harness_args, base_url, run_dir, runner, check
     passed, reason = judge(task, workspace, outside, before, run_dir / "judge", check_timeout)
     answer = final_answer(out.stdout, job.transcript)
     claimed = claims_success(answer)
-    return {"model": model, "setting": setting, "task": task.name, "tier": task.tier, "repeat": repeat,
-            "passed": passed, "reason": reason, "claimed_success": claimed,
+    return {"model": model, "setting": setting, "task": task.name, "tier": task.tier,
+            "repeat": repeat, "passed": passed, "reason": reason, "claimed_success": claimed,
             "claimed_but_failed": claimed and not passed, "exit_code": out.exit_code,
-            "timed_out": out.exit_code is None, "turns": stats.get("turns"), "tool_calls": stats.get("tool_calls"),
-            "prompt_tokens": stats.get("prompt_tokens"), "completion_tokens": stats.get("completion_tokens"),
+            "timed_out": out.exit_code is None, "turns": stats.get("turns"),
+            "tool_calls": stats.get("tool_calls"), "prompt_tokens": stats.get("prompt_tokens"),
+            "completion_tokens": stats.get("completion_tokens"),
             "seconds": round(seconds, 2), "final_answer": answer}
 
 
 def explain_harness_failure(out, model, base_url):
     said = "\n".join((out.stderr or out.stdout).strip().splitlines()[-6:]) or "(nothing on stderr)"
     if out.exit_code == 2:
-        return (f"the harness rejected its command line (exit 2). It must follow the contract from m3 on "
-                f"(--yes, --max-turns, --transcript); pick another with --harness. It said:\n{said}")
+        return ("the harness rejected its command line (exit 2). It must follow the contract from "
+                "m3 on (--yes, --max-turns, --transcript); pick another with --harness. It "
+                f"said:\n{said}")
     if not parse_stats(out.stderr):
-        return (f"the harness exited 1 without a [stats] line: it crashed, or is not a harness that follows "
-                f"the contract. It said:\n{said}")
-    return (f"the harness failed before the model {model!r} at {base_url} answered once (exit 1), so every "
-            f"other run would fail the same way. It said:\n{said}")
+        return ("the harness exited 1 without a [stats] line: it crashed, or is not a harness "
+                f"that follows the contract. It said:\n{said}")
+    return (f"the harness failed before the model {model!r} at {base_url} answered once (exit 1), "
+            f"so every other run would fail the same way. It said:\n{said}")
 
 
 # --- Summing up ----------------------------------------------------------------------------------
@@ -189,7 +195,8 @@ def per_turn(runs):
 
 
 def summarise(runs, keys):
-    """One row per distinct value of `keys` (in order of first appearance), averaged over its runs."""
+    """One row per distinct value of `keys` (in order of first appearance), averaged over its
+    runs."""
     groups = {}
     for run in runs:
         groups.setdefault(tuple(run[k] for k in keys), []).append(run)
@@ -208,7 +215,8 @@ def summarise(runs, keys):
                     "claimed_but_failed": sum(r["claimed_but_failed"] for r in group)})
         for tier in ("easy", "hard"):
             tiered = [r for r in group if r["tier"] == tier]
-            row[f"{tier}_passes"] = f"{sum(r['passed'] for r in tiered)}/{len(tiered)}" if tiered else "-"
+            row[f"{tier}_passes"] = (f"{sum(r['passed'] for r in tiered)}/{len(tiered)}" if tiered
+                                     else "-")
         rows.append(row)
     return rows
 
@@ -221,12 +229,14 @@ def markdown(per_task, overall, show_setting):
     """The two tables printed on stdout: per task and tier, then overall per model (and setting)."""
     who = ["model"] + (["setting"] if show_setting else [])
     lines = ["## Per task", "",
-             "| " + " | ".join(who + ["task", "tier", "passed", "turns", "prompt tok", "completion tok",
+             "| "
+             + " | ".join(who + ["task", "tier", "passed", "turns", "prompt tok", "completion tok",
                                       "seconds", "claimed but failed"]) + " |",
              "|" + "---|" * (len(who) + 8)]
     for r in per_task:
-        cells = [r[k] for k in who] + [r["task"], r["tier"], f"{r['passes']}/{r['runs']}", number(r["mean_turns"]),
-                                       number(r["mean_prompt_tokens"], 0), number(r["mean_completion_tokens"], 0),
+        cells = [r[k] for k in who] + [r["task"], r["tier"], f"{r['passes']}/{r['runs']}",
+                                       number(r["mean_turns"]), number(r["mean_prompt_tokens"], 0),
+                                       number(r["mean_completion_tokens"], 0),
                                        number(r["mean_seconds"]), str(r["claimed_but_failed"])]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", "## Overall", "",
@@ -237,24 +247,25 @@ def markdown(per_task, overall, show_setting):
     for r in overall:
         cells = [r[k] for k in who] + [f"{r['passes']}/{r['runs']}", f"{100 * r['pass_rate']:.0f}%",
                                        r["easy_passes"], r["hard_passes"], number(r["mean_turns"]),
-                                       number(r["mean_prompt_tokens"], 0), number(r["mean_completion_tokens"], 0),
-                                       number(r["completion_tokens_per_turn"], 0), number(r["total_seconds"]),
-                                       str(r["claimed_but_failed"])]
+                                       number(r["mean_prompt_tokens"], 0),
+                                       number(r["mean_completion_tokens"], 0),
+                                       number(r["completion_tokens_per_turn"], 0),
+                                       number(r["total_seconds"]), str(r["claimed_but_failed"])]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    lines += ["", "Turns, tokens and seconds are means per run (overall seconds: the total; completion tok/turn: "
-                  "all completion tokens over all turns). \"Claimed but failed\": the final answer says the work "
-                  "is done, the end state says it is not."]
+    lines += ["", "Turns, tokens and seconds are means per run (overall seconds: the total; "
+                  "completion tok/turn: all completion tokens over all turns). \"Claimed but "
+                  "failed\": the final answer says the work is done, the end state says it is not."]
     return "\n".join(lines)
 
 
 # --- The whole eval -----------------------------------------------------------------------------
 
-# --- Progress: with real models the eval runs for an hour ------------------------------------------
+# --- Progress: with real models the eval runs for an hour -----------------------------------------
 
 def time_left(durations, total):
-    """Seconds the runs still to make should take: the mean duration of the runs so far times the number
-    left; None before the first run ends. Only an estimate: models differ in speed, and the runs of a
-    slow model after a fast one make the early figures too low."""
+    """Seconds the runs still to make should take: the mean duration of the runs so far times the
+    number left; None before the first run ends. Only an estimate: models differ in speed, and the
+    runs of a slow model after a fast one make the early figures too low."""
     if not durations:
         return None
     return sum(durations) / len(durations) * (total - len(durations))
@@ -272,52 +283,58 @@ def short_duration(seconds):
 
 
 def progress(done, total, left):
-    """The head of each run's line: `[3/30] ~4m10s left`, `[0/30] time left: estimating...`, `[30/30] done`."""
+    """The head of each run's line: `[3/30] ~4m10s left`, `[0/30] time left: estimating...`,
+    `[30/30] done`."""
     if done == total:
         return f"[{done}/{total}] done"
-    return f"[{done}/{total}] " + ("time left: estimating..." if left is None else f"~{short_duration(left)} left")
+    return (f"[{done}/{total}] "
+            + ("time left: estimating..." if left is None else f"~{short_duration(left)} left"))
 
 
 def run_line(run, task, rep):
     verdict = "PASS" if run["passed"] else "FAIL"
     flag = "  (claimed success)" if run["claimed_but_failed"] else ""
-    return (f"[eval] {run['model']} {run['setting']} {task.id} #{rep}: {verdict} in {run['seconds']:.1f} s, "
-            f"turns={run['turns']} - {run['reason']}{flag}")
+    return (f"[eval] {run['model']} {run['setting']} {task.id} #{rep}: {verdict} in "
+            f"{run['seconds']:.1f} s, turns={run['turns']} - {run['reason']}{flag}")
 
 
-def run_eval(models, settings, tasks, repeat, endpoints, runner, workdir, check_timeout=20, say=None,
-             clock=time.monotonic):
-    """Every (model, setting, task, repeat), in that order; returns the list of run records. `say` gets
-    one line per run, headed by its number and the time left (`clock` measures the runs)."""
+def run_eval(models, settings, tasks, repeat, endpoints, runner, workdir, check_timeout=20,
+             say=None, clock=time.monotonic):
+    """Every (model, setting, task, repeat), in that order; returns the list of run records. `say`
+    gets one line per run, headed by its number and the time left (`clock` measures the runs)."""
     runs, durations = [], []
     total = len(models) * len(settings) * len(tasks) * repeat
     if say:
-        say(f"{progress(0, total, None)}  [eval] {total} runs to make (models {len(models)}, settings "
-            f"{len(settings)}, tasks {len(tasks)}, repeats {repeat})")
+        say(f"{progress(0, total, None)}  [eval] {total} runs to make (models {len(models)}, "
+            f"settings {len(settings)}, tasks {len(tasks)}, repeats {repeat})")
     for model in models:
         for setting, harness_args in settings:
             for task in tasks:
                 for rep in range(1, repeat + 1):
                     run_dir = Path(workdir) / f"{len(runs) + 1:03d}-{task.name}-{task.tier}"
                     started = clock()
-                    run = run_one(task, model, setting, harness_args, endpoints[model], run_dir, runner,
-                                  check_timeout, rep)
-                    durations.append(clock() - started)      # the harness and the judging: the real pace
+                    run = run_one(task, model, setting, harness_args, endpoints[model], run_dir,
+                                  runner, check_timeout, rep)
+                    # the harness and the judging: the real pace
+                    durations.append(clock() - started)
                     runs.append(run)
                     if say:
-                        say(f"{progress(len(runs), total, time_left(durations, total))}  {run_line(run, task, rep)}")
+                        say(f"{progress(len(runs), total, time_left(durations, total))}  "
+                            f"{run_line(run, task, rep)}")
     return runs
 
 
 @contextlib.contextmanager
 def model_endpoints(models, base_url):
-    """{model: base URL}. Without --base-url, the `scripted:NAME` models share one ScriptedServer that
-    plays policy NAME for requests naming that model, and other models go to the default endpoint."""
+    """{model: base URL}. Without --base-url, the `scripted:NAME` models share one ScriptedServer
+    that plays policy NAME for requests naming that model, and other models go to the default
+    endpoint."""
     scripted = [m for m in models if m.startswith(SCRIPTED)] if base_url is None else []
     with contextlib.ExitStack() as stack:
         if scripted:
             from .testing import ScriptedServer               # only the offline self-check needs it
-            server = ScriptedServer(policy=by_model([m[len(SCRIPTED):] for m in scripted]), model=scripted[0])
+            server = ScriptedServer(policy=by_model([m[len(SCRIPTED):] for m in scripted]),
+                                    model=scripted[0])
             local = stack.enter_context(server).base_url
         default = base_url or base_url_from_env(DEFAULT_BASE_URL)[0]  # the order of endpoint.py
         yield {m: local if m in scripted else default for m in models}
@@ -329,107 +346,10 @@ def check_reachable(url):
     try:
         requests.get(url.rstrip("/") + "/models", timeout=10)
     except requests.exceptions.RequestException:
-        raise EvalError(f"Could not connect to the model server at {url}. Is it running? For Ollama, start it "
-                        "with `ollama serve`; for another server, pass --base-url. To check the eval itself "
-                        "offline, use --models scripted:competent,scripted:liar,scripted:clumsy.") from None
-
-
-def parse_compare(text):
-    """`name=ARGS;name=ARGS` -> [(name, [args])]; ValueError when malformed."""
-    settings = []
-    for part in filter(str.strip, text.split(";")):
-        name, sep, args = part.partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"{part.strip()!r} is not NAME=ARGS")
-        settings.append((name.strip(), shlex.split(args)))
-    names = [n for n, _ in settings]
-    if not settings or len(set(names)) != len(names):
-        raise ValueError("give at least one setting, each with its own name")
-    return settings
-
-
-def build_parser(prog="tinyharness eval"):
-    parser = argparse.ArgumentParser(
-        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run five tasks (easy and hard tier) through a harness, each in a fresh temporary workspace,\n"
-                    "judged only by the end state (files, the eval's own hidden tests, a canary outside the\n"
-                    "workspace), never by what the model says. Prints a Markdown table and writes a JSON file\n"
-                    "and, beside it, an HTML page of the results as bars. Runs that claim success but fail their\n"
-                    "check are counted. Each run's line starts with [k/N] and an estimate of the time left.",
-        epilog="examples:\n"
-               "  compare models:           %(prog)s --models qwen3:8b,qwen3:14b --repeat 3\n"
-               "  compare harness settings: %(prog)s --models qwen3:8b \\\n"
-               "                                --compare \"scissors=;noscissors=--no-scissors\"\n"
-               "                            (same model, every task once per setting; one row per model and setting)\n"
-               "  measure another harness:  %(prog)s --models qwen3:8b --harness m6_verify\n"
-               "  check the eval offline:   %(prog)s --models scripted:competent,scripted:liar,scripted:clumsy\n"
-               "                            (no --base-url: one scripted model server plays all three;\n"
-               "                            `tinyharness fake-server --eval-models` serves them for a stage's eval)\n"
-               "\nexit codes: 0 the eval ran (whatever the scores), 1 runtime failure (server unreachable,\n"
-               "harness not runnable), 2 usage error.")
-    parser.add_argument("--models", required=True, help="comma-separated model names")
-    parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: env TINYHARNESS_BASE_URL, OPENAI_BASE_URL or OLLAMA_HOST, else "
-                                           f"{DEFAULT_BASE_URL}; scripted:* models get a scripted server)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per model and task (default %(default)s)")
-    parser.add_argument("--tier", choices=["easy", "hard", "all"], default="all", help="default %(default)s")
-    parser.add_argument("--tasks", help=f"comma-separated subset of {','.join(TASK_NAMES)} (default: all)")
-    parser.add_argument("--harness", default=DEFAULT_HARNESS,
-                        help="module run as `python -m HARNESS` (`tinyharness` adds `run`; default %(default)s)")
-    parser.add_argument("--harness-args", default="", help='extra harness flags for every run, e.g. "--no-scissors"')
-    parser.add_argument("--compare", metavar="NAME=ARGS;...",
-                        help='harness settings to compare on the same models, e.g. "scissors=;noscissors='
-                             '--no-scissors": every task runs under each; one row per (model, setting)')
-    parser.add_argument("--max-turns", type=int, default=20, help="passed to the harness (default %(default)s)")
-    parser.add_argument("--timeout", type=float, default=900, help="wall-clock seconds per run (default %(default)s)")
-    parser.add_argument("--check-timeout", type=float, default=20,
-                        help="seconds for each program the checks run (default %(default)s)")
-    parser.add_argument("--out", default="eval-results.json",
-                        help="JSON results file (default %(default)s); a page of the results as bars is written "
-                             "beside it, with the same name ending .html")
-    parser.add_argument("--keep", action="store_true", help="keep the run folders (workspaces, transcripts)")
-    return parser
-
-
-def parse_args(parser, argv):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    # argparse refuses `--harness-args "--no-scissors"` (a value that looks like a flag): glue it on.
-    i = 0
-    while i < len(argv) - 1:
-        if argv[i] in ("--harness-args", "--compare"):
-            argv[i:i + 2] = [f"{argv[i]}={argv[i + 1]}"]
-        i += 1
-    args = parser.parse_args(argv)
-    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
-    if not args.models:
-        parser.error("--models needs at least one model name")
-    if len(set(args.models)) != len(args.models):
-        parser.error("--models names a model twice")
-    if args.repeat < 1 or args.max_turns < 1 or args.timeout <= 0 or args.check_timeout <= 0:
-        parser.error("--repeat and --max-turns must be 1 or more, the timeouts more than 0")
-    if args.base_url is not None and (problem := base_url_problem(args.base_url)):
-        parser.error(problem)       # a typo is a usage error, not "Could not connect ... ollama serve"
-    unknown = [m for m in args.models if m.startswith(SCRIPTED) and m[len(SCRIPTED):] not in POLICIES]
-    if unknown and args.base_url is None:
-        parser.error(f"no scripted policy for {', '.join(unknown)}; known: "
-                     + ", ".join(SCRIPTED + p for p in POLICIES))
-    try:
-        if page_path(args.out) == Path(args.out):
-            parser.error(f"--out {args.out!r}: name the JSON file; the HTML page is written beside it with .html")
-    except ValueError:                            # Path("").with_suffix(...): no file name at all
-        parser.error(f"--out {args.out!r} is not a file name")
-    args.task_names = None
-    if args.tasks:
-        args.task_names = [t.strip() for t in args.tasks.split(",") if t.strip()]
-        bad = sorted(set(args.task_names) - set(TASK_NAMES))
-        if bad or not args.task_names:
-            parser.error(f"unknown task(s) {bad}; choose from {','.join(TASK_NAMES)}")
-    try:
-        common = shlex.split(args.harness_args)
-        settings = parse_compare(args.compare) if args.compare else [("default", [])]
-    except ValueError as e:
-        parser.error(f"--harness-args/--compare: {e}")
-    args.settings = [(name, common + extra) for name, extra in settings]
-    return args
+        raise EvalError(f"Could not connect to the model server at {url}. Is it running? For "
+                        "Ollama, start it with `ollama serve`; for another server, pass "
+                        "--base-url. To check the eval itself offline, use --models "
+                        "scripted:competent,scripted:liar,scripted:clumsy.") from None
 
 
 def main(argv=None, runner=None, prog="python -m tinyharness.eval"):
@@ -441,7 +361,8 @@ def main(argv=None, runner=None, prog="python -m tinyharness.eval"):
         return e.code if isinstance(e.code, int) else 2
     tasks = select(args.task_names, args.tier)
     runner = runner or subprocess_runner(args.harness, args.max_turns, args.timeout)
-    say = lambda text: print(printable(text), file=sys.stderr, flush=True)  # a reason can quote a server
+    # a reason can quote a server
+    say = lambda text: print(printable(text), file=sys.stderr, flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="tinyharness-eval-"))
     try:
         runs = run_models(args, tasks, runner, workdir, say)
@@ -463,9 +384,11 @@ def main(argv=None, runner=None, prog="python -m tinyharness.eval"):
 
 
 def run_models(args, tasks, runner, workdir, say):
-    """Every run of the eval, each model at its endpoint (the scripted ones served here for the while)."""
+    """Every run of the eval, each model at its endpoint (the scripted ones served here for the
+    while)."""
     with model_endpoints(args.models, args.base_url) as endpoints:
-        for url in sorted({u for m, u in endpoints.items() if not m.startswith(SCRIPTED) or args.base_url}):
+        for url in sorted({u for m, u in endpoints.items() if not m.startswith(SCRIPTED)
+                           or args.base_url}):
             check_reachable(url)
         return run_eval(args.models, args.settings, tasks, args.repeat, endpoints, runner, workdir,
                         args.check_timeout, say)
@@ -473,8 +396,9 @@ def run_models(args, tasks, runner, workdir, say):
 
 def make_report(args, runs):
     """The JSON file: what was run, every run, and the two summaries."""
-    return {"eval": {"harness": args.harness, "settings": dict(args.settings), "models": args.models,
-                     "base_url": args.base_url, "tier": args.tier, "tasks": args.task_names or TASK_NAMES,
+    return {"eval": {"harness": args.harness, "settings": dict(args.settings),
+                     "models": args.models, "base_url": args.base_url, "tier": args.tier,
+                     "tasks": args.task_names or TASK_NAMES,
                      "repeat": args.repeat, "max_turns": args.max_turns, "timeout": args.timeout},
             "runs": runs,
             "per_task": summarise(runs, ["model", "setting", "task", "tier"]),

@@ -12,13 +12,13 @@ drifts from it. Markers naming earlier stages are left alone: their code is give
 
 `tinyharness course check m3 --mine DIR` runs every test case of m3 against the learner's copy: the
 cases of every test file that are parametrised with m3_hooks (the wire, the door, the fuzzers, the
-attacks, not only tests/test_m3_*.py), because "done" means the stage's own code could be swapped for
-the learner's and nothing would notice. TINYHARNESS_STAGE_DIR tells tests/ladder.py to import and run
-the stage from that folder, and tests/exercise_check.py proves it did (the module's __file__, in the
-test process and in a subprocess) before any result counts. It counts behaviours (a test function, all
-its cases), lists each failing one by name, the stage's own lesson first (then an earlier lesson before
-a later one, the lesson before the armour, a known escape last), and says "done" only when every case
-passes.
+attacks, not only tests/test_m3_*.py), because "done" means the stage's own code could be swapped
+for the learner's and nothing would notice. TINYHARNESS_STAGE_DIR tells tests/ladder.py to import
+and run the stage from that folder, and tests/exercise_check.py proves it did (the module's
+__file__, in the test process and in a subprocess) before any result counts. It counts behaviours (a
+test function, all its cases), lists each failing one by name, the stage's own lesson first (then an
+earlier lesson before a later one, the lesson before the armour, a known escape last), and says
+"done" only when every case passes.
 
 What it cannot do: the tests judge behaviour, not style. A solution that passes them can still be
 clumsy, and a mistake no test pins down goes unnoticed; the stage's own code is the model answer.
@@ -41,6 +41,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"^[ \t]*# exercise\((m\d+)\): (.+?)\s*$")
+# a comment line right below a marker continues its sentence
+CONTINUED = re.compile(r"^[ \t]*# (?!exercise\()(.+?)\s*$")
 HINT = re.compile(r"^- `([\w./-]+\.py):([\w.]+)`.*?Hint: (.+)$")
 STAGE_DIR_ENV = "TINYHARNESS_STAGE_DIR"      # read by tests/ladder.py and tests/exercise_check.py
 REPORT_ENV = "TINYHARNESS_EXERCISE_REPORT"   # where tests/exercise_check.py writes the results
@@ -77,7 +79,7 @@ def short_name(stage: str) -> str:
     return stage.split("_")[0]
 
 
-# --- Finding the holes -----------------------------------------------------------------------------
+# --- Finding the holes ----------------------------------------------------------------------------
 
 def functions(tree: ast.Module):
     """(qualified name, node) of every function, methods as Class.method."""
@@ -97,9 +99,10 @@ def body_span(node, lines: list[str]) -> tuple[int, int]:
     if body[0].lineno == node.lineno:
         raise ExerciseError(f"line {node.lineno}: {node.name} has its body on the def line")
     if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):  # the docstring stays: it is part of the question
+            and isinstance(body[0].value.value, str):  # the docstring stays: part of the question
         if len(body) == 1:
-            raise ExerciseError(f"line {node.lineno}: {node.name} has nothing below its docstring to remove")
+            raise ExerciseError(f"line {node.lineno}: {node.name} has nothing below its docstring "
+                                "to remove")
         return body[0].end_lineno + 1, node.end_lineno
     header_end = node.lineno  # the header may run over several lines: it ends at the first ':' line
     while not lines[header_end - 1].split("#")[0].rstrip().endswith(":"):
@@ -117,15 +120,20 @@ def holes_in(source: str, stage_short: str, file: str) -> list[Hole]:
         marker = MARKER.match(line)
         if not marker or marker[1] != stage_short:
             continue
-        below = number + 1
-        while below <= len(lines) and MARKER.match(lines[below - 1]):  # markers may stack
+        sentence, below = marker[2], number + 1
+        while below <= len(lines) and CONTINUED.match(lines[below - 1]):  # a marker over lines
+            sentence += " " + CONTINUED.match(lines[below - 1])[1]
+            below += 1
+        # markers may stack
+        while below <= len(lines) and (MARKER.match(lines[below - 1])
+                                       or CONTINUED.match(lines[below - 1])):
             below += 1
         if below not in defs:
             raise ExerciseError(f"{file}:{number}: an exercise marker must stand right above a def")
         name, node = defs[below]
         first, last = body_span(node, lines)
         indent = re.match(r"[ \t]*", lines[node.body[-1].lineno - 1])[0]
-        holes.append(Hole(file, name, marker[2], node.lineno, first, last, indent))
+        holes.append(Hole(file, name, sentence, node.lineno, first, last, indent))
     return holes
 
 
@@ -146,10 +154,11 @@ def find_holes(stage_dir: Path) -> list[Hole]:
     return holes
 
 
-# --- Writing the learner's copy --------------------------------------------------------------------
+# --- Writing the learner's copy -------------------------------------------------------------------
 
 def replace_body(source: str, hole: Hole, body: str) -> str:
-    """The source with the hole's body lines replaced by `body` (lines without the function's indent)."""
+    """The source with the hole's body lines replaced by `body` (lines without the function's
+    indent)."""
     lines = source.splitlines(keepends=True)
     newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
     new = [(hole.indent + line if line.strip() else "") + newline for line in body.splitlines()]
@@ -163,19 +172,21 @@ def body_of(source: str, hole: Hole) -> str:
 
 
 def blank_source(source: str, holes: list[Hole]) -> str:
-    """Every hole's body replaced by a raise that says what to write, from the bottom up (so the line
-    numbers of the holes above stay true)."""
+    """Every hole's body replaced by a raise that says what to write, from the bottom up (so the
+    line numbers of the holes above stay true)."""
     for hole in sorted(holes, key=lambda h: h.first, reverse=True):
-        source = replace_body(source, hole, f"raise NotImplementedError({json.dumps(hole.message, ensure_ascii=False)})")
+        message = json.dumps(hole.message, ensure_ascii=False)
+        source = replace_body(source, hole, f"raise NotImplementedError({message})")
     return source
 
 
 def write_exercise(stage_dir: Path, target: Path) -> list[Hole]:
-    """Copy the stage into `target` with its holes blanked; return the holes. Deterministic: the same
-    stage always gives the same bytes."""
+    """Copy the stage into `target` with its holes blanked; return the holes. Deterministic: the
+    same stage always gives the same bytes."""
     holes = find_holes(stage_dir)
     if not holes:
-        raise ExerciseError(f"{stage_dir.name} has no exercise: no function is marked '# exercise({short_name(stage_dir.name)}): ...'")
+        raise ExerciseError(f"{stage_dir.name} has no exercise: no function is marked '# "
+                            f"exercise({short_name(stage_dir.name)}): ...'")
     by_file = {}
     for hole in holes:
         by_file.setdefault(hole.file, []).append(hole)
@@ -184,7 +195,8 @@ def write_exercise(stage_dir: Path, target: Path) -> list[Hole]:
         out = target / rel
         out.parent.mkdir(parents=True, exist_ok=True)
         if rel in by_file:
-            out.write_bytes(blank_source(path.read_bytes().decode("utf-8"), by_file[rel]).encode("utf-8"))
+            blanked = blank_source(path.read_bytes().decode("utf-8"), by_file[rel])
+            out.write_bytes(blanked.encode("utf-8"))
         else:
             out.write_bytes(path.read_bytes())
     return holes
@@ -206,11 +218,12 @@ def start(stage_dir: Path, parent, force=False, output=print) -> int:
     """`course start`: write the learner's copy of the stage into parent/<stage folder name>."""
     target = Path(parent or ".") / stage_dir.name
     if target.exists() and not force:
-        print(f"error: {target} already exists; it may hold your work. Pick another folder, or add --force "
-              "to replace it with a fresh copy.", file=sys.stderr)
+        print(f"error: {target} already exists; it may hold your work. Pick another folder, or add "
+              "--force to replace it with a fresh copy.", file=sys.stderr)
         return 2
     if target.resolve() == stage_dir.resolve():
-        print(f"error: {target} is the stage itself; choose another folder for your copy.", file=sys.stderr)
+        print(f"error: {target} is the stage itself; choose another folder for your copy.",
+              file=sys.stderr)
         return 2
     try:
         if target.exists():
@@ -219,16 +232,19 @@ def start(stage_dir: Path, parent, force=False, output=print) -> int:
     except (ExerciseError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    output(f"Wrote your copy of {stage_dir.name} to {target}. Write {'this function' if len(holes) == 1 else 'these functions'}:")
+    output(f"Wrote your copy of {stage_dir.name} to {target}. Write "
+           f"{'this function' if len(holes) == 1 else 'these functions'}:")
     for hole in holes:
         output(f"  {target / hole.file}:{hole.line}  {hole.name}")
         output(f"      {hole.task}")
-    output(f"\nThe README's 'Your turn' ({stage_dir.name}/README.md) has a hint for each. When you think they work:")
-    output(f"  tinyharness course check {short_name(stage_dir.name)} --mine {shlex.quote(str(target))}")
+    output(f"\nThe README's 'Your turn' ({stage_dir.name}/README.md) has a hint for each. When you "
+           "think they work:")
+    output(f"  tinyharness course check {short_name(stage_dir.name)} --mine "
+           f"{shlex.quote(str(target))}")
     return 0
 
 
-# --- Checking the learner's copy -------------------------------------------------------------------
+# --- Checking the learner's copy ------------------------------------------------------------------
 
 def find_copy(stage_dir: Path, mine) -> Path:
     """The learner's stage folder: `mine` itself, or `mine`/<stage folder name>."""
@@ -236,22 +252,26 @@ def find_copy(stage_dir: Path, mine) -> Path:
     for folder in (mine / stage_dir.name, mine):
         if folder.name == stage_dir.name and (folder / "__main__.py").is_file():
             if folder.resolve() == stage_dir.resolve():
-                raise ExerciseError(f"{folder} is the repository's own {stage_dir.name}, not your copy: give the "
-                                    f"folder `tinyharness course start {short_name(stage_dir.name)} DIR` wrote.")
+                raise ExerciseError(f"{folder} is the repository's own {stage_dir.name}, not your "
+                                    "copy: give the folder `tinyharness course start "
+                                    f"{short_name(stage_dir.name)} DIR` wrote.")
             return folder.resolve()
     raise ExerciseError(
-        f"{mine} is not a copy of {stage_dir.name}: the checks run a folder named {stage_dir.name} that holds "
-        f"__main__.py (as `tinyharness course start {short_name(stage_dir.name)} DIR` writes it into DIR).")
+        f"{mine} is not a copy of {stage_dir.name}: the checks run a folder named {stage_dir.name} "
+        f"that holds __main__.py (as `tinyharness course start {short_name(stage_dir.name)} DIR` "
+        "writes it into DIR).")
 
 
 def stage_tests(root: Path, stage_dir: Path) -> list[str]:
-    """pytest's arguments for every case of one stage: the whole suite, with the cases parametrised with
-    another stage deselected (tests/conftest.py's --stage) and the rest chosen by tests/exercise_check.py."""
+    """pytest's arguments for every case of one stage: the whole suite, with the cases parametrised
+    with another stage deselected (tests/conftest.py's --stage) and the rest chosen by
+    tests/exercise_check.py."""
     return ["tests", "--stage", stage_dir.name]
 
 
 def phrase(test_name: str) -> str:
-    """test_tool_results_are_paired_by_the_server_given_id -> 'tool results are paired by the server given id'"""
+    """test_tool_results_are_paired_by_the_server_given_id -> 'tool results are paired by the server
+    given id'"""
     return test_name.split("[")[0].removeprefix("test_").replace("_", " ")
 
 
@@ -275,14 +295,17 @@ def still_to_write(copy: Path, holes: list[Hole]) -> list[Hole]:
 
 
 def run_tests(root: Path, stage_dir: Path, copy: Path, first_failure=False) -> dict:
-    """Run the stage's own tests against the copy in a pytest subprocess; the plugin's JSON report."""
+    """Run the stage's own tests against the copy in a pytest subprocess; the plugin's JSON
+    report."""
     with tempfile.TemporaryDirectory(prefix="tinyharness-check-") as scratch:
         report_path = Path(scratch) / "report.json"
-        command = [sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "no:cacheprovider", "-p", "no:xdist",
+        command = [sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "no:cacheprovider",
+                   "-p", "no:xdist",
                    *(["-x"] if first_failure else []), *stage_tests(root, stage_dir)]
-        env = {**os.environ, STAGE_DIR_ENV: str(copy), REPORT_ENV: str(report_path), "PYTHONIOENCODING": "utf-8"}
-        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, encoding="utf-8",
-                              errors="replace")
+        env = ({**os.environ, STAGE_DIR_ENV: str(copy), REPORT_ENV: str(report_path),
+                "PYTHONIOENCODING": "utf-8"})
+        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
+                              encoding="utf-8", errors="replace")
         if not report_path.is_file():
             raise ExerciseError("the tests did not run; pytest said:\n" + "\n".join(
                 (done.stdout + done.stderr).strip().splitlines()[-15:]))
@@ -294,25 +317,27 @@ def wrapped(message: str, width=100) -> list[str]:
     return [part for line in message.splitlines() for part in (textwrap.wrap(line, width) or [""])]
 
 
-BAD = ("failed", "xpassed")   # an XPASS(strict): a known escape that the copy stopped, and the suite fails on
+# an XPASS(strict): a known escape that the copy stopped, and the suite fails on
+BAD = ("failed", "xpassed")
 
 
 def failing(groups: list[tuple[str, list[dict]]]) -> list[tuple[str, list[dict]]]:
-    """The behaviours with a bad case, a real failure before an XPASS, otherwise in the order they ran
-    (tests/exercise_check.py runs the most basic cases first)."""
+    """The behaviours with a bad case, a real failure before an XPASS, otherwise in the order they
+    ran (tests/exercise_check.py runs the most basic cases first)."""
     bad = [(name, cases) for name, cases in groups if any(c["outcome"] in BAD for c in cases)]
     return sorted(bad, key=lambda group: not any(c["outcome"] == "failed" for c in group[1]))
 
 
-def report(stage_dir: Path, copy: Path, shown_as: str, holes: list[Hole], results: dict, output=print) -> bool:
+def report(stage_dir: Path, copy: Path, shown_as: str, holes: list[Hole], results: dict,
+           output=print) -> bool:
     """The friendly report; True when every case of the stage passed on the learner's own code."""
     stage = stage_dir.name
     if results.get("origin_error"):
         output(f"The check could not run your copy: {results['origin_error']}")
         return False
     groups = behaviours(results["results"])
-    output(f"Checking your {stage} ({shown_as}) with the {len(groups)} behaviours the tests of {stage} check, "
-           "its own lesson's first.")
+    output(f"Checking your {stage} ({shown_as}) with the {len(groups)} behaviours the tests of "
+           f"{stage} check, its own lesson's first.")
     output(f"Your code is what ran: {stage} was imported from {results['origin']}.\n")
     failed = failing(groups)
     for name, group in failed:
@@ -334,19 +359,27 @@ def report(stage_dir: Path, copy: Path, shown_as: str, holes: list[Hole], result
         for line in wrapped(case["message"])[:MESSAGE_LINES]:
             output(f"    {line}")
         if case["outcome"] == "xpassed":
-            output("    (a known escape: the stage's own code lets this attack through and the case says so; yours "
-                   "stopped it. Check that your guard does not refuse more than it should.)")
-        todo = still_to_write(copy, holes)
-        output("\nStill to write: " + ", ".join(h.where for h in todo) if todo else "")
-        known = hints(stage_dir)
-        for hole in todo or holes:
-            if hole.where in known:
-                output(textwrap.fill(f"Hint ({hole.where}): {known[hole.where]}", 100, subsequent_indent="  "))
+            output("    (a known escape: the stage's own code lets this attack through and the "
+                   "case says so; yours stopped it. Check that your guard does not refuse more "
+                   "than it should.)")
+        show_what_is_left(stage_dir, copy, holes, output)
     return not failed
 
 
+def show_what_is_left(stage_dir: Path, copy: Path, holes: list[Hole], output) -> None:
+    """After a failure: the functions still to write, and the README's hint for each."""
+    todo = still_to_write(copy, holes)
+    output("\nStill to write: " + ", ".join(h.where for h in todo) if todo else "")
+    known = hints(stage_dir)
+    for hole in todo or holes:
+        if hole.where in known:
+            output(textwrap.fill(f"Hint ({hole.where}): {known[hole.where]}", 100,
+                                 subsequent_indent="  "))
+
+
 def check(stage_dir: Path, mine, root: Path = ROOT, output=print, first_failure=False) -> int:
-    """`course check STAGE --mine DIR`: 0 when every behaviour passes, 1 when one fails, 2 for a usage error."""
+    """`course check STAGE --mine DIR`: 0 when every behaviour passes, 1 when one fails, 2 for a
+    usage error."""
     try:
         copy = find_copy(stage_dir, mine)
         holes = find_holes(stage_dir)
@@ -365,9 +398,10 @@ def check(stage_dir: Path, mine, root: Path = ROOT, output=print, first_failure=
         return 130
     if report(stage_dir, copy, shown_as, holes, results, output):
         record_pass(stage_dir.name)
-        output(f"\nExercise {short_name(stage_dir.name)} done: your {' and '.join(h.name for h in holes)} "
-               f"{'passes' if len(holes) == 1 else 'pass'} the tests the stage's own code passes. Compare with "
-               f"{stage_dir.name}/ to see another way to write {'it' if len(holes) == 1 else 'them'}.")
+        output(f"\nExercise {short_name(stage_dir.name)} done: your "
+               f"{' and '.join(h.name for h in holes)} {'passes' if len(holes) == 1 else 'pass'} "
+               f"the tests the stage's own code passes. Compare with {stage_dir.name}/ to see "
+               f"another way to write {'it' if len(holes) == 1 else 'them'}.")
         return 0
     output(f"\nRun again: {again}")
     return 1

@@ -39,14 +39,15 @@ from .mcp import config as mcp_config
 READ_ONLY_TOOLS = ("list_dir", "read_file")
 
 
-_call_numbers = count(1)  # tool_use_id numbers: unique in the process, so no two calls of a chat share one
+# tool_use_id numbers: unique in the process, so no two calls of a chat share one
+_call_numbers = count(1)
 
 
 @dataclass(frozen=True)
 class Extensions:
-    """What a run is given beyond tools.py: MCP servers, command hooks, permission rules, the task tool
-    and parallel reads. Configuration only, frozen, in RunSettings.extensions: what a run learns on the
-    way (its deadline, its hooks' memory) is its `RunHands`, made by run_agent."""
+    """What a run is given beyond tools.py: MCP servers, command hooks, permission rules, the task
+    tool and parallel reads. Configuration only, frozen, in RunSettings.extensions: what a run
+    learns on the way (its deadline, its hooks' memory) is its `RunHands`, made by run_agent."""
     mcp: Any = None                 # mcp.Slots, or None
     hooks: Any = None               # cmdhooks.CommandHooks, or None
     rules: Any = None               # permissions.Rules (--allow, --deny, settings files), or None
@@ -56,12 +57,14 @@ class Extensions:
     subagent_max_seconds: float = SUBAGENT_MAX_SECONDS
 
     def for_child(self):
-        """The same MCP servers and hooks, without the task tool: a subagent cannot start another (depth 1)."""
+        """The same MCP servers and hooks, without the task tool: a subagent cannot start another
+        (depth 1)."""
         return replace(self, subagents=False)
 
     def tools(self):
-        """The tools a request offers, decided here alone (the loop's requests and the chat's summary
-        request): tools.py's, then the extensions', asked anew (an MCP server may have changed its list)."""
+        """The tools a request offers, decided here alone (the loop's requests and the chat's
+        summary request): tools.py's, then the extensions', asked anew (an MCP server may have
+        changed its list)."""
         return SCHEMAS + self.schemas()
 
     def rule_for(self, name, arguments):
@@ -69,7 +72,8 @@ class Extensions:
         return self.rules.decide(name, arguments) if self.rules else None
 
     def schemas(self):
-        """The tools beyond tools.py's, asked every turn (an MCP server may have changed its list)."""
+        """The tools beyond tools.py's, asked every turn (an MCP server may have changed its
+        list)."""
         return (self.mcp.schemas() if self.mcp else []) + ([TASK_SCHEMA] if self.subagents else [])
 
     def owns(self, name):
@@ -82,23 +86,28 @@ class Extensions:
             return None, f"ERROR: {problem}."
         if name == TASK_TOOL:
             description = arguments.get("description")
-            if not isinstance(description, str) or not description.strip() or set(arguments) != {"description"}:
-                return None, 'ERROR: task takes {"description": "<the whole sub-task, self-contained>"}.'
+            if (not isinstance(description, str) or not description.strip()
+                or set(arguments) != {"description"}):
+                return (None, 'ERROR: task takes {"description": "<the whole sub-task, '
+                              'self-contained>"}.')
             return arguments, None
-        return (None, problem) if (problem := self.mcp.check(name, arguments)) else (arguments, None)
+        return ((None, problem) if (problem := self.mcp.check(name, arguments))
+                else (arguments, None))
 
     def needs_permission(self, name):
-        """The task tool does not ask: each call the child makes asks for itself. An MCP tool asks unless
-        the configuration says it only reads."""
+        """The task tool does not ask: each call the child makes asks for itself. An MCP tool asks
+        unless the configuration says it only reads."""
         return name != TASK_TOOL and not self.mcp.read_only(name)
 
     def read_only(self, name, arguments):
-        """May this call run beside others? Only reads: they cannot change what another call sees."""
+        """May this call run beside others? Only reads: they cannot change what another call
+        sees."""
         if name in READ_ONLY_TOOLS:
             return True
         if name == "view_image":
             path = parse_arguments(arguments)[0].get("path")
-            return isinstance(path, str) and not is_url(path)  # a URL asks permission: never in parallel
+            # a URL asks permission: never in parallel
+            return isinstance(path, str) and not is_url(path)
         return bool(self.mcp and self.mcp.owns(name) and self.mcp.read_only(name))
 
     def hook(self, event, tool=None, arguments=None, agent="parent", deadline=None, **extra):
@@ -120,55 +129,67 @@ def of(settings):
 
 
 class RunHands:
-    """One run's use of its extensions: what it learns on the way, made by run_agent for that run alone
-    (a subagent gets its own). The deadline its hooks and MCP calls end by, whether a stop hook sent the
-    model back, what the prompt hooks added, the id that pairs a call's pre and post hooks."""
+    """One run's use of its extensions: what it learns on the way, made by run_agent for that run
+    alone (a subagent gets its own). The deadline its hooks and MCP calls end by, whether a stop
+    hook sent the model back, what the prompt hooks added, the id that pairs a call's pre and post
+    hooks."""
 
     def __init__(self, settings):
         self.settings, self.ext = settings, of(settings)
-        self.deadline = None            # time.monotonic() when this run's time is out (set as its task starts)
+        # time.monotonic() when this run's time is out (set as its task starts)
+        self.deadline = None
         self.stop_hook_active = False   # the model goes on because a stop hook sent it back
-        self.prompt_context = ""        # what user_prompt_submit/session_start hooks add to the task
-        self._call_ids = {}             # (thread, tool) -> tool_use_id, from pre_tool_use to post_tool_use
+        # what user_prompt_submit/session_start hooks add to the task
+        self.prompt_context = ""
+        # (thread, tool) -> tool_use_id, from pre_tool_use to post_tool_use
+        self._call_ids = {}
 
     def time_left(self):
         """Seconds until this run's deadline, or None when it has none."""
         return None if self.deadline is None else self.deadline - time.monotonic()
 
     def run(self, name, arguments, images=None, parent=None):
-        """`images`: where a picture an MCP tool returned goes (the loop sends it after the turn's results).
-        `parent` (subagents.Parent): the running loop's own context, which the task tool starts its child from."""
+        """`images`: where a picture an MCP tool returned goes (the loop sends it after the turn's
+        results). `parent` (subagents.Parent): the running loop's own context, which the task tool
+        starts its child from."""
         if name == TASK_TOOL:
             return run_child(arguments["description"], parent)
         return self.ext.mcp.call(name, arguments, time_left=self.time_left(), images=images)
 
-    # --- command hooks around every call -----------------------------------------------------------
+    # --- command hooks around every call
+    # -----------------------------------------------------------
     def hook(self, event, tool=None, arguments=None, **extra):
-        return self.ext.hook(event, tool, arguments, agent=self.settings.agent, deadline=self.deadline, **extra)
+        return (self.ext.hook(event, tool, arguments, agent=self.settings.agent,
+                              deadline=self.deadline, **extra))
 
     def pre_tool_use(self, name, arguments):
-        """None when the call may go on, else why not. A hook that asks puts the call to the user."""
+        """None when the call may go on, else why not. A hook that asks puts the call to the
+        user."""
         call_id = f"toolu_th_{next(_call_numbers)}"
         self._call_ids[(threading.get_ident(), name)] = call_id
         verdict = self.hook("pre_tool_use", name, arguments, tool_use_id=call_id)
         if not verdict.allowed:
             self._call_ids.pop((threading.get_ident(), name), None)  # no post_tool_use follows
-            return f"{verdict.reason} (a pre_tool_use hook of {'the user' if verdict.own else 'this workspace'})"
+            return (f"{verdict.reason} (a pre_tool_use hook of "
+                    f"{'the user' if verdict.own else 'this workspace'})")
         refused = self.confirm(name, arguments, verdict.ask) if verdict.ask else None
         if refused:
             self._call_ids.pop((threading.get_ident(), name), None)
         return refused
 
     def confirm(self, name, arguments, why):
-        """A hook said "ask": the permission prompt decides. A call that asks anyway asks once, as usual;
-        one that would not (a read) asks now. Under --yes the prompt says yes, as for every call."""
+        """A hook said "ask": the permission prompt decides. A call that asks anyway asks once, as
+        usual; one that would not (a read) asks now. Under --yes the prompt says yes, as for every
+        call."""
         ext = self.ext
-        asks = ours_needs_permission(name, arguments) if not ext.owns(name) else ext.needs_permission(name)
+        asks = (ours_needs_permission(name, arguments) if not ext.owns(name)
+                else ext.needs_permission(name))
         if ext.hooks:
             ext.hooks.report(f"[hook] a pre_tool_use hook asks you to confirm {name}: {why}")
         if asks:
             return None
-        if self.settings.approve(f"A hook asks you to confirm: allow {name}({canonical(arguments)})? [y/N] "):
+        if (self.settings.approve("A hook asks you to confirm: allow "
+                                  f"{name}({canonical(arguments)})? [y/N] ")):
             return None
         return f"the user did not confirm the call a hook asked about ({why})"
 
@@ -180,9 +201,9 @@ class RunHands:
         return f"{result}\n[hook] {verdict.output}" if verdict.output else result
 
     def user_prompt_submit(self, task):
-        """A task starts: its clock starts, session_start hooks run when this run opens the session (the
-        first of a chat's messages; never a subagent), then user_prompt_submit. None when it may go on,
-        else why not; what the hooks printed waits in prompt_context (with_context)."""
+        """A task starts: its clock starts, session_start hooks run when this run opens the session
+        (the first of a chat's messages; never a subagent), then user_prompt_submit. None when it
+        may go on, else why not; what the hooks printed waits in prompt_context (with_context)."""
         seconds, context = self.settings.max_seconds, []
         self.deadline = None if seconds is None else time.monotonic() + seconds
         if self.settings.opens_session:
@@ -190,15 +211,16 @@ class RunHands:
             if not verdict.allowed:
                 return verdict.reason
             context += [verdict.output] if verdict.output else []
-        verdict = self.hook("user_prompt_submit", prompt=task if isinstance(task, str) else canonical(task))
+        verdict = (self.hook("user_prompt_submit", prompt=task if isinstance(task, str)
+                             else canonical(task)))
         if not verdict.allowed:
             return verdict.reason
         self.prompt_context = "\n".join(context + ([verdict.output] if verdict.output else []))
         return None
 
     def with_context(self, message):
-        """The task's user message with what the hooks added as context (Claude Code's UserPromptSubmit
-        stdout), once."""
+        """The task's user message with what the hooks added as context (Claude Code's
+        UserPromptSubmit stdout), once."""
         context, self.prompt_context = self.prompt_context, ""
         if not context:
             return message
@@ -209,39 +231,47 @@ class RunHands:
 
     def stop(self, answer):
         verdict = self.hook("stop", answer=answer, stop_hook_active=self.stop_hook_active)
-        self.stop_hook_active = not verdict.allowed  # the next stop tells the hook it already sent it back
+        # the next stop tells the hook it already sent it back
+        self.stop_hook_active = not verdict.allowed
         return None if verdict.allowed else verdict.reason
 
 
 class SetupError(ValueError):
-    """A hooks or MCP configuration that cannot be used: a usage error, found before the first model call."""
+    """A hooks or MCP configuration that cannot be used: a usage error, found before the first model
+    call."""
 
 
 def add_flags(parser):
     """The flags `run` and `chat` share for season two's hands."""
     parser.add_argument("--mcp", action="append", default=[], metavar="NAME=COMMAND",
-                        help="start an MCP server over stdio and offer its tools as mcp__NAME__TOOL (repeatable; "
-                             "COMMAND is split as a shell would split it). Servers are also read from the workspace's "
-                             ".mcp.json, .vscode/mcp.json and .tinyharness/mcp.json (each trusted first) and "
-                             "~/.config/tinyharness/mcp.json. Each MCP call asks "
-                             "permission unless the config marks the tool read-only")
+                        help="start an MCP server over stdio and offer its tools as "
+                             "mcp__NAME__TOOL (repeatable; COMMAND is split as a shell would split "
+                             "it). Servers are also read from the workspace's .mcp.json, "
+                             ".vscode/mcp.json and .tinyharness/mcp.json (each trusted first) and "
+                             "~/.config/tinyharness/mcp.json. Each MCP call asks permission unless "
+                             "the config marks the tool read-only")
     parser.add_argument("--allow", action="append", default=[], metavar="RULE",
-                        help="let calls this rule covers run without asking, in Claude Code's spelling: "
-                             "'Bash(npm test:*)' (a command prefix), 'Bash(git status)', 'Edit(src/**)', "
-                             "'Read', 'mcp__notes__search' (repeatable; also permissions.allow in "
-                             ".claude/settings.json). A chain (;, &&, |) is never allowed by a rule")
+                        help="let calls this rule covers run without asking, in Claude Code's "
+                             "spelling: 'Bash(npm test:*)' (a command prefix), 'Bash(git status)', "
+                             "'Edit(src/**)', 'Read', 'mcp__notes__search' (repeatable; also "
+                             "permissions.allow in .claude/settings.json). A chain (;, &&, |) is "
+                             "never allowed by a rule")
     parser.add_argument("--deny", action="append", default=[], metavar="RULE",
-                        help="never run calls this rule covers, e.g. 'Read(./.env)', 'Bash(git push:*)' "
-                             "(repeatable; also permissions.deny in .claude/settings.json); deny wins over "
-                             "--allow and --yes, and the model reads which rule refused")
+                        help="never run calls this rule covers, e.g. 'Read(./.env)', 'Bash(git "
+                             "push:*)' (repeatable; also permissions.deny in "
+                             ".claude/settings.json); deny wins over --allow and --yes, and the "
+                             "model reads which rule refused")
     parser.add_argument("--no-subagents", dest="subagents", action="store_false",
-                        help="do not offer the task tool (a sub-task run by a helper agent in a fresh context)")
+                        help="do not offer the task tool (a sub-task run by a helper agent in a "
+                             "fresh context)")
     parser.add_argument("--subagent-max-turns", type=int, default=SUBAGENT_MAX_TURNS, metavar="N",
                         help="most model calls of one subagent (default %(default)s)")
-    parser.add_argument("--subagent-max-seconds", type=float, default=SUBAGENT_MAX_SECONDS, metavar="SECONDS",
+    parser.add_argument("--subagent-max-seconds", type=float, default=SUBAGENT_MAX_SECONDS,
+                        metavar="SECONDS",
                         help="most seconds of one subagent (default %(default)s)")
     parser.add_argument("--no-parallel", dest="parallel", action="store_false",
-                        help="run read-only calls of one reply one after the other (default: together)")
+                        help="run read-only calls of one reply one after the other (default: "
+                             "together)")
 
 
 def check_flags(args, parser):
@@ -254,7 +284,9 @@ def check_flags(args, parser):
             mcp_config.parse_flag(text)
         except ValueError as e:
             parser.error(str(e))
-    try:  # a rule that is not Tool(specifier) is a usage error (one naming a tool we lack is a note, later)
+    # a rule that is not Tool(specifier) is a usage error (one naming a tool we lack is a note,
+    # later)
+    try:
         for kind in ("allow", "deny"):
             Rules(".").add(getattr(args, kind, []), kind, f"--{kind}", [])
     except ValueError as e:
@@ -262,28 +294,30 @@ def check_flags(args, parser):
 
 
 def from_flags(args, workspace, ask, report):
-    """Load the workspace's hooks and the MCP servers (asking trust for the workspace's own files with
-    `ask`, the real prompt: --yes never answers it), start the servers. Raises SetupError."""
+    """Load the workspace's hooks and the MCP servers (asking trust for the workspace's own files
+    with `ask`, the real prompt: --yes never answers it), start the servers. Raises SetupError."""
     hooks, rules = load_policy(workspace, ask, report, args)
     if not getattr(args, "yes", False) and not rules.allows_any() and not sys.stdin.isatty():
-        report("[permissions] standard input is not a terminal and neither --yes nor an allow rule was given: every "
-               "write and command will be DENIED (nobody is there to answer the prompt). Pass --yes, or allow what "
-               "may run, e.g. --allow 'Bash(npm test:*)' --allow 'Edit(src/**)'.")
+        report("[permissions] standard input is not a terminal and neither --yes nor an allow rule "
+               "was given: every write and command will be DENIED (nobody is there to answer the "
+               "prompt). Pass --yes, or allow what may run, e.g. --allow 'Bash(npm test:*)' "
+               "--allow 'Edit(src/**)'.")
     configs = {}
     for name, config, source, trusted in server_configs(workspace, args.mcp):
         if trusted is None and not trust.ensure_trusted(source, "an MCP server list", ask):
-            raise SetupError(f"{source} was not trusted, so its servers were not started and the run did not "
-                             "start. Trust it when asked, or remove the file.")
+            raise SetupError(f"{source} was not trusted, so its servers were not started and the "
+                             "run did not start. Trust it when asked, or remove the file.")
         configs[name] = config
     slots = mcp.Slots.start(configs, report=report) if configs else None
     return Extensions(slots, hooks, rules, subagents=args.subagents, parallel=args.parallel,
-                      subagent_max_turns=args.subagent_max_turns, subagent_max_seconds=args.subagent_max_seconds)
+                      subagent_max_turns=args.subagent_max_turns,
+                      subagent_max_seconds=args.subagent_max_seconds)
 
 
 def server_configs(workspace, flags=()):
-    """[(name, config, source, trusted)] of every configured MCP server, the later file overriding the
-    earlier: trusted is True (the user's own file, a --mcp flag, a trusted workspace file) or None (a
-    workspace file not trusted yet). Raises SetupError for a file that cannot be used."""
+    """[(name, config, source, trusted)] of every configured MCP server, the later file overriding
+    the earlier: trusted is True (the user's own file, a --mcp flag, a trusted workspace file) or
+    None (a workspace file not trusted yet). Raises SetupError for a file that cannot be used."""
     found = {}
     for path in mcp_config.config_files(workspace):
         if not path.exists():
@@ -295,7 +329,8 @@ def server_configs(workspace, flags=()):
         except ValueError as e:
             raise SetupError(str(e)) from None
         for name, config in configs.items():  # the user's own servers never start in the workspace
-            found[name] = (name, config if workspace_file else mcp_config.outside_the_workspace(config, path.parent), path,
+            found[name] = (name, config if workspace_file
+                           else mcp_config.outside_the_workspace(config, path.parent), path,
                            trusted)
     for text in flags:
         name, config = mcp_config.parse_flag(text)
@@ -304,8 +339,9 @@ def server_configs(workspace, flags=()):
 
 
 def list_servers(workspace, flags=(), out=print):
-    """`tinyharness mcp list`: each server, where it comes from, whether it is trusted, and its tools
-    (started to ask them; a workspace file not trusted yet is never started). 0, or 1 when a server failed."""
+    """`tinyharness mcp list`: each server, where it comes from, whether it is trusted, and its
+    tools (started to ask them; a workspace file not trusted yet is never started). 0, or 1 when a
+    server failed."""
     try:
         servers = server_configs(workspace, flags)
     except SetupError as e:
@@ -319,9 +355,11 @@ def list_servers(workspace, flags=(), out=print):
     for name, config, source, trusted in servers:
         where = config["url"] if config["type"] == "http" else " ".join(config["command"])
         trust_text = ("trusted: a --mcp flag" if source == "--mcp" else
-                      f"trusted: your own file {source}" if Path(workspace) not in Path(source).parents else
+                      f"trusted: your own file {source}"
+                      if Path(workspace) not in Path(source).parents else
                       f"trusted: you trusted {source}" if trusted else
-                      f"NOT trusted yet: {source} (run or chat asks once; until then it is never started)")
+                      f"NOT trusted yet: {source} (run or chat asks once; until then it is never "
+                      "started)")
         out(f"{name}  [{config['type']}] {where[:100]}")
         out(f"  {trust_text}")
         if config.get("disabled"):
@@ -348,33 +386,38 @@ def show_server_tools(name, config, out):
             out(f"  note: {note.removeprefix(f'[mcp] {name}: ')}")
         width = max(map(len, slots.names), default=0)
         for model_name, (_, tool) in sorted(slots.names.items()):
-            asks = "read-only, runs without asking" if server.is_read_only(tool) else "asks permission"
+            asks = ("read-only, runs without asking" if server.is_read_only(tool)
+                    else "asks permission")
             description = str(server.tools[tool].get("description") or "").strip().splitlines()
-            out(f"    {model_name:<{width}}  {asks:<30}{'  ' + description[0][:70] if description else ''}")
+            out(f"    {model_name:<{width}}  "
+                f"{asks:<30}{'  ' + description[0][:70] if description else ''}")
         return 0
     finally:
         slots.close()
 
 
 def list_hooks(workspace, out=print):
-    """`tinyharness hooks list`: every hooks file (the user's own, then the workspace's), whether it is
-    trusted, and each command hook: event, matcher, command, whether it runs in the sandbox and where it
-    starts. Nothing is run. 0, or 2 for a file that cannot be used."""
+    """`tinyharness hooks list`: every hooks file (the user's own, then the workspace's), whether it
+    is trusted, and each command hook: event, matcher, command, whether it runs in the sandbox and
+    where it starts. Nothing is run. 0, or 2 for a file that cannot be used."""
     try:
         files = [(path, hooks, notes) for path, _, hooks, notes in cmdhooks.load_files(workspace)]
     except cmdhooks.HooksFileError as e:
         out(f"error: {e}")
         return 2
     if not any(any(hooks.values()) for _, hooks, _ in files):
-        out("No command hooks are configured (~/.claude/settings.json, ~/.config/tinyharness/hooks.json, "
-            ".claude/settings.json, .claude/settings.local.json, .tinyharness/hooks.json).")
+        out("No command hooks are configured (~/.claude/settings.json, "
+            "~/.config/tinyharness/hooks.json, .claude/settings.json, .claude/settings.local.json, "
+            ".tinyharness/hooks.json).")
         return 0
     placing = cmdhooks.CommandHooks({}, workspace)
     for path, hooks, notes in files:
         if not any(hooks.values()):
             continue
-        out(f"{path}  " + ("(your own file: no trust question)" if cmdhooks.is_users(path) else "(trusted)"
-                          if trust.is_trusted(path) else "(NOT trusted yet: run or chat asks once; until then none runs)"))
+        out(f"{path}  "
+            + ("(your own file: no trust question)" if cmdhooks.is_users(path) else "(trusted)"
+                          if trust.is_trusted(path)
+                           else "(NOT trusted yet: run or chat asks once; until then none runs)"))
         for event, entries in hooks.items():
             for hook in entries:
                 _, start = placing.sandbox_for(hook)
@@ -389,10 +432,10 @@ def list_hooks(workspace, out=print):
 
 
 def load_policy(workspace, ask, report, flags=None):
-    """(CommandHooks or None, permissions.Rules): the hooks and permission rules of the workspace's files
-    (Claude Code's .claude/settings.json and settings.local.json, our .tinyharness/hooks.json) and the
-    --allow/--deny flags. A file with hooks or allow rules is trusted first, each on its own (deny rules
-    only narrow what runs: they hold untrusted). Raises SetupError."""
+    """(CommandHooks or None, permissions.Rules): the hooks and permission rules of the workspace's
+    files (Claude Code's .claude/settings.json and settings.local.json, our .tinyharness/hooks.json)
+    and the --allow/--deny flags. A file with hooks or allow rules is trusted first, each on its own
+    (deny rules only narrow what runs: they hold untrusted). Raises SetupError."""
     rules, notes, merged = Rules(workspace), [], {}
     try:
         for kind in ("allow", "deny"):
@@ -400,8 +443,10 @@ def load_policy(workspace, ask, report, flags=None):
         for path, data, hooks, said in cmdhooks.load_files(workspace):
             own = cmdhooks.is_users(path)  # the user's own file: no trust question
             name = path if own else path.relative_to(workspace)
-            allows, _ = from_settings(data, str(name), rules, said) if path.name.startswith("settings") else (0, 0)
-            if own and allows:  # said at start: a file of another tool lets calls run without asking, everywhere
+            allows, _ = (from_settings(data, str(name), rules, said)
+                         if path.name.startswith("settings") else (0, 0))
+            # said at start: a file of another tool lets calls run without asking, everywhere
+            if own and allows:
                 said.append(f"[permissions] {name} (your own): its allow rules apply here too: "
                             + ", ".join(map(str, data["permissions"]["allow"]))[:300])
             notes += said
@@ -409,14 +454,15 @@ def load_policy(workspace, ask, report, flags=None):
                 if any(hooks.values()) else trust.UNCONFINED
             if (any(hooks.values()) or allows) and not own and \
                     not trust.ensure_trusted(path, "a hooks or settings file", ask, note):
-                raise SetupError(f"{name} was not trusted, so the run did not start: its hooks and rules are this "
-                                 "workspace's policy, and running without them would ignore it. Trust it when "
-                                 "asked, or remove the file.")
+                raise SetupError(f"{name} was not trusted, so the run did not start: its hooks and "
+                                 "rules are this workspace's policy, and running without them "
+                                 "would ignore it. Trust it when asked, or remove the file.")
             for event, entries in hooks.items():
                 merged.setdefault(event, []).extend(entries)
     except (cmdhooks.HooksFileError, ValueError) as e:
         raise SetupError(f"{e}. Fix it or remove it; the run did not start.") from None
     for note in notes:
         report(note)
-    hooks = cmdhooks.CommandHooks(merged, workspace, report=report) if any(merged.values()) else None
+    hooks = (cmdhooks.CommandHooks(merged, workspace, report=report) if any(merged.values())
+             else None)
     return hooks, rules

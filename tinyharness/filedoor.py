@@ -1,27 +1,29 @@
-"""The harness's own files: one door for every file it reads or writes on a path in, or named from, the workspace.
+"""The harness's own files: one door for every file it reads or writes on a path in, or named from,
+the workspace.
 
 The problem. The sandbox confines the model's commands; the harness itself runs with all the user's
 rights. The files it keeps (--transcript, chat's /save, view's page, eval's report) and the files it
-reads into the prompt (INSTRUCTIONS.md, agent_notes.md, --image) lie in the workspace, where the model
-writes what it likes. A plain `write_text` follows a link the model planted at the name, or at a folder
-on the way (`logs -> ~/.bashrc`'s folder), and overwrites a file outside; a plain read of
+reads into the prompt (INSTRUCTIONS.md, agent_notes.md, --image) lie in the workspace, where the
+model writes what it likes. A plain `write_text` follows a link the model planted at the name, or at
+a folder on the way (`logs -> ~/.bashrc`'s folder), and overwrites a file outside; a plain read of
 `INSTRUCTIONS.md -> ~/.ssh/id_rsa` sends the key to the model server; a FIFO at the name blocks the
 harness forever; a 64 MiB file becomes a 64 MiB request.
 
-The mechanism. A path inside the workspace (as written, relative to it or absolute) is opened from the
-workspace folder with openat2 (sandbox/beneath.py): a write's folder follows no symbolic link at all
-(RESOLVE_NO_SYMLINKS), a read's path no link leading out (RESOLVE_BENEATH). A path outside the workspace
-was named by the user: its folders are followed as the user wrote them, unless one of them leads into
-the workspace (where the model could have swapped what comes next). The file itself is never a link:
-a write lands in a new file in the same folder, renamed over the name (a crash leaves the old file or
-the new one, never half), and refuses a link, FIFO, socket or device at the name; a read opens with
-O_NOFOLLOW and O_NONBLOCK, takes only a regular file, and reads at most the cap it is given, saying so.
-Every refusal is one line (DoorError); the caller decides whether the run goes on.
+The mechanism. A path inside the workspace (as written, relative to it or absolute) is opened from
+the workspace folder with openat2 (sandbox/beneath.py): a write's folder follows no symbolic link at
+all (RESOLVE_NO_SYMLINKS), a read's path no link leading out (RESOLVE_BENEATH). A path outside the
+workspace was named by the user: its folders are followed as the user wrote them, unless one of them
+leads into the workspace (where the model could have swapped what comes next). The file itself is
+never a link: a write lands in a new file in the same folder, renamed over the name (a crash leaves
+the old file or the new one, never half), and refuses a link, FIFO, socket or device at the name; a
+read opens with O_NOFOLLOW and O_NONBLOCK, takes only a regular file, and reads at most the cap it
+is given, saying so. Every refusal is one line (DoorError); the caller decides whether the run goes
+on.
 
-What it cannot do. A path outside the workspace that the user reaches through a link of their own into
-the workspace is refused, not followed. Files the harness keeps in its own stores (sessions, trust) are
-the stores' business (sessions/writer.py). On Windows (no folder descriptors) the path is opened as it
-is, after the same checks of the name. It does not look inside what it reads.
+What it cannot do. A path outside the workspace that the user reaches through a link of their own
+into the workspace is refused, not followed. Files the harness keeps in its own stores (sessions,
+trust) are the stores' business (sessions/writer.py). On Windows (no folder descriptors) the path is
+opened as it is, after the same checks of the name. It does not look inside what it reads.
 """
 import errno
 import os
@@ -31,7 +33,8 @@ import sys
 
 from .sandbox.beneath import BENEATH, open_beneath
 
-INSTRUCTIONS_CAP = 64 * 1024  # bytes of INSTRUCTIONS.md (and AGENTS.md, CLAUDE.md) that reach the prompt
+# bytes of INSTRUCTIONS.md (and AGENTS.md, CLAUDE.md) that reach the prompt
+INSTRUCTIONS_CAP = 64 * 1024
 KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device",
          stat.S_IFBLK: "a device", stat.S_IFDIR: "a folder", stat.S_IFLNK: "a symbolic link"}
 
@@ -74,15 +77,17 @@ def open_folder(path, workspace, shown):
             return open_beneath(os.path.abspath(workspace), below, flags, no_links=True), name
         except OSError as e:
             if e.errno in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR):
-                raise refuse(shown, "has a symbolic link (or a non-folder) among its folders inside the workspace, "
-                                    "and the harness goes through none") from None
+                raise refuse(shown, "has a symbolic link (or a non-folder) among its folders "
+                                    "inside the workspace, and the harness goes through "
+                                    "none") from None
             raise
     real = os.path.realpath(workspace)
     steps = [folder]
     while os.path.dirname(steps[-1]) != steps[-1]:
         steps.append(os.path.dirname(steps[-1]))
     if any(inside(os.path.realpath(step), real) is not None for step in steps):
-        raise refuse(shown, "leads into the workspace through a symbolic link; name it by its path in the workspace")
+        raise refuse(shown, "leads into the workspace through a symbolic link; name it by its path "
+                            "in the workspace")
     return os.open(folder, flags), name
 
 
@@ -110,14 +115,16 @@ def regular_or_none(folder, name, shown):
     except FileNotFoundError:
         return None
     if not stat.S_ISREG(old.st_mode):
-        raise refuse(shown, f"is {kind(old.st_mode)}, not a regular file: the harness writes only regular files")
+        raise refuse(shown, f"is {kind(old.st_mode)}, not a regular file: the harness writes only "
+                            "regular files")
     return old
 
 
 def replace(folder, name, data, shown):
     old = regular_or_none(folder, name, shown)
     temp = os.path.join(os.path.dirname(name), f".{secrets.token_hex(6)}.tinyharness.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_CLOEXEC", 0))
     fd = os.open(temp, flags, 0o666, dir_fd=folder)  # the umask applies, as to any new file
     try:
         with open(fd, "wb") as file:
@@ -134,25 +141,27 @@ def replace(folder, name, data, shown):
 
 
 def check_writable(path, workspace=None):
-    """Raise DoorError (or OSError) if write_bytes could not write in path's folder (a link on the way, no
-    such folder, no permission); leaves nothing behind. What is at the name itself (a FIFO, a device)
-    is refused by each write, so that a run goes on without the file, as when one is planted later."""
+    """Raise DoorError (or OSError) if write_bytes could not write in path's folder (a link on the
+    way, no such folder, no permission); leaves nothing behind. What is at the name itself (a FIFO,
+    a device) is refused by each write, so that a run goes on without the file, as when one is
+    planted later."""
     workspace = workspace or os.getcwd()
     if not BENEATH:
         return
     folder, name = open_folder(path, workspace, path)
     try:
         temp = f".{secrets.token_hex(6)}.tinyharness.tmp"
-        os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=folder))
+        os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                         dir_fd=folder))
         os.unlink(temp, dir_fd=folder)
     finally:
         os.close(folder)
 
 
 def read_bytes(path, cap, workspace=None, tail=False):
-    """(at most cap bytes of the regular file at path, its whole size): the first cap bytes, or the last
-    with tail=True. A relative path is the workspace's. DoorError for a link leading out, a FIFO, a socket,
-    a device or a folder."""
+    """(at most cap bytes of the regular file at path, its whole size): the first cap bytes, or the
+    last with tail=True. A relative path is the workspace's. DoorError for a link leading out, a
+    FIFO, a socket, a device or a folder."""
     workspace = workspace or os.getcwd()
     full = os.path.abspath(os.path.join(workspace, path))
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -162,10 +171,11 @@ def read_bytes(path, cap, workspace=None, tail=False):
     elif below is not None:
         try:
             fd = open_beneath(os.path.abspath(workspace), below, flags)
-        except OSError as e:  # EXDEV from openat2; ELOOP from the walk that follows no link (no openat2)
+        # EXDEV from openat2; ELOOP from the walk that follows no link (no openat2)
+        except OSError as e:
             if e.errno in (errno.EXDEV, errno.ELOOP):
-                raise refuse(path, "leads out of the workspace (a symbolic link), and the harness reads its "
-                                   "files only inside") from None
+                raise refuse(path, "leads out of the workspace (a symbolic link), and the harness "
+                                   "reads its files only inside") from None
             raise
     else:
         folder, name = open_folder(path, workspace, path)
@@ -180,17 +190,20 @@ def read_bytes(path, cap, workspace=None, tail=False):
     with open(fd, "rb") as file:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise refuse(path, f"is {kind(info.st_mode)}, not a regular file: the harness reads only regular files")
+            raise refuse(path, f"is {kind(info.st_mode)}, not a regular file: the harness reads "
+                               "only regular files")
         if tail and info.st_size > cap:
             return os.pread(fd, cap, info.st_size - cap), info.st_size
-        data = file.read(cap + 1)  # one byte more: a file that grew since fstat is still seen as cut
+        # one byte more: a file that grew since fstat is still seen as cut
+        data = file.read(cap + 1)
         return data[:cap], max(len(data), info.st_size)
 
 
 def read_workspace_text(workspace, name, cap=INSTRUCTIONS_CAP, err=None):
-    """The text of a file the workspace keeps for the harness (INSTRUCTIONS.md, AGENTS.md, CLAUDE.md),
-    at most cap bytes of it with a last line that says it was cut; None when there is none, or when the
-    door refuses it (a link leading out, a FIFO): then one line on stderr says why, and the run goes on."""
+    """The text of a file the workspace keeps for the harness (INSTRUCTIONS.md, AGENTS.md,
+    CLAUDE.md), at most cap bytes of it with a last line that says it was cut; None when there is
+    none, or when the door refuses it (a link leading out, a FIFO): then one line on stderr says
+    why, and the run goes on."""
     try:
         data, size = read_bytes(name, cap, workspace)
     except FileNotFoundError:

@@ -1,12 +1,13 @@
-"""What a command hook's exit-0 output decides (cmdhooks.py runs the hooks; this reads their answers).
+"""What a command hook's exit-0 output decides (cmdhooks.py runs the hooks; this reads their
+answers).
 
 Exit 0 with empty stdout allows. A JSON object on stdout decides by its fields: ours (`{"decision":
 "block", "reason": ...}`) or Claude Code's (`hookSpecificOutput.permissionDecision` allow|deny|ask,
-`"continue": false`, the older approve|block). For `post_tool_use`, `pre_compact`, `user_prompt_submit`
-and `session_start` plain output is text for the model (or context for the task); an object that
-carries none of the decision keys is text too (a linter's JSON report). Anything that cannot be read
-where a decision belongs - text, an unknown decision, `updatedInput` - blocks: a policy we cannot read
-is a policy that says no.
+`"continue": false`, the older approve|block). For `post_tool_use`, `pre_compact`,
+`user_prompt_submit` and `session_start` plain output is text for the model (or context for the
+task); an object that carries none of the decision keys is text too (a linter's JSON report).
+Anything that cannot be read where a decision belongs - text, an unknown decision, `updatedInput` -
+blocks: a policy we cannot read is a policy that says no.
 """
 import json
 from dataclasses import dataclass
@@ -26,10 +27,12 @@ class Verdict:
 
 
 def decision(event, out, command):
-    """Exit 0: what the hook's stdout says, by event. Anything unreadable where a decision belongs blocks."""
+    """Exit 0: what the hook's stdout says, by event. Anything unreadable where a decision belongs
+    blocks."""
     text_events = ("post_tool_use", "pre_compact", "user_prompt_submit", "session_start")
     data = parse_object(out, text_allowed=event in text_events)
-    if event in text_events:  # their plain output is text for the model (context for a task, as in Claude Code)
+    # their plain output is text for the model (context for a task, as in Claude Code)
+    if event in text_events:
         if data is None:
             return Verdict(True, output=out[:MAX_OUTPUT], hook=command)
         verdict = json_decision(data, command)
@@ -44,13 +47,14 @@ def decision(event, out, command):
     return json_decision(data, command)
 
 
-DECISION_KEYS = {"decision", "reason", "hookSpecificOutput", "continue", "stopReason", "suppressOutput",
-                 "systemMessage"}
+DECISION_KEYS = {"decision", "reason", "hookSpecificOutput", "continue", "stopReason",
+                 "suppressOutput", "systemMessage"}
 
 
 def parse_object(out, text_allowed=False):
-    """The JSON object the hook printed, or None when it printed no object. Where text is allowed, an
-    object without any of the decision keys is text too (a linter's JSON report for the model)."""
+    """The JSON object the hook printed, or None when it printed no object. Where text is allowed,
+    an object without any of the decision keys is text too (a linter's JSON report for the
+    model)."""
     if not out:
         return None
     try:
@@ -66,9 +70,10 @@ ALLOW, BLOCK = ("allow", "approve"), ("block", "deny")
 
 
 def json_decision(data, command):
-    """Ours: {"decision": "block"|"allow", "reason"}. Claude Code's: hookSpecificOutput.permissionDecision
-    allow|deny|ask with permissionDecisionReason, "continue": false, the older decision approve|block.
-    A decision this code does not know blocks: a policy we cannot read is a policy that says no."""
+    """Ours: {"decision": "block"|"allow", "reason"}. Claude Code's:
+    hookSpecificOutput.permissionDecision allow|deny|ask with permissionDecisionReason, "continue":
+    false, the older decision approve|block. A decision this code does not know blocks: a policy we
+    cannot read is a policy that says no."""
     specific = data.get("hookSpecificOutput")
     specific = specific if isinstance(specific, dict) else {}
     why = specific.get("permissionDecisionReason") or data.get("reason") or data.get("stopReason")
@@ -76,18 +81,22 @@ def json_decision(data, command):
     if data.get("continue") is False:
         return Verdict(False, why or f"the hook `{command}` said not to continue", hook=command)
     if "updatedInput" in specific:
-        return Verdict(False, f"the hook `{command}` rewrote the call's input (updatedInput), which tinyharness "
-                              "does not support, so the call is refused", hook=command)
+        return Verdict(False, f"the hook `{command}` rewrote the call's input (updatedInput), "
+                              "which tinyharness does not support, so the call is refused",
+                       hook=command)
     decisions = [str(value).lower() if isinstance(value, str) else value
-                 for value in (data.get("decision"), specific.get("permissionDecision")) if value is not None]
+                 for value in (data.get("decision"), specific.get("permissionDecision"))
+                 if value is not None]
     for value in decisions:
         if value in BLOCK:
             return Verdict(False, why or f"the hook `{command}` blocked it", hook=command)
         if value != "ask" and value not in ALLOW:
-            return Verdict(False, f"the hook `{command}` gave the decision {json.dumps(value)[:40]}, which is "
-                                  "not allow, deny, ask or block, so the call is refused", hook=command)
+            return Verdict(False, f"the hook `{command}` gave the decision "
+                                  f"{json.dumps(value)[:40]}, which is not allow, deny, ask or "
+                                  "block, so the call is refused", hook=command)
     if "ask" in decisions:
-        return Verdict(True, hook=command, ask=why or f"the hook `{command}` asks you to confirm this call")
+        return (Verdict(True, hook=command,
+                        ask=why or f"the hook `{command}` asks you to confirm this call"))
     return Verdict(True, hook=command)
 
 

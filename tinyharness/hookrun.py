@@ -1,27 +1,28 @@
 """Running one command hook: in the sandbox unless its entry says `"sandbox": false`, in a process
 group of its own, bounded by its timeout.
 
-The problem. A hook is the user's policy, but what it runs is often the model's work: a `post_tool_use`
-hook that runs `python -m unittest` imports the test file the model just wrote, and a `ruff check .`
-reads a `pyproject.toml` the model may have changed. Run with the user's rights, that test file may
-delete a folder outside the workspace, read `~/.ssh` or send it anywhere. Trusting the hooks file
-does not make the workspace's files trustworthy.
+The problem. A hook is the user's policy, but what it runs is often the model's work: a
+`post_tool_use` hook that runs `python -m unittest` imports the test file the model just wrote, and
+a `ruff check .` reads a `pyproject.toml` the model may have changed. Run with the user's rights,
+that test file may delete a folder outside the workspace, read `~/.ssh` or send it anywhere.
+Trusting the hooks file does not make the workspace's files trustworthy.
 
-The mechanism. A hook runs as a model's `shell` command does (sandbox/__init__.py): the workspace writable, a
-private TMPDIR, the system readable, no network, no home folder, nothing left running afterwards, the
-protected paths (`.git`, `.tinyharness`) put back. Only its environment differs: the allowlist plus
-`CLAUDE_PROJECT_DIR`. A hook from the user's own file (`~/.claude/settings.json`, the harness's own
-hooks.json) never starts in the workspace: confined, it starts in that file's folder's `hooks/` (where
-such scripts live, and the only part of the home folder it may read), else in the home folder (empty
-in there); unconfined, in the file's folder. With `--sandbox off`
-hooks run unconfined, as the commands do. A hook whose entry says `"sandbox": false` runs with all
-the user's rights; the trust question names it.
+The mechanism. A hook runs as a model's `shell` command does (sandbox/__init__.py): the workspace
+writable, a private TMPDIR, the system readable, no network, no home folder, nothing left running
+afterwards, the protected paths (`.git`, `.tinyharness`) put back. Only its environment differs: the
+allowlist plus `CLAUDE_PROJECT_DIR`. A hook from the user's own file (`~/.claude/settings.json`, the
+harness's own hooks.json) never starts in the workspace: confined, it starts in that file's folder's
+`hooks/` (where such scripts live, and the only part of the home folder it may read), else in the
+home folder (empty in there); unconfined, in the file's folder. With `--sandbox off` hooks run
+unconfined, as the commands do. A hook whose entry says `"sandbox": false` runs with all the user's
+rights; the trust question names it.
 
-What it cannot do. Confined, a hook that needs the network (a webhook, a notifier), a variable outside
-the allowlist, or your home folder (a script elsewhere in it, a tool's cache) fails, and a failing hook
-blocks: give that one `"sandbox": false`, knowing what it runs. What a confined hook writes under `.git`
-or `.tinyharness` is put back, as a command's is. Unconfined, a hook runs whatever the workspace holds that it imports or
-reads. Where the sandbox cannot run (no Landlock), a confined hook refuses, as `shell` does.
+What it cannot do. Confined, a hook that needs the network (a webhook, a notifier), a variable
+outside the allowlist, or your home folder (a script elsewhere in it, a tool's cache) fails, and a
+failing hook blocks: give that one `"sandbox": false`, knowing what it runs. What a confined hook
+writes under `.git` or `.tinyharness` is put back, as a command's is. Unconfined, a hook runs
+whatever the workspace holds that it imports or reads. Where the sandbox cannot run (no Landlock), a
+confined hook refuses, as `shell` does.
 """
 import os
 import signal
@@ -30,7 +31,8 @@ import threading
 
 from .sandbox.reaping import LIVE, LOCK
 
-MAX_CAPTURE = 1 << 20  # bytes of a hook's stdout/stderr read into memory; the rest is read and dropped
+# bytes of a hook's stdout/stderr read into memory; the rest is read and dropped
+MAX_CAPTURE = 1 << 20
 
 
 class Capture(threading.Thread):
@@ -55,19 +57,21 @@ class Capture(threading.Thread):
 
 
 def run_command(command, stdin, cwd, env, timeout, sandbox=None, workspace=None, report=None):
-    """(exit code, or None when it timed out; stdout bytes; stderr bytes). The command leads a process
-    group; whatever is left of the group when it ends (a background child holding its output) is killed
-    with it, so nobody waits for the child's end of the pipe. `sandbox` (an enabled sandbox.Sandbox):
-    confined as a shell command in `workspace` is, `env` then only adds to its allowlist; `report`
-    gets what the sandbox did afterwards (a protected path put back)."""
+    """(exit code, or None when it timed out; stdout bytes; stderr bytes). The command leads a
+    process group; whatever is left of the group when it ends (a background child holding its
+    output) is killed with it, so nobody waits for the child's end of the pipe. `sandbox` (an
+    enabled sandbox.Sandbox): confined as a shell command in `workspace` is, `env` then only adds to
+    its allowlist; `report` gets what the sandbox did afterwards (a protected path put back)."""
     pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     finish = None
     if sandbox is not None and sandbox.enabled:
-        process, finish = sandbox.start(workspace, command, timeout, cwd=cwd, env_extra=env, **pipes)
+        process, finish = (sandbox.start(workspace, command, timeout, cwd=cwd, env_extra=env,
+                                         **pipes))
     else:
-        with LOCK:  # registered at once: a confined hook's clean-up beside it never takes it for a leftover
-            process = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env={**os.environ, **env},
-                                       start_new_session=True, **pipes)
+        # registered at once: a confined hook's clean-up beside it never takes it for a leftover
+        with LOCK:
+            process = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd,
+                                       env={**os.environ, **env}, start_new_session=True, **pipes)
             LIVE.add(process.pid)
     out, err = Capture(process.stdout), Capture(process.stderr)
     threading.Thread(target=feed, args=(process.stdin, stdin), daemon=True).start()

@@ -20,13 +20,14 @@ MAX_COMMAND_CHARS = 10_000  # longer text is refused unread (length_guard), neve
 
 
 def needs_permission(name, args):
-    """Writes and commands change things; a view_image URL is a request the model chose, sent off the
-    machine (a URL can carry data out: https://example.com/?q=<secret>), so it asks too."""
+    """Writes and commands change things; a view_image URL is a request the model chose, sent off
+    the machine (a URL can carry data out: https://example.com/?q=<secret>), so it asks too."""
     return name in NEEDS_PERMISSION or (name == "view_image" and is_url(args["path"]))
 
 
 def path_guard(workspace, name, args):
-    """File tools stay inside the workspace. Resolve first (follow '..' and symlinks), then compare."""
+    """File tools stay inside the workspace. Resolve first (follow '..' and symlinks), then
+    compare."""
     if name not in FILE_TOOLS:
         return None
     path = args["path"]
@@ -35,18 +36,21 @@ def path_guard(workspace, name, args):
     if "\x00" in path:
         return "the path contains a NUL byte, which no file name can hold"
     if Path(path).parts[:1] and Path(path).parts[0].startswith("~"):
-        return (f"{path!r}: file tools never expand '~' to a home folder, and a folder literally named '~' "
-                "would be a trap for a later `rm -r ~`; give a path relative to the workspace")
+        return (f"{path!r}: file tools never expand '~' to a home folder, and a folder literally "
+                "named '~' would be a trap for a later `rm -r ~`; give a path relative to the "
+                "workspace")
     root = Path(workspace).resolve()
     try:
-        target = (root / path).resolve()  # where the OS will really go: '..', absolute paths, symlinks
+        # where the OS will really go: '..', absolute paths, symlinks
+        target = (root / path).resolve()
     except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop (before Python 3.13)
         return f"cannot resolve {path!r}: {e}"
     if not target.is_relative_to(root):  # compares whole parts: 'ws-evil' is not inside 'ws'
         return f"{path!r} leads to {target}, which is outside the workspace {root}"
     if name == "read_file" and hard_links(target) > 1:
-        return (f"{path!r} has {hard_links(target)} hard links: the same file under other names, perhaps "
-                "outside the workspace, where no path check can see them; read_file refuses such files")
+        return (f"{path!r} has {hard_links(target)} hard links: the same file under other names, "
+                "perhaps outside the workspace, where no path check can see them; read_file "
+                "refuses such files")
     return None
 
 
@@ -57,10 +61,11 @@ def hard_links(path):
         return 1  # missing or unreadable: read_file itself will say what is wrong
 
 
-# Each rule is a regex over what a command would do (its intent, not one spelling of it) and what the
-# model is told when it fires. A regex still only reads text: README.md lists what it cannot see.
-# Every rule runs in linear time: a regex engine that backtracks can take minutes on a long command
-# (`(\w+|:)\s*\(\)...` took four minutes on 200,000 characters), and nothing times the judging out.
+# Each rule is a regex over what a command would do (its intent, not one spelling of it) and what
+# the model is told when it fires. A regex still only reads text: README.md lists what it cannot
+# see. Every rule runs in linear time: a regex engine that backtracks can take minutes on a long
+# command (`(\w+|:)\s*\(\)...` took four minutes on 200,000 characters), and nothing times the
+# judging out.
 SEGMENT = r"[^;&|\n]"  # one character of a single command: ; & | and a new line end it
 
 
@@ -77,21 +82,34 @@ COMMAND_RULES = [
      "a recursive delete (rm -r): one wrong path and a whole tree is gone, with no undo"),
     ("(?i)" + then(r"\bremove-item\b", r"\s-r", within="."),
      "a recursive delete (Remove-Item -Recurse): one wrong path and a whole tree is gone"),
-    (r"\b(sudo|doas|pkexec)\b|(^|[;&|(]\s*)su\b", "running as another user (sudo, su): more rights than you were given"),
+    (r"\b(sudo|doas|pkexec)\b|(^|[;&|(]\s*)su\b", "running as another user (sudo, su): more rights "
+                                                  "than you were given"),
     (r"\bmkfs\b", "formatting a file system (mkfs): it erases a whole disk"),
-    (r"(\bof=|>)\s*/dev/(?!null\b|stdout\b|stderr\b|tty\b|fd/)", "writing straight to a device (dd of=/dev/sda): it can wreck a disk"),
-    (r"\.(bashrc|bash_profile|bash_login|profile|zshrc|zprofile|zshenv|zlogin|cshrc|kshrc)\b|config\.fish",
-     "touching a shell start-up file (~/.bashrc, ~/.profile): what is written there runs in every future shell"),
-    (then(r"\bgit\b", then(r"\bpush\b", r"\s(-[a-zA-Z]*f|--force|\+)")), "a force push: it overwrites history others share"),
-    (r"\|\s*(sudo\s+)?([^\s|]*/)?(ba|da|z|k|fi)?sh\b", "piping text into a shell (curl ... | sh): it runs commands nobody has read"),
-    (then(r"\b(?:(?:ba|da|z|k)?sh|source|eval)\b", r"(<\(|\$\()\s*(curl|wget)\b", within=r"[^;&\n]"),
+    (r"(\bof=|>)\s*/dev/(?!null\b|stdout\b|stderr\b|tty\b|fd/)",
+     "writing straight to a device (dd of=/dev/sda): it can wreck a disk"),
+    (r"\.(bashrc|bash_profile|bash_login|profile|zshrc|zprofile|zshenv|zlogin|cshrc|kshrc)\b"
+     r"|config\.fish",
+     "touching a shell start-up file (~/.bashrc, ~/.profile): what is written there runs in every "
+     "future shell"),
+    (then(r"\bgit\b", then(r"\bpush\b", r"\s(-[a-zA-Z]*f|--force|\+)")),
+     "a force push: it overwrites history others share"),
+    (r"\|\s*(sudo\s+)?([^\s|]*/)?(ba|da|z|k|fi)?sh\b", "piping text into a shell (curl ... | sh): "
+                                                       "it runs commands nobody has read"),
+    (then(r"\b(?:(?:ba|da|z|k)?sh|source|eval)\b", r"(<\(|\$\()\s*(curl|wget)\b",
+          within=r"[^;&\n]"),
      "running what a download returns (sh -c \"$(curl ...)\"): commands nobody has read"),
-    (r"(\b\w+|:)\s*\(\)\s*\{[^{}]*(?<!\w)\1\s*\|\s*\1", "a fork bomb: it starts copies of itself until the machine stops"),
-    (r"\b(pkill|killall)\b|" + then(r"\bkill\b", r"\s-1\b"), "killing processes by name or all at once: they may not be yours"),
-    (r"\b(setsid|nohup|disown)\b", "a process that outlives the command (setsid, nohup): the timeout could not stop it"),
-    (r"\.ssh\b|\.gnupg\b|\.aws/credentials|\.netrc\b", "reading keys or credentials (~/.ssh): secrets must not reach the model"),
+    (r"(\b\w+|:)\s*\(\)\s*\{[^{}]*(?<!\w)\1\s*\|\s*\1", "a fork bomb: it starts copies of itself "
+                                                        "until the machine stops"),
+    (r"\b(pkill|killall)\b|"
+     + then(r"\bkill\b", r"\s-1\b"),
+     "killing processes by name or all at once: they may not be yours"),
+    (r"\b(setsid|nohup|disown)\b", "a process that outlives the command (setsid, nohup): the "
+                                   "timeout could not stop it"),
+    (r"\.ssh\b|\.gnupg\b|\.aws/credentials|\.netrc\b", "reading keys or credentials (~/.ssh): "
+                                                       "secrets must not reach the model"),
     (r"\b(nc|ncat|netcat|socat)\b|/dev/(tcp|udp)/|"
-     + then(r"\b(?:curl|wget)\b", r"(\s-[dFT]\s*@|--data(-\w+)?\s+@|--upload-file|--post-file)", within="."),
+     + then(r"\b(?:curl|wget)\b", r"(\s-[dFT]\s*@|--data(-\w+)?\s+@|--upload-file|--post-file)",
+            within="."),
      "sending data over the network (nc, /dev/tcp, curl -d @file): files could leave the machine"),
 ]
 
@@ -100,19 +118,23 @@ def command_policy(command):
     """The reason a shell command is refused, or None. The first rule that matches wins."""
     for pattern, why in COMMAND_RULES:
         if re.search(pattern, command):
-            return f"the command looks like {why}. If the task needs it, say so in your answer and let the user run it."
+            return (f"the command looks like {why}. If the task needs it, say so in your answer "
+                    "and let the user run it.")
     return None
 
 
 def length_guard(workspace, name, args):
-    """First of the hooks: text too long to judge is refused unread, never waved through. Resolving a
-    megabyte of path takes minutes, and a long command is a script better kept in a file."""
+    """First of the hooks: text too long to judge is refused unread, never waved through. Resolving
+    a megabyte of path takes minutes, and a long command is a script better kept in a file."""
     if name in FILE_TOOLS and len(args["path"]) > MAX_PATH_CHARS:
-        return (f"the path is {len(args['path']):,} characters long; no file system takes a path longer than "
-                f"{MAX_PATH_CHARS:,} characters (Linux's PATH_MAX), so it names no file")
-    if name == "shell" and len(args["command"]) > MAX_COMMAND_CHARS:  # a script pasted into `python -c`
-        return (f"the command is {len(args['command']):,} characters long, over the {MAX_COMMAND_CHARS:,} the "
-                "command policy reads. Write the script to a file with write_file, then run that file.")
+        return (f"the path is {len(args['path']):,} characters long; no file system takes a path "
+                f"longer than {MAX_PATH_CHARS:,} characters (Linux's PATH_MAX), so it names no "
+                "file")
+    # a script pasted into `python -c`
+    if name == "shell" and len(args["command"]) > MAX_COMMAND_CHARS:
+        return (f"the command is {len(args['command']):,} characters long, over the "
+                f"{MAX_COMMAND_CHARS:,} the command policy reads. Write the script to a file with "
+                "write_file, then run that file.")
     return None
 
 
@@ -124,12 +146,14 @@ PRE_TOOL_USE = [length_guard, path_guard, shell_policy]
 
 
 def pre_tool_use(workspace, name, args):
-    """Run every hook; the first reason blocks. A hook that crashes blocks too: a guard fails closed."""
+    """Run every hook; the first reason blocks. A hook that crashes blocks too: a guard fails
+    closed."""
     for hook in PRE_TOOL_USE:
         try:
             reason = hook(workspace, name, args)
         except Exception as e:
-            reason = f"the {hook.__name__} hook failed ({type(e).__name__}: {e}), so the call is refused"
+            reason = (f"the {hook.__name__} hook failed ({type(e).__name__}: {e}), so the call is "
+                      "refused")
         if reason:
             return reason
     return None
@@ -147,7 +171,8 @@ def ask_user(prompt, on_eof=None):
             on_eof()
     else:
         if not sys.stdin.isatty():
-            print(printable(answer))  # a terminal shows what the user typed; a pipe does not, so show it here
+            # a terminal shows what the user typed; a pipe does not, so show it here
+            print(printable(answer))
     return answer.strip().lower() == "y"
 
 

@@ -14,8 +14,9 @@ calls `task`, the loop hands the subagent its own context - itself, the client, 
 stats and the settings (subagents.Parent) - so subagents.py never imports this module.
 
 What it cannot do. The loop only stops between turns: a tool call that never returns is the shell
-timeout's to end (tools.py), a reply that never ends the door's (llm/__init__.py). It trusts no claim of the
-model's: "done" is the model's word, and checking the files is verify.py's and the user's job.
+timeout's to end (tools.py), a reply that never ends the door's (llm/__init__.py). It trusts no
+claim of the model's: "done" is the model's word, and checking the files is verify.py's and the
+user's job.
 """
 import itertools
 from functools import partial
@@ -33,83 +34,94 @@ from .tools import TOOLS, canonical, check_call, run_tool
 from .verify import post_tool_use
 from .vision import image_followup_message, user_message_with_image
 
-CAPPING_POLICIES = ("cap", "batch+cap")  # the context policies that cap a result before the model first sees it
+# the context policies that cap a result before the model first sees it
+CAPPING_POLICIES = ("cap", "batch+cap")
 
 
 def run_agent(task, client, workspace, settings=None, stats=None, messages=None):
     """Loop until the model answers without tool calls; return that answer. Raise Stopped, with an
-    account of what was done, when a budget runs out or the model keeps repeating itself.
-    `settings` (settings.RunSettings): the limits, the context policy and window, the sandbox, the
-    permission prompt, the extensions (MCP tools, the task tool, command hooks, parallel reads) and the
-    callbacks; None = the CLI's defaults. `stats` counts the run for the [stats] line.
-    `messages`: a conversation to continue (chat): the task is added to it, and it is kept up to date
-    in place, so the caller still has the whole history when the run ends, stops or is interrupted."""
+    account of what was done, when a budget runs out or the model keeps repeating itself. `settings`
+    (settings.RunSettings): the limits, the context policy and window, the sandbox, the permission
+    prompt, the extensions (MCP tools, the task tool, command hooks, parallel reads) and the
+    callbacks; None = the CLI's defaults. `stats` counts the run for the [stats] line. `messages`: a
+    conversation to continue (chat): the task is added to it, and it is kept up to date in place, so
+    the caller still has the whole history when the run ends, stops or is interrupted."""
     settings, stats = settings or RunSettings(), stats or Stats()
-    hands, report = RunHands(settings), Report(settings, stats)  # this run's own state; what it shows and counts
-    messages = start(task, workspace, settings, hands, messages)  # Stopped when a hook refuses the task
-    edges, model = Edges(client, report, hands), Model(client, report)  # edges.py: decisions; overflow.py: asks
+    hands, report = RunHands(settings), Report(settings, stats)  # this run's state; what it shows
+    messages = start(task, workspace, settings, hands, messages)  # Stopped: a hook refused the task
+    edges, model = Edges(client, report, hands), Model(client, report)  # edges.py; overflow.py
     report.updated(messages)
     budget, repeats = Budget(settings.max_turns, settings.max_seconds), RepeatGuard()
-    parent = Parent(run_agent, client, workspace, stats, settings)  # what the task tool starts a child from
+    parent = Parent(run_agent, client, workspace, stats, settings)  # what a task tool child gets
     runner = CallRunner(workspace, settings, hands, parent, report, budget)
-    policy = POLICIES[settings.context_policy]  # how old tool results are cut before each call (context.py)
+    policy = POLICIES[settings.context_policy]  # how old tool results are cut (context.py)
     for turn in itertools.count():
-        save_transcript(settings.transcript, messages, report.warn)  # before each call: a failed call leaves the story
+        save_transcript(settings.transcript, messages, report.warn)  # a failed call leaves it
         edges.check_budget(budget, turn)  # between turns: the loop can stop only here
         window = model.window()  # the server's own, once it said it
-        # Keep what the policy returns: a result cut once stays cut, the same bytes every turn (see context.py).
+        # Keep what the policy returns: a result cut once stays cut, the same bytes every turn.
         messages[:] = policy(messages, window)  # in place: a chat's caller holds this list
         tools = hands.ext.tools()  # asked every turn: an MCP server may have changed its list
-        message, usage, finish_reason = model.ask(messages, window, budget, turn, tools)  # bounded by the time left
-        report.turn(usage, messages, tools, window)  # counted; warned: an unenforceable --max-tokens, a full context
-        problems = message.pop("_problems", {})  # the door's notes on calls it could not read, not sent
-        if edges.cut(finish_reason, message, messages):  # cut mid-reply: none of it runs, the model is asked again
+        message, usage, finish_reason = model.ask(messages, window, budget, turn, tools)
+        report.turn(usage, messages, tools, window)  # counted; warned: --max-tokens, a full window
+        problems = message.pop("_problems", {})  # the door's notes on calls it could not read
+        if edges.cut(finish_reason, message, messages):  # cut mid-reply: none of it runs
             continue
         messages.append(message)
         report.updated(messages)
-        if not message.get("tool_calls"):  # no tool calls = the model is done (finish_reason alone is not trusted)
-            if edges.objection(message, messages) or edges.nudge(message, messages):  # a stop hook; an empty answer
-                continue
+        if not message.get("tool_calls"):  # no tool calls = done (finish_reason is not trusted)
+            if edges.objection(message, messages) or edges.nudge(message, messages):
+                continue  # a stop hook objected; an empty answer was nudged
             save_transcript(settings.transcript, messages, report.warn)
             return message["content"].strip() or NO_ANSWER
-        runner.run_calls(message["tool_calls"], problems, repeats, messages)  # each result answers its call
-        edges.steer(repeats, messages)  # the same call again and again: a [harness] warning, then a stop
+        runner.run_calls(message["tool_calls"], problems, repeats, messages)  # each answers a call
+        edges.steer(repeats, messages)  # the same call again and again: a warning, then a stop
 
 
 def start(task, workspace, settings, hands, messages=None):
-    """The conversation the run starts from: the system prompt (or a chat's history), then the task with
-    its picture (--image) and what the user_prompt_submit hooks added. Stopped when a hook refuses it."""
+    """The conversation the run starts from: the system prompt (or a chat's history), then the task
+    with its picture (--image) and what the user_prompt_submit hooks added. Stopped when a hook
+    refuses it."""
     refused = hands.user_prompt_submit(task)
     if refused:
-        raise Stopped(f"a user_prompt_submit hook refused the task: {refused}", "Tool calls: none.\nFiles written: none.")
+        raise Stopped(f"a user_prompt_submit hook refused the task: {refused}",
+                      "Tool calls: none.\nFiles written: none.")
     image = settings.image  # from --image
     first = user_message_with_image(task, image) if image else {"role": "user", "content": task}
-    first = hands.with_context(first)  # what a user_prompt_submit hook printed: context, as in Claude Code
-    messages = [{"role": "system", "content": system_prompt(workspace)}] if messages is None else messages
+    # what a user_prompt_submit hook printed: context, as in Claude Code
+    first = hands.with_context(first)
+    messages = ([{"role": "system", "content": system_prompt(workspace)}] if messages is None
+                else messages)
     messages.append(first)
     return messages
 
 
 class CallRunner:
-    """One run's hands: a reply's tool calls, each through the choke point with this run's workspace,
-    settings and extensions (their configuration `ext`, this run's state `hands`); reads together, a
-    write or a command alone."""
+    """One run's hands: a reply's tool calls, each through the choke point with this run's
+    workspace, settings and extensions (their configuration `ext`, this run's state `hands`); reads
+    together, a write or a command alone."""
 
     def __init__(self, workspace, settings, hands, parent, report, budget=None):
-        self.workspace, self.settings, self.parent, self.report = workspace, settings, parent, report
+        self.workspace, self.settings = workspace, settings
+        self.parent, self.report = parent, report
         self.hands, self.ext = hands, hands.ext
         self.budget = budget  # the run's --max-seconds bounds a command too
-        self.memory = {}  # what the post_tool_use hooks remember during this run (failing writes per file)
+        # what the post_tool_use hooks remember during this run (failing writes per file)
+        self.memory = {}
         window = settings.context_window
-        self.cap = cap_chars(window) if settings.context_policy in CAPPING_POLICIES and window else None
+        self.cap = (cap_chars(window) if settings.context_policy in CAPPING_POLICIES and window
+                    else None)
 
     def run_calls(self, calls, problems, repeats, messages):
-        """Run one reply's calls and append each result, answering its call by the id the server gave it;
-        the pictures they loaded follow all of the results. `problems`: the door's notes, by call id."""
+        """Run one reply's calls and append each result, answering its call by the id the server
+        gave it; the pictures they loaded follow all of the results. `problems`: the door's notes,
+        by call id."""
         images = []  # (name, image part) for each picture view_image loads this turn
-        for group in batches(calls, partial(self.reads_only, problems)):  # reads together; a write or command alone
+        # reads together; a write or command alone
+        for group in batches(calls, partial(self.reads_only, problems)):
             if len(group) == 1:
-                self.report.show(group[0])  # before it runs: its permission prompt follows the [tool] line
+                # before it runs: its permission prompt follows the [tool] line
+                self.report.show(group[0])
             outcomes = run_together(group, partial(self.run_one, problems))
             for call, (result, loaded) in zip(group, outcomes):
                 if len(group) > 1:
@@ -117,22 +129,29 @@ class CallRunner:
                 repeats.see(call, problems.get(call["id"]))
                 self.report.ran(call, result)  # the -> line, the count, the record
                 images += loaded
-                # The one rule of the loop: each result answers its call by the id the server gave that call.
-                # Stored as the model will be sent it: a policy that caps on insert caps it here already, so
-                # the session file never holds more than the model saw (a capped result stays as it is).
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": self.as_sent(result)})
+                # The one rule of the loop: each result answers its call by the id the server gave
+                # that call. Stored as the model will be sent it: a policy that caps on insert caps
+                # it here already, so the session file never holds more than the model saw (a capped
+                # result stays as it is).
+                messages.append({"role": "tool", "tool_call_id": call["id"],
+                                 "content": self.as_sent(result)})
                 self.report.updated(messages)
-        if images:  # after ALL of this turn's results: a message between two of them breaks the pairing
-            messages.append(image_followup_message([part for _, part in images], [name for name, _ in images]))
+        # after ALL of this turn's results: a message between two of them breaks the pairing
+        if images:
+            messages.append(image_followup_message([part for _, part in images],
+                                                   [name for name, _ in images]))
 
     def reads_only(self, problems, call):
-        """May this call run beside others? A read the door could read, when parallel reads are on."""
+        """May this call run beside others? A read the door could read, when parallel reads are
+        on."""
         return self.ext.parallel and call["id"] not in problems and \
             self.ext.read_only(call["function"]["name"], call["function"]["arguments"])
 
     def run_one(self, problems, call):
-        """What one call returns, and the pictures it loaded (a list per call: calls may run in threads)."""
-        name, arguments, problem = call["function"]["name"], call["function"]["arguments"], problems.get(call["id"])
+        """What one call returns, and the pictures it loaded (a list per call: calls may run in
+        threads)."""
+        name, arguments, problem = (call["function"]["name"], call["function"]["arguments"],
+                                    problems.get(call["id"]))
         if problem:
             return garbled(problem), []
         loaded = []
@@ -142,30 +161,37 @@ class CallRunner:
         return result if self.cap is None else cap_on_insert(result, self.cap)
 
     def command_time(self):
-        """The longest a command may run: --shell-timeout, or what is left of --max-seconds when less."""
+        """The longest a command may run: --shell-timeout, or what is left of --max-seconds when
+        less."""
         left = self.budget.seconds_left() if self.budget else self.settings.shell_timeout
         return min(self.settings.shell_timeout, left)
 
     def checked_run(self, name, arguments, images):
-        """The choke point: every call passes here after it is parsed and before it runs. The hooks come
-        first, so a blocked call never reaches the user; then writes, commands and URLs need the user's yes.
-        After the call ran, the post hooks may add what they found to its result: the model reads it next.
-        A tool from extensions.py (MCP, task) passes the same hooks, prompt and post hooks as ours; the
-        task tool gets this run's context (`parent`) to start its child from."""
+        """The choke point: every call passes here after it is parsed and before it runs. The hooks
+        come first, so a blocked call never reaches the user; then writes, commands and URLs need
+        the user's yes. After the call ran, the post hooks may add what they found to its result:
+        the model reads it next. A tool from extensions.py (MCP, task) passes the same hooks, prompt
+        and post hooks as ours; the task tool gets this run's context (`parent`) to start its child
+        from."""
         workspace, settings, ext, hands = self.workspace, self.settings, self.ext, self.hands
         ours = not ext.owns(name)
         arguments, problem = check_call(name, arguments) if ours else ext.check(name, arguments)
-        if problem and ours and name not in TOOLS and (more := [s["function"]["name"] for s in ext.schemas()]):
-            problem = f"{problem[:-1]}, {', '.join(more)}."  # the list the model corrects itself from: all of them
+        if (problem and ours and name not in TOOLS
+            and (more := [s["function"]["name"] for s in ext.schemas()])):
+            # the list the model corrects itself from: all of them
+            problem = f"{problem[:-1]}, {', '.join(more)}."
         if problem:
             return problem
         reason = pre_tool_use(workspace, name, arguments) or hands.pre_tool_use(name, arguments)
         if reason:
             return f"BLOCKED: {reason}"
-        rule = ext.rule_for(name, arguments)  # --deny/--allow, settings' permissions: a deny wins, even over --yes
+        # --deny/--allow, settings' permissions: a deny wins, even over --yes
+        rule = ext.rule_for(name, arguments)
         if rule and rule.kind == "deny":
-            return f"DENIED: the rule {rule.text} ({rule.source}) denies this {name} call, so it did not run."
-        asks = (needs_permission(name, arguments) if ours else ext.needs_permission(name)) and not rule
+            return (f"DENIED: the rule {rule.text} ({rule.source}) denies this {name} call, so it "
+                    "did not run.")
+        asks = ((needs_permission(name, arguments) if ours else ext.needs_permission(name))
+                and not rule)
         if asks and not settings.approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
             return f"DENIED: the user did not allow this {name} call, so it did not run."
         timeout = self.command_time()
@@ -173,4 +199,5 @@ class CallRunner:
             return "ERROR: the run's --max-seconds is spent, so the command did not run."
         result = run_tool(workspace, name, arguments, timeout, images, settings.sandbox) if ours \
             else hands.run(name, arguments, images, self.parent)
-        return hands.post_tool_use(name, arguments, post_tool_use(workspace, name, arguments, result, self.memory))
+        return (hands.post_tool_use(name, arguments,
+                                    post_tool_use(workspace, name, arguments, result, self.memory)))

@@ -1,18 +1,19 @@
-"""The workspace files a hooks file or an MCP server list names: what a yes to that list also covers.
+"""The workspace files a hooks file or an MCP server list names: what a yes to that list also
+covers.
 
-The problem. A workspace's `.mcp.json` says `python server.py`; the user reads it, trusts it, and the
-harness remembers the list's SHA-256. The model then rewrites server.py - the list is unchanged, so the
-next run starts the model's code with all the user's rights. The list is only as trustworthy as the
-files it runs.
+The problem. A workspace's `.mcp.json` says `python server.py`; the user reads it, trusts it, and
+the harness remembers the list's SHA-256. The model then rewrites server.py - the list is unchanged,
+so the next run starts the model's code with all the user's rights. The list is only as trustworthy
+as the files it runs.
 
-The mechanism. Every string in the list (commands, arguments, environment values) is split into shell
-words, and each word is looked up in the workspace the way the program it names would find it: the path
-itself (`server.py`, `./tools/`, `${workspaceFolder}/x`, `$CLAUDE_PROJECT_DIR/x`), a Python module
-(`-m notes` finds `notes.py` or `notes/`; `-m a.b` finds `a/b.py`), a script without its suffix
-(`notes` finds `notes.py`), and a package runner's local copy (`npx tool` finds `node_modules/.bin/tool`).
-What exists is digested: a file's bytes (read through the file door: a link leading out of the workspace
-is digested as its target's name, never followed), a folder's files in name order. The trust store keeps
-one digest of the list and all of these.
+The mechanism. Every string in the list (commands, arguments, environment values) is split into
+shell words, and each word is looked up in the workspace the way the program it names would find it:
+the path itself (`server.py`, `./tools/`, `${workspaceFolder}/x`, `$CLAUDE_PROJECT_DIR/x`), a Python
+module (`-m notes` finds `notes.py` or `notes/`; `-m a.b` finds `a/b.py`), a script without its
+suffix (`notes` finds `notes.py`), and a package runner's local copy (`npx tool` finds
+`node_modules/.bin/tool`). What exists is digested: a file's bytes (read through the file door: a
+link leading out of the workspace is digested as its target's name, never followed), a folder's
+files in name order. The trust store keeps one digest of the list and all of these.
 
 What it cannot do. It sees only what the list names. Code those files import from elsewhere in the
 workspace (a planted `json.py` beside server.py, a changed `node_modules/some-dependency/`) is not
@@ -29,8 +30,10 @@ from . import filedoor
 
 FOLDER_FILES = 2000  # files of a named folder that are read; the rest count by name and size
 FILE_CAP = 16 << 20  # bytes of one named file that are read; past that its size stands in
-SETTINGS_FOLDERS = (".vscode", ".tinyharness", ".claude", ".cursor")  # lists kept here name the folder above
-WORKSPACE_VARIABLES = ("${workspaceFolder}", "${PWD}", "${CLAUDE_PROJECT_DIR}", "$CLAUDE_PROJECT_DIR", "$PWD")
+# lists kept here name the folder above
+SETTINGS_FOLDERS = (".vscode", ".tinyharness", ".claude", ".cursor")
+WORKSPACE_VARIABLES = ("${workspaceFolder}", "${PWD}", "${CLAUDE_PROJECT_DIR}",
+                       "$CLAUDE_PROJECT_DIR", "$PWD")
 
 
 def workspace_of(path):
@@ -40,11 +43,13 @@ def workspace_of(path):
 
 
 def named_files(path, data):
-    """The workspace-relative names of the files and folders the list names, sorted ([] when none)."""
+    """The workspace-relative names of the files and folders the list names, sorted ([] when
+    none)."""
     workspace = workspace_of(path)
     try:
         values = list(strings_in(json.loads(data.decode("utf-8", errors="replace"))))
-    except ValueError:  # not JSON: the list's own digest changes with any edit, which is all there is
+    # not JSON: the list's own digest changes with any edit, which is all there is
+    except ValueError:
         return []
     found = set()
     for word in (w for value in values for w in words(value)):
@@ -66,8 +71,8 @@ def strings_in(value):
 
 
 def words(value):
-    """Shell words of one string, with a `--flag=value`'s value, `-mmodule`'s module and a quoted command's
-    words as words too."""
+    """Shell words of one string, with a `--flag=value`'s value, `-mmodule`'s module and a quoted
+    command's words as words too."""
     try:
         split = shlex.split(value)
     except ValueError:  # an unbalanced quote: the words as spaces separate them
@@ -84,7 +89,8 @@ def words(value):
 
 
 def candidates(word, workspace):
-    """The workspace-relative names that `word` may make a program run or read, of those that exist."""
+    """The workspace-relative names that `word` may make a program run or read, of those that
+    exist."""
     for variable in WORKSPACE_VARIABLES:
         if word.startswith(variable):
             word = "." + word[len(variable):]
@@ -130,7 +136,8 @@ def entry_digest(name, workspace):
             relative = os.path.relpath(os.path.join(top, file), workspace)
             count += 1
             digest.update(f"{relative}\0".encode())
-            digest.update(file_digest(relative, workspace) if count <= FOLDER_FILES else size_of(relative, workspace))
+            digest.update(file_digest(relative, workspace) if count <= FOLDER_FILES
+                          else size_of(relative, workspace))
     return digest.digest()
 
 
@@ -138,7 +145,8 @@ def file_digest(name, workspace):
     try:
         data, size = filedoor.read_bytes(name, FILE_CAP, workspace)
     except OSError as e:  # a link leading out, a FIFO: what it is, not what is behind it
-        target = os.readlink(os.path.join(workspace, name)) if os.path.islink(os.path.join(workspace, name)) else ""
+        target = (os.readlink(os.path.join(workspace, name))
+                  if os.path.islink(os.path.join(workspace, name)) else "")
         return f"{type(e).__name__}:{target}".encode()
     return hashlib.sha256(data + f"\0{size}".encode()).digest()
 

@@ -1,8 +1,8 @@
 """Parallel reads: when one reply asks for several calls that only read, run them at the same time.
 
-The problem. A model exploring a project often asks for five `read_file`s in one reply. Run one after
-the other, the turn takes as long as all of them added up; with a slow tool (a network MCP server,
-a big file on a slow disk) that is most of the wait.
+The problem. A model exploring a project often asks for five `read_file`s in one reply. Run one
+after the other, the turn takes as long as all of them added up; with a slow tool (a network MCP
+server, a big file on a slow disk) that is most of the wait.
 
 The mechanism. Calls that only read - `list_dir`, `read_file`, a workspace `view_image`, MCP tools
 the configuration marks read-only - cannot change what another call sees, so a run of consecutive
@@ -41,7 +41,8 @@ def batches(calls, is_read_only):
 
 
 def run_together(calls, run_one, max_workers=MAX_WORKERS):
-    """Results of `run_one` for each call, in the calls' order; one call alone runs in this thread."""
+    """Results of `run_one` for each call, in the calls' order; one call alone runs in this
+    thread."""
     if len(calls) == 1:
         return [run_one(calls[0])]
     with ThreadPoolExecutor(max_workers=min(max_workers, len(calls))) as pool:

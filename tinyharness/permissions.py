@@ -1,20 +1,22 @@
 """Permission rules: what may run without asking and what never runs, in Claude Code's spelling.
 
-The problem. A user arrives with rules written for Claude Code - `"permissions": {"allow": ["Bash(npm
-test:*)"], "deny": ["Read(./.env)", "Bash(git push:*)"]}` in `.claude/settings.json` - and expects them
-to hold here: a deny rule dropped silently is a secret read or a push made. And a script that runs
-the harness without a terminal needs to say "these commands may run" without `--yes` for all.
+The problem. A user arrives with rules written for Claude Code - `"permissions": {"allow":
+["Bash(npm test:*)"], "deny": ["Read(./.env)", "Bash(git push:*)"]}` in `.claude/settings.json` -
+and expects them to hold here: a deny rule dropped silently is a secret read or a push made. And a
+script that runs the harness without a terminal needs to say "these commands may run" without
+`--yes` for all.
 
 The mechanism. A rule is `Tool` or `Tool(specifier)`, from `--allow`/`--deny` (repeatable) or a
-settings file's `permissions.allow`/`permissions.deny`. Claude's tool names map to ours: Bash -> shell,
-Read -> read_file, list_dir, view_image (LS and Glob -> list_dir), Edit/Write/MultiEdit -> write_file;
-our own names and `mcp__server__tool` work as they are. A Bash specifier is the command exactly
-(`Bash(git status)`), a prefix (`Bash(npm test:*)`: `npm test` and `npm test --watch`), or a pattern
-with `*`. A file specifier is a path pattern in the workspace (gitignore-like: `./.env` or `/x` is at
-the top, `.env` in any folder, `src/**` everything under src, a folder stands for what is in it;
-`//abs/path` and `~/path` are absolute); it is checked against the path as written and as resolved, so
-a link to `.env` is `.env`. Deny is asked first and wins over every allow rule and over `--yes`; the
-result the model reads names the rule and where it came from. An allowed call runs without the prompt.
+settings file's `permissions.allow`/`permissions.deny`. Claude's tool names map to ours: Bash ->
+shell, Read -> read_file, list_dir, view_image (LS and Glob -> list_dir), Edit/Write/MultiEdit ->
+write_file; our own names and `mcp__server__tool` work as they are. A Bash specifier is the command
+exactly (`Bash(git status)`), a prefix (`Bash(npm test:*)`: `npm test` and `npm test --watch`), or a
+pattern with `*`. A file specifier is a path pattern in the workspace (gitignore-like: `./.env` or
+`/x` is at the top, `.env` in any folder, `src/**` everything under src, a folder stands for what is
+in it; `//abs/path` and `~/path` are absolute); it is checked against the path as written and as
+resolved, so a link to `.env` is `.env`. Deny is asked first and wins over every allow rule and over
+`--yes`; the result the model reads names the rule and where it came from. An allowed call runs
+without the prompt.
 
 What it cannot do. A rule reads the command's text, as the regex policy does (hooks.py): a deny rule
 for `rm` does not see `x=rm; $x -rf`. Deny rules are split at `;`, `&&`, `|`, `$(`... and match any
@@ -27,7 +29,8 @@ import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-CLAUDE_TOOLS = {"Bash": ("shell",), "Read": ("read_file", "list_dir", "view_image"), "LS": ("list_dir",),
+CLAUDE_TOOLS = {"Bash": ("shell",), "Read": ("read_file", "list_dir", "view_image"),
+                "LS": ("list_dir",),
                 "Glob": ("list_dir",), "Edit": ("write_file",), "Write": ("write_file",),
                 "MultiEdit": ("write_file",), "NotebookEdit": ("write_file",)}
 OUR_TOOLS = ("shell", "read_file", "list_dir", "write_file", "view_image", "save_note", "task")
@@ -61,13 +64,14 @@ def parse_rule(text, kind, source, notes):
     ValueError for text that is not `Tool` or `Tool(specifier)`."""
     match = RULE.fullmatch(text) if isinstance(text, str) else None
     if not match:
-        raise ValueError(f"{source}: {str(text)[:80]!r} is not a rule; write Tool or Tool(specifier), "
-                         "e.g. Bash(npm test:*) or Read(./.env)")
+        raise ValueError(f"{source}: {str(text)[:80]!r} is not a rule; write Tool or "
+                         "Tool(specifier), e.g. Bash(npm test:*) or Read(./.env)")
     name, spec = match.group(1), (match.group(2) or "").strip()
-    tools = CLAUDE_TOOLS.get(name) or ((name,) if name in OUR_TOOLS or name.startswith("mcp__") else None)
+    tools = (CLAUDE_TOOLS.get(name)
+             or ((name,) if name in OUR_TOOLS or name.startswith("mcp__") else None))
     if tools is None:
-        notes.append(f"[permissions] {source}: {kind} rule {text!r} names a tool tinyharness does not have; "
-                     "it is ignored")
+        notes.append(f"[permissions] {source}: {kind} rule {text!r} names a tool tinyharness does "
+                     "not have; it is ignored")
         return None
     return Rule(kind, text.strip(), source, tools, spec)
 
@@ -77,10 +81,12 @@ def command_matches(spec, command, kind):
     rule only a command that is one simple command."""
     if kind == "allow" and CHAIN.search(command):
         return False
-    parts = [" ".join(part.split()) for part in (CHAIN.split(command) if kind == "deny" else [command])]
+    parts = ([" ".join(part.split()) for part in (CHAIN.split(command) if kind == "deny"
+                                                  else [command])])
     if spec.endswith(":*"):
         prefix = " ".join(spec[:-2].split())
-        return any(part == prefix or part.startswith(prefix + ("" if kind == "deny" else " ")) for part in parts)
+        return (any(part == prefix
+                    or part.startswith(prefix + ("" if kind == "deny" else " ")) for part in parts))
     wanted = " ".join(spec.split())
     return any(fnmatchcase(part, wanted) if "*" in wanted else part == wanted for part in parts)
 
@@ -93,12 +99,14 @@ def path_matches(spec, path, workspace):
     pattern = pattern if absolute else pattern.removeprefix("./").lstrip("/")
     pattern = glob_regex(pattern.rstrip("/"))
     lexical = os.path.normpath(os.path.join(workspace, os.path.expanduser(path)))
-    for target, base in ((lexical, os.path.normpath(workspace)), (os.path.realpath(lexical), os.path.realpath(workspace))):
+    for target, base in ((lexical, os.path.normpath(workspace)),
+                         (os.path.realpath(lexical), os.path.realpath(workspace))):
         name = target if absolute else os.path.relpath(target, base)
         if not absolute and (name == ".." or name.startswith("../")):
             continue
         parts = name.split("/")
-        candidates = ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]  # the path and each folder above it
+        # the path and each folder above it
+        candidates = ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
         if anchored and any(pattern.fullmatch(c) for c in candidates if c):
             return True
         if not anchored and any(pattern.fullmatch(part) for part in parts):
@@ -120,8 +128,8 @@ def glob_regex(pattern):
 
 
 class Rules:
-    """Every rule of a run; `decide` answers for one call: the deny rule that covers it, else the allow
-    rule, else None (the permission prompt decides, as without rules)."""
+    """Every rule of a run; `decide` answers for one call: the deny rule that covers it, else the
+    allow rule, else None (the permission prompt decides, as without rules)."""
 
     def __init__(self, workspace, rules=()):
         self.workspace, self.rules = str(workspace), list(rules)
@@ -143,15 +151,17 @@ class Rules:
 
 
 def from_settings(data, source, rules, notes):
-    """Add the `permissions` of a settings file's DATA to RULES: (has allow rules, has deny rules)."""
+    """Add the `permissions` of a settings file's DATA to RULES: (has allow rules, has deny
+    rules)."""
     permissions = data.get("permissions") if isinstance(data, dict) else None
     if permissions is None:
         return False, False
     if not isinstance(permissions, dict):
-        raise ValueError(f"{source}: \"permissions\" must be an object with \"allow\" and \"deny\" lists")
+        raise ValueError(f"{source}: \"permissions\" must be an object with \"allow\" and \"deny\" "
+                         "lists")
     for kind in ("allow", "deny"):
         rules.add(permissions.get(kind, []), kind, source, notes)
     if permissions.get("ask"):
-        notes.append(f"[permissions] {source}: \"ask\" rules are not supported here; each write and command "
-                     "asks anyway unless an allow rule or --yes lets it run")
+        notes.append(f"[permissions] {source}: \"ask\" rules are not supported here; each write "
+                     "and command asks anyway unless an allow rule or --yes lets it run")
     return bool(permissions.get("allow")), bool(permissions.get("deny"))

@@ -1,24 +1,25 @@
 """How a run ends, for scripts: the signals that end it, and the --json result line on every exit.
 
-The problem. Scripts, CI runners, `timeout(1)`, systemd and `docker stop` end a process with SIGTERM;
-a terminal that closes sends SIGHUP. Python's default for both is to die on the spot: no `finally`
-runs, so the command the model started keeps running (re-parented to pid 1), the session file and the
-transcript miss their end, and a `--json` reader gets no result. And a script that reads the last line
-of `run --json` must find a result there however the run ended - a usage error (exit 2) included,
-before any session exists.
+The problem. Scripts, CI runners, `timeout(1)`, systemd and `docker stop` end a process with
+SIGTERM; a terminal that closes sends SIGHUP. Python's default for both is to die on the spot: no
+`finally` runs, so the command the model started keeps running (re-parented to pid 1), the session
+file and the transcript miss their end, and a `--json` reader gets no result. And a script that
+reads the last line of `run --json` must find a result there however the run ended - a usage error
+(exit 2) included, before any session exists.
 
 The mechanism. `ending_signals` turns SIGTERM and SIGHUP into `Terminated`, a KeyboardInterrupt, so
 every path that cleans up after Ctrl-C (the command's process group killed, the sandbox's leftovers
-reaped, MCP servers closed, files flushed) cleans up after them too; the run exits 128 + the signal's
-number (143, 129), as a shell reports it (`chat` too: chat.py). A second signal while cleaning up is ignored: cleaning up is
-what the first one asked for. `Results` remembers whether the result line was written; `main` writes
-one itself when a run ended before it could (an argparse error, an untrusted config, a signal during
-set-up). `result_line` gives every result the same fields: `session_id`, `is_error`, `duration_ms`,
-`num_turns`, `model`, and `usage` whose counts are null when the server never reported them.
+reaped, MCP servers closed, files flushed) cleans up after them too; the run exits 128 + the
+signal's number (143, 129), as a shell reports it (`chat` too: chat.py). A second signal while
+cleaning up is ignored: cleaning up is what the first one asked for. `Results` remembers whether the
+result line was written; `main` writes one itself when a run ended before it could (an argparse
+error, an untrusted config, a signal during set-up). `result_line` gives every result the same
+fields: `session_id`, `is_error`, `duration_ms`, `num_turns`, `model`, and `usage` whose counts are
+null when the server never reported them.
 
-What it cannot do. SIGKILL cannot be caught: after `kill -9` (or `timeout -k`'s second signal) nothing
-is written, and only the sandbox's own kernel-side ends (a PID namespace dies with its first process)
-still hold.
+What it cannot do. SIGKILL cannot be caught: after `kill -9` (or `timeout -k`'s second signal)
+nothing is written, and only the sandbox's own kernel-side ends (a PID namespace dies with its first
+process) still hold.
 """
 import contextlib
 import json
@@ -48,7 +49,8 @@ def ending_signals():
         return
 
     def end(signum, frame):
-        for number in ENDING_SIGNALS:  # cleaning up is what was asked for: a second signal does not cut it short
+        # cleaning up is what was asked for: a second signal does not cut it short
+        for number in ENDING_SIGNALS:
             signal.signal(number, signal.SIG_IGN)
         raise Terminated(signum)
     previous = {number: signal.signal(number, end) for number in ENDING_SIGNALS}
@@ -67,11 +69,13 @@ class Results:
 
 def wants_json(argv):
     """Does this command line ask `run` for --json (so every exit must end with a result line)?"""
-    return argv[:1] in (["run"], ["chat"]) and "--json" in argv[1:argv.index("--") if "--" in argv else None]
+    return (argv[:1] in (["run"], ["chat"])
+            and "--json" in argv[1:argv.index("--") if "--" in argv else None])
 
 
 def model_in(argv):
-    """The model the line names (--model M or --model=M), else the environment's, else the default."""
+    """The model the line names (--model M or --model=M), else the environment's, else the
+    default."""
     from .llm import DEFAULT_MODEL
     for i, arg in enumerate(argv):
         if arg.startswith("--model="):
@@ -88,9 +92,10 @@ def result_line(result, stats, session_id, model, started):
     seconds = time.monotonic() - started
     counts = {"turns": stats.turns, "tool_calls": stats.tool_calls, **stats.usage(),
               "uncounted_turns": stats.uncounted, "seconds": round(seconds, 2)}
-    return {"type": "result", **result, "is_error": result["exit_code"] != 0, "session_id": session_id,
-            "model": model, "num_turns": stats.turns, "duration_ms": int(seconds * 1000), "usage": stats.usage(),
-            "stats": counts}
+    return {"type": "result", **result, "is_error": result["exit_code"] != 0,
+            "session_id": session_id,
+            "model": model, "num_turns": stats.turns, "duration_ms": int(seconds * 1000),
+            "usage": stats.usage(), "stats": counts}
 
 
 def write_missing_result(argv, code, started, out=None):
@@ -98,8 +103,10 @@ def write_missing_result(argv, code, started, out=None):
     set-up); nothing when it was written, or the line did not ask for --json."""
     if Results.written or not wants_json(argv):
         return
-    error = Results.usage_error or {2: "usage error (see standard error)", 130: "interrupted"}.get(code)
-    result = {"exit_code": code, "answer": None, "error": error or (f"terminated ({code})" if code > 128 else "failed")}
+    error = (Results.usage_error
+             or {2: "usage error (see standard error)", 130: "interrupted"}.get(code))
+    result = ({"exit_code": code, "answer": None,
+               "error": error or (f"terminated ({code})" if code > 128 else "failed")})
     out = out or sys.stdout
     try:
         out.write(json.dumps(result_line(result, None, None, model_in(argv), started)) + "\n")

@@ -1,16 +1,16 @@
 """What a run is given: one settings object, and the system prompt it starts from.
 
-The problem. A run has many knobs - four limits, a context policy and window, a sandbox, a permission
-prompt, the extensions, three callbacks, a transcript file, a picture - and every one of them has to
-reach the loop, and from the loop a subagent. Passed one by one they become a signature of twenty
-parameters that every caller spells out in order, and that nobody reads.
+The problem. A run has many knobs - four limits, a context policy and window, a sandbox, a
+permission prompt, the extensions, three callbacks, a transcript file, a picture - and every one of
+them has to reach the loop, and from the loop a subagent. Passed one by one they become a signature
+of twenty parameters that every caller spells out in order, and that nobody reads.
 
 The mechanism. `RunSettings` is a frozen dataclass: a caller names only what differs from the CLI's
-defaults (`RunSettings(max_turns=8, echo=say)`), the loop reads `settings.max_turns`, and nothing can
-change a run's settings while it runs. It is the one carrier: the command line becomes settings in
-one place (flags.settings_from_args, which reads each field from the flag of the same name), a chat
-derives each message's settings from its own with `dataclasses.replace` (chat.py), and so does a
-subagent from its parent's (subagents.py). A new run knob is two edits: its flag and its field.
+defaults (`RunSettings(max_turns=8, echo=say)`), the loop reads `settings.max_turns`, and nothing
+can change a run's settings while it runs. It is the one carrier: the command line becomes settings
+in one place (flags.settings_from_args, which reads each field from the flag of the same name), a
+chat derives each message's settings from its own with `dataclasses.replace` (chat.py), and so does
+a subagent from its parent's (subagents.py). A new run knob is two edits: its flag and its field.
 
 What it cannot do. It checks nothing: a `max_turns` of 0 is the command line's mistake to catch
 (cli.py checks the flags). It holds what the run is told, not what it learns on the way: the
@@ -29,15 +29,18 @@ from .tools import SHELL_TIMEOUT
 SYSTEM_PROMPT = """You are an agent working in a folder on the user's computer (the workspace).
 Use the tools to look at and change files; do the work yourself instead of telling the user how.
 Read before you answer: never invent what a file says. Old tool results may be cut to save room;
-keep what you will need later with save_note. When the task is done, answer briefly with what you did."""
+keep what you will need later with save_note. When the task is done, answer briefly with what you \
+did."""
 
 
-PROJECT_FILES = ("AGENTS.md", "CLAUDE.md")  # the cross-tool convention first; Claude Code's name when it is missing
+# the cross-tool convention first; Claude Code's name when it is missing
+PROJECT_FILES = ("AGENTS.md", "CLAUDE.md")
 
 
 def system_prompt(workspace):
-    """The built-in prompt plus the workspace's INSTRUCTIONS.md and its AGENTS.md (else CLAUDE.md), when
-    it has them, each read through filedoor.py: no link leading out, no FIFO, at most 64 KiB, a cut said."""
+    """The built-in prompt plus the workspace's INSTRUCTIONS.md and its AGENTS.md (else CLAUDE.md),
+    when it has them, each read through filedoor.py: no link leading out, no FIFO, at most 64 KiB, a
+    cut said."""
     prompt = SYSTEM_PROMPT
     extra = read_workspace_text(workspace, "INSTRUCTIONS.md")
     if extra is not None:
@@ -52,7 +55,8 @@ def system_prompt(workspace):
 @dataclass(frozen=True)
 class RunSettings:
     """Everything a run is told, with the CLI's defaults."""
-    # Limits: model calls, wall-clock seconds, the server's token counts (None: no budget), one command.
+    # Limits: model calls, wall-clock seconds, the server's token counts (None: no budget), one
+    # command.
     max_turns: int = MAX_TURNS
     max_seconds: float = MAX_SECONDS
     max_tokens: Optional[int] = None
@@ -61,18 +65,23 @@ class RunSettings:
     # window planned with (the server's own replaces it once an overflow error names it).
     context_policy: str = DEFAULT_POLICY
     context_window: int = CONTEXT_WINDOW
-    sandbox: Any = None                        # how shell commands run (sandbox.Sandbox; None = the defaults)
+    # how shell commands run (sandbox.Sandbox; None = the defaults)
+    sandbox: Any = None
     approve: Callable[[str], bool] = ask_user  # the permission prompt: a question in, yes or no out
-    extensions: Any = None                     # extensions.Extensions (frozen): MCP tools, the task tool, command
-                                               # hooks, permission rules, parallel reads; None = none of them
+    # extensions.Extensions (frozen): MCP tools, the task tool, command
+    extensions: Any = None
+                                               # hooks, permission rules, parallel reads; None =
+                                               # none of them
     agent: str = "parent"                      # or "subagent": the command hooks read it
-    opens_session: bool = True                 # session_start hooks run with this run's task (a chat's first only)
+    # session_start hooks run with this run's task (a chat's first only)
+    opens_session: bool = True
     # Callbacks: each line the run shows (the [tool] lines); each warning it writes to the user (one
-    # channel: stderr, made printable); the messages whenever some were added (the session file appends
-    # them); a subagent's messages when it ends (the session keeps them).
+    # channel: stderr, made printable); the messages whenever some were added (the session file
+    # appends them); a subagent's messages when it ends (the session keeps them).
     echo: Callable[[str], Any] = print
     warn: Callable[[str], Any] = warn
     on_update: Optional[Callable[[list], Any]] = None
     on_subagent: Optional[Callable[[list], Any]] = None
-    transcript: Any = None                     # a path rewritten with the messages every turn, or None
+    # a path rewritten with the messages every turn, or None
+    transcript: Any = None
     image: Optional[dict] = None               # an image part sent with the task (--image)

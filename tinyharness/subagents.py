@@ -7,22 +7,23 @@ model's window fills with pages it no longer needs.
 
 The mechanism. The `task{description}` tool starts a new loop - the same `run_agent`, with the same
 tools, hooks, permission prompt, guards and verification - whose context is only the system prompt
-and the description. It runs to its own end under its own turn and time budget - never more than what is left of the
-parent run's --max-seconds and --max-tokens, because the user set those for the whole run - and returns **only
-its final answer plus a one-line account** (turns, tool calls, files written) as the result of the
-parent's call. "Files written" is what changed in the workspace while the child ran (its files are
-listed before and after, by size and modification time), so a file written by `shell` or an MCP tool
-counts as well as one written by write_file. The parent's context never sees the child's tool results. The child cannot start a
-child of its own (the `task` tool is withheld from it: depth 1), so one careless description cannot
-fan out into a tree of runs. A child stopped by a limit says so: its result starts with
-"NOT confirmed complete", and the parent's model reads that.
+and the description. It runs to its own end under its own turn and time budget - never more than
+what is left of the parent run's --max-seconds and --max-tokens, because the user set those for the
+whole run - and returns **only its final answer plus a one-line account** (turns, tool calls, files
+written) as the result of the parent's call. "Files written" is what changed in the workspace while
+the child ran (its files are listed before and after, by size and modification time), so a file
+written by `shell` or an MCP tool counts as well as one written by write_file. The parent's context
+never sees the child's tool results. The child cannot start a child of its own (the `task` tool is
+withheld from it: depth 1), so one careless description cannot fan out into a tree of runs. A child
+stopped by a limit says so: its result starts with "NOT confirmed complete", and the parent's model
+reads that.
 
 How it reaches the loop. The loop is handed to the child, never imported: when the model calls
 `task`, the running loop passes its own context - itself (`loop.run_agent`), its client, workspace,
 stats and settings, a `Parent` - through the choke point to `run_child`. So this module sits below
 loop.py and extensions.py, the child's settings are derived here from the parent's with
-`dataclasses.replace` (`child_settings`: what it does NOT inherit is written down in one place, and a
-new run knob reaches the child without a line here), and nothing is set on the extensions while a
+`dataclasses.replace` (`child_settings`: what it does NOT inherit is written down in one place, and
+a new run knob reaches the child without a line here), and nothing is set on the extensions while a
 run is under way: the child's run makes its own per-run state, as every run does.
 
 What it cannot do. The child knows only what the description says: a parent that writes "fix it"
@@ -45,18 +46,20 @@ TASK_TOOL = "task"
 SUBAGENT_MAX_TURNS = 12      # --subagent-max-turns
 SUBAGENT_MAX_SECONDS = 300   # --subagent-max-seconds
 
-WATCH_LIMIT = 20000          # files listed before and after a child; past this, write_file's OK results only
+# files listed before and after a child; past this, write_file's OK results only
+WATCH_LIMIT = 20000
 SKIPPED_FOLDERS = {".git"}   # the harness's own repository bookkeeping is not the child's work
 
 TASK_SCHEMA = {"type": "function", "function": {
     "name": TASK_TOOL,
-    "description": ("Hand a self-contained sub-task to a helper agent that starts with a fresh, empty context "
-                    "and the same tools. Only its final answer comes back, not the files it read, so use it "
-                    "for searches or chores whose details you do not need to keep. The description is all "
-                    "the helper knows: name the files, the goal and what to report."),
+    "description": ("Hand a self-contained sub-task to a helper agent that starts with a fresh, "
+                    "empty context and the same tools. Only its final answer comes back, not the "
+                    "files it read, so use it for searches or chores whose details you do not need "
+                    "to keep. The description is all the helper knows: name the files, the goal "
+                    "and what to report."),
     "parameters": {"type": "object",
-                   "properties": {"description": {"type": "string",
-                                                  "description": "the whole sub-task, self-contained"}},
+                   "properties": {"description": {
+                       "type": "string", "description": "the whole sub-task, self-contained"}},
                    "required": ["description"]}}}
 
 
@@ -66,7 +69,8 @@ def account(turns, tool_calls, files_written):
 
 
 def result_for_parent(answer, turns, tool_calls, files_written, stopped=None):
-    """What the parent's model reads: the child's conclusion and a one-line account, nothing else."""
+    """What the parent's model reads: the child's conclusion and a one-line account, nothing
+    else."""
     line = account(turns, tool_calls, files_written)
     if stopped:
         return (f"NOT confirmed complete: the helper agent was stopped ({stopped}).\n"
@@ -76,9 +80,10 @@ def result_for_parent(answer, turns, tool_calls, files_written, stopped=None):
 
 @dataclass(frozen=True)
 class Parent:
-    """The run that starts a child, as the child needs it: the loop to run (the parent's own), the client,
-    the workspace, the stats (the child's calls count in them, because the user pays for them all) and
-    the settings (the child inherits some, and may not outlast the parent's limits)."""
+    """The run that starts a child, as the child needs it: the loop to run (the parent's own), the
+    client, the workspace, the stats (the child's calls count in them, because the user pays for
+    them all) and the settings (the child inherits some, and may not outlast the parent's
+    limits)."""
     loop: Callable
     client: Any
     workspace: str
@@ -87,13 +92,14 @@ class Parent:
 
 
 def child_limits(parent):
-    """(max_seconds, max_tokens) for a child: its own --subagent-max-seconds, but never more than what is
-    left of the parent run's time and tokens."""
+    """(max_seconds, max_tokens) for a child: its own --subagent-max-seconds, but never more than
+    what is left of the parent run's time and tokens."""
     limits, stats = parent.settings, parent.stats
     seconds, tokens = limits.extensions.subagent_max_seconds, None
     if limits.max_seconds:
         left = limits.max_seconds - (time.monotonic() - stats.started)
-        seconds = max(0.001, min(seconds, left))  # nothing left: the child stops before its first call
+        # nothing left: the child stops before its first call
+        seconds = max(0.001, min(seconds, left))
     if limits.max_tokens:
         spent = stats.prompt_tokens + stats.completion_tokens
         tokens = max(1, limits.max_tokens - spent)
@@ -101,21 +107,23 @@ def child_limits(parent):
 
 
 def child_settings(parent):
-    """The parent's settings, but: the child's own limits, the parent's hands without the task tool, no
-    session start (its hooks ran for the parent), its lines shown indented under the parent's, and no
-    transcript, picture or session callbacks (the child's messages go to the parent's on_subagent when it
-    ends). Everything else - the sandbox, the permission prompt, the context policy and window, the
-    command timeout, the warn line, any knob added later - it inherits."""
+    """The parent's settings, but: the child's own limits, the parent's hands without the task tool,
+    no session start (its hooks ran for the parent), its lines shown indented under the parent's,
+    and no transcript, picture or session callbacks (the child's messages go to the parent's
+    on_subagent when it ends). Everything else - the sandbox, the permission prompt, the context
+    policy and window, the command timeout, the warn line, any knob added later - it inherits."""
     inherited, (max_seconds, max_tokens) = parent.settings, child_limits(parent)
-    return replace(inherited, max_turns=inherited.extensions.subagent_max_turns, max_seconds=max_seconds,
-                   max_tokens=max_tokens, extensions=inherited.extensions.for_child(), agent="subagent",
-                   opens_session=False, echo=lambda line: inherited.echo("  |" + line), on_update=None,
-                   on_subagent=None, transcript=None, image=None)
+    return replace(inherited, max_turns=inherited.extensions.subagent_max_turns,
+                   max_seconds=max_seconds,
+                   max_tokens=max_tokens, extensions=inherited.extensions.for_child(),
+                   agent="subagent",
+                   opens_session=False, echo=lambda line: inherited.echo("  |" + line),
+                   on_update=None, on_subagent=None, transcript=None, image=None)
 
 
 def run_child(description, parent):
-    """Run the sub-task in a fresh loop (`parent.loop`) and return what the parent's model reads. The
-    child's model calls count in the parent's [stats], because the user pays for them all."""
+    """Run the sub-task in a fresh loop (`parent.loop`) and return what the parent's model reads.
+    The child's model calls count in the parent's [stats], because the user pays for them all."""
     stats, echo = Stats(), parent.settings.echo
     messages = [{"role": "system", "content": system_prompt(parent.workspace)}]
     echo(f"  | subagent started: {description.splitlines()[0][:120]}")
@@ -123,7 +131,8 @@ def run_child(description, parent):
     settings = child_settings(parent)
     before = snapshot(parent.workspace)
     try:
-        answer = parent.loop(description, parent.client, parent.workspace, settings, stats, messages)
+        answer = (parent.loop(description, parent.client, parent.workspace, settings, stats,
+                              messages))
     except Stopped as e:
         stopped = str(e)
     finally:
@@ -132,12 +141,14 @@ def run_child(description, parent):
             parent.settings.on_subagent(messages)
     after = snapshot(parent.workspace) if before is not None else None
     written = changed_files(before, after) if after is not None else files_written(messages)
-    echo(f"  | subagent {'stopped' if stopped else 'done'}: {account(stats.turns, stats.tool_calls, written)}")
+    echo(f"  | subagent {'stopped' if stopped else 'done'}: "
+         f"{account(stats.turns, stats.tool_calls, written)}")
     return result_for_parent(answer, stats.turns, stats.tool_calls, written, stopped)
 
 
 def snapshot(workspace):
-    """{relative path: (size, modification time)} of the workspace's files, or None past WATCH_LIMIT."""
+    """{relative path: (size, modification time)} of the workspace's files, or None past
+    WATCH_LIMIT."""
     found = {}
     folders = [workspace]
     while folders:
@@ -178,11 +189,13 @@ def add_stats(total, part):
 
 def files_written(messages):
     """The paths of write_file calls whose result said OK, in order, each once."""
-    results = {m.get("tool_call_id"): m.get("content", "") for m in messages if m.get("role") == "tool"}
+    results = ({m.get("tool_call_id"): m.get("content", "") for m in messages
+                if m.get("role") == "tool"})
     written = []
     for message in messages:
         for call in message.get("tool_calls") or []:
-            if call["function"]["name"] == "write_file" and str(results.get(call["id"], "")).startswith("OK: wrote"):
+            if (call["function"]["name"] == "write_file"
+                and str(results.get(call["id"], "")).startswith("OK: wrote")):
                 path = json.loads(call["function"]["arguments"]).get("path")
                 if path not in written:
                     written.append(path)

@@ -23,13 +23,16 @@ from .imageload import ImageError, load_image
 from .vision import image_part, view_image_result
 
 SHELL_TIMEOUT = 60  # seconds; --shell-timeout changes it
-KEEP_CHARS = 2900  # shown from each end of long output: about 6000 characters in all, for a small window
-KEEP_BYTES = 100_000  # held from each end while a command runs, so one that prints forever cannot fill memory
+# shown from each end of long output: about 6000 characters in all, for a small window
+KEEP_CHARS = 2900
+# held from each end while a command runs, so one that prints forever cannot fill memory
+KEEP_BYTES = 100_000
 
 
 def list_dir(workspace, path="."):
     if not BENEATH:  # Windows: no folder descriptors, the path as the hooks checked it
-        names = sorted(p.name + ("/" if p.is_dir() else "") for p in (Path(workspace) / path).iterdir())
+        names = (sorted(p.name
+                        + ("/" if p.is_dir() else "") for p in (Path(workspace) / path).iterdir()))
     else:
         folder = open_beneath(workspace, path, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -39,22 +42,26 @@ def list_dir(workspace, path="."):
             os.close(folder)
     if not names:
         return f"OK: {path} is an empty folder"
-    return f"OK: {path} has {len(names)} entr{'y' if len(names) == 1 else 'ies'}:\n" + "\n".join(names)
+    return (f"OK: {path} has {len(names)} entr{'y' if len(names) == 1 else 'ies'}:\n"
+            + "\n".join(names))
 
 
 READ_CAP = 256 * 1024  # bytes read_file reads at most: the first and the last half of it
 
 
 def read_file(workspace, path):
-    """The file's text, or for a file over READ_CAP its first and last READ_CAP/2 bytes with the size
-    said: never the whole of a 1 GiB file in the harness's memory, the session or the context."""
+    """The file's text, or for a file over READ_CAP its first and last READ_CAP/2 bytes with the
+    size said: never the whole of a 1 GiB file in the harness's memory, the session or the
+    context."""
     # O_NONBLOCK: opening a FIFO that nobody writes to would otherwise wait forever
-    with open(open_beneath(workspace, path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
+    with open(open_beneath(workspace, path,
+                           os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
         info = os.fstat(file.fileno())
         if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
         if not stat.S_ISREG(info.st_mode):
-            return f"ERROR: cannot read {path}: it is not a regular file (a named pipe, socket or device could wait forever)"
+            return (f"ERROR: cannot read {path}: it is not a regular file (a named pipe, socket or "
+                    "device could wait forever)")
         head = file.read(READ_CAP + 1)  # one byte more: a file that grew since fstat is still cut
         if len(head) <= READ_CAP:
             text = decode(head)
@@ -62,10 +69,12 @@ def read_file(workspace, path):
         size = max(info.st_size, os.fstat(file.fileno()).st_size)
         half = READ_CAP // 2
         tail = os.pread(file.fileno(), half, max(half, size - half))
-    return (f"[read_file: {path} is {size:,} bytes, more than the {READ_CAP // 1024} KiB it reads: here are its first "
-            f"and last {half // 1024} KiB. For the rest, use shell: grep -n WORD {path}, sed -n '100,200p' {path}]\n" +
+    return (f"[read_file: {path} is {size:,} bytes, more than the {READ_CAP // 1024} KiB it reads: "
+            f"here are its first and last {half // 1024} KiB. For the rest, use shell: grep -n "
+            f"WORD {path}, sed -n '100,200p' {path}]\n" +
             decode(utf8_whole(head[:half], at_end=True)) +
-            f"\n[... {size - 2 * half:,} bytes in the middle not read ...]\n" + decode(utf8_whole(tail, at_end=False)))
+            f"\n[... {size - 2 * half:,} bytes in the middle not read ...]\n"
+            + decode(utf8_whole(tail, at_end=False)))
 
 
 def utf8_whole(data, at_end):
@@ -86,26 +95,31 @@ def utf8_whole(data, at_end):
 
 
 def write_file(workspace, path, content):
-    """Write a new file beside the target, then rename it over the target. A rename replaces what was
-    there - a hard link to another file, a FIFO, a symlink - instead of writing through it, and a harness
-    that dies halfway leaves the old file or the new one, never half of one. The folder is opened once,
-    beneath the workspace, and both steps happen in it: a link swapped in meanwhile changes nothing."""
+    """Write a new file beside the target, then rename it over the target. A rename replaces what
+    was there - a hard link to another file, a FIFO, a symlink - instead of writing through it, and
+    a harness that dies halfway leaves the old file or the new one, never half of one. The folder is
+    opened once, beneath the workspace, and both steps happen in it: a link swapped in meanwhile
+    changes nothing."""
     protected = protected_path(path)
     if protected:
-        raise PermissionError(errno.EACCES, f"{protected} is protected: what is written there runs later (git hooks, "
-                                            "git's config) or configures the harness; only the user changes it")
+        raise PermissionError(errno.EACCES, f"{protected} is protected: what is written there runs "
+                                            "later (git hooks, git's config) or configures the "
+                                            "harness; only the user changes it")
     target = Path(path)
     if target.name in ("", ".", ".."):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     if not BENEATH:  # Windows: the path as the hooks checked it, without folder descriptors
         replace_in(None, str(Path(workspace, target.parent)), target.name, content)
         return f"OK: wrote {len(content)} characters to {path}"
-    folder = open_beneath(workspace, str(target.parent), getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY)
+    folder = (open_beneath(workspace, str(target.parent),
+                           getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY))
     try:
-        protected = protected_path(Path(where(folder, workspace), target.name))  # a link to .git inside
+        # a link to .git inside
+        protected = protected_path(Path(where(folder, workspace), target.name))
         if protected:
-            raise PermissionError(errno.EACCES, f"{path} leads into {protected}, which is protected: what is written "
-                                                "there runs later (git hooks, git's config) or configures the harness")
+            raise PermissionError(errno.EACCES, f"{path} leads into {protected}, which is "
+                                                "protected: what is written there runs later (git "
+                                                "hooks, git's config) or configures the harness")
         replace_in(folder, None, target.name, content)
     finally:
         os.close(folder)
@@ -123,7 +137,8 @@ def where(folder, workspace):
 
 
 def replace_in(folder, folder_path, name, content):
-    """The write itself, in a folder given as a descriptor (every name relative to it) or as a path."""
+    """The write itself, in a folder given as a descriptor (every name relative to it) or as a
+    path."""
     at = (lambda n: n) if folder is not None else (lambda n: os.path.join(folder_path, n))
     try:
         old = os.stat(at(name), dir_fd=folder, follow_symlinks=False)
@@ -152,35 +167,39 @@ NOTES_FILE = "agent_notes.md"
 
 
 def save_note(workspace, text):
-    """Append a note to agent_notes.md at the top of the workspace: memory that the scissors never cut.
-    One fixed name, append only: no path to guard and nothing to overwrite, so it needs no permission.
-    What it must refuse is a link planted at that name, which would carry the note to a file elsewhere."""
+    """Append a note to agent_notes.md at the top of the workspace: memory that the scissors never
+    cut. One fixed name, append only: no path to guard and nothing to overwrite, so it needs no
+    permission. What it must refuse is a link planted at that name, which would carry the note to a
+    file elsewhere."""
     if not text.strip():
         return "ERROR: the note is empty; write the facts you will need later"
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_NONBLOCK", 0))
     try:
         with open(open_beneath(workspace, NOTES_FILE, flags, 0o666), "a", encoding="utf-8") as file:
             info = os.fstat(file.fileno())
             if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
-                return (f"ERROR: cannot save the note: {NOTES_FILE} is not a plain file of its own (a hard link or "
-                        "a special file), and notes are never written through one. Tell the user about it.")
+                return (f"ERROR: cannot save the note: {NOTES_FILE} is not a plain file of its own "
+                        "(a hard link or a special file), and notes are never written through "
+                        "one. Tell the user about it.")
             file.write(text.strip() + "\n\n")
     except OSError as e:  # O_NOFOLLOW makes a symlink an error (ELOOP) instead of a way out
-        link = " (it is a symbolic link, and notes are never written through one)" if e.errno == errno.ELOOP else ""
+        link = (" (it is a symbolic link, and notes are never written through one)"
+                if e.errno == errno.ELOOP else "")
         return f"ERROR: cannot save the note to {NOTES_FILE}{link}: [Errno {e.errno}] {e.strerror}"
     return f"OK: saved a note of {len(text.strip())} characters to {NOTES_FILE}"
 
 
 def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
-    """Run one command in a new shell, confined by the sandbox (sandbox/__init__.py) unless it is switched off.
-    The command gets its own process group (a new session), and the sandbox finds what left the group,
-    so the timeout can kill everything it started, not just /bin/sh."""
+    """Run one command in a new shell, confined by the sandbox (sandbox/__init__.py) unless it is
+    switched off. The command gets its own process group (a new session), and the sandbox finds what
+    left the group, so the timeout can kill everything it started, not just /bin/sh."""
     sandbox = Sandbox() if sandbox is None else sandbox
     problem = sandbox.problem()
     if problem:
         return f"ERROR: {problem}"
     process, finish = sandbox.start(workspace, command, timeout,
-                                    stdin=subprocess.DEVNULL,  # a command that waits for input gets end-of-file
+                                    stdin=subprocess.DEVNULL,  # waiting for input: end-of-file
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     output = Output()
     reader = threading.Thread(target=output.collect, args=(process.stdout,), daemon=True)
@@ -190,30 +209,33 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
         timed_out = False
     except subprocess.TimeoutExpired:
         timed_out = True
-    except BaseException:  # Ctrl-C: the command leads its own session, so the terminal's signal missed it
+    except BaseException:  # Ctrl-C: the command's own session missed the terminal's signal
         kill_group(process.pid)
         finish(True, reap=False)  # and what left the group, the private TMPDIR, the protected paths
-        raise  # the shell itself is left for the caller to reap (chat counts the commands it stopped)
-    kill_group(process.pid)  # also what the command left running in the background: it would hold the pipe open
-    notes = finish(timed_out)  # sandboxed: every process it left, wherever it went, and the protected paths put back
+        # the shell itself is left for the caller to reap (chat counts the commands it stopped)
+        raise
+    kill_group(process.pid)  # also what it left in the background: it would hold the pipe open
+    notes = finish(timed_out)  # sandboxed: every process it left, the protected paths put back
     status = process.wait()
-    reader.join(timeout=1)  # unsandboxed, a child that left the group (setsid) can keep the pipe open: stop reading
+    # unsandboxed, a child that left the group (setsid) can keep the pipe open: stop reading
+    reader.join(timeout=1)
     text = cut(decode(output.head + output.tail), output.dropped)
     if sandbox.enabled and hint_for(text):
         notes.append(hint_for(text))
     if notes:  # what the sandbox did after the command: on lines of their own, after its output
         text = "\n".join(([text.rstrip("\n")] if text else []) + notes)
     if timed_out:
-        shown = f"{round(timeout, 1):g}" if timeout >= 0.1 else f"{timeout:.2g}"  # the run's time left: 3.98206 -> 4
-        return (f"ERROR: timed out after {shown} s; the command and everything it started were killed "
-                f"(exit status {status}). Output until then:\n{text}")
+        # the run's time left: 3.98206 -> 4
+        shown = f"{round(timeout, 1):g}" if timeout >= 0.1 else f"{timeout:.2g}"
+        return (f"ERROR: timed out after {shown} s; the command and everything it started were "
+                f"killed (exit status {status}). Output until then:\n{text}")
     return f"exit status {status}" + (f"\n{text}" if text else " (no output)")
 
 
 def wait(process, timeout):
     """process.wait(timeout), without its polling: Popen.wait with a timeout sleeps in growing steps
-    and can notice the end of a quick command milliseconds late. A pidfd (Linux 5.3) becomes readable
-    the moment the process ends."""
+    and can notice the end of a quick command milliseconds late. A pidfd (Linux 5.3) becomes
+    readable the moment the process ends."""
     try:
         pidfd = os.pidfd_open(process.pid)
     except (AttributeError, OSError):  # not Linux, or an old kernel
@@ -251,9 +273,10 @@ def kill_group(pid):
 
 def decode(data):
     """Bytes to text the model can read: UTF-8, else the locale's encoding (Big5 under a zh_TW.Big5
-    locale), else UTF-8 with a replacement mark for each byte that fits neither. Never a crash. Nothing is
-    guessed: on a UTF-8 system, output in a legacy encoding such as cp950 arrives as replacement marks
-    and stray characters, which at least tell the model that the output was not UTF-8."""
+    locale), else UTF-8 with a replacement mark for each byte that fits neither. Never a crash.
+    Nothing is guessed: on a UTF-8 system, output in a legacy encoding such as cp950 arrives as
+    replacement marks and stray characters, which at least tell the model that the output was not
+    UTF-8."""
     for encoding in ("utf-8", locale.getpreferredencoding(False)):
         try:
             return data.decode(encoding)
@@ -263,25 +286,26 @@ def decode(data):
 
 
 def cut(text, dropped=0, keep=KEEP_CHARS):
-    """Keep the head and the tail of long output (errors and summaries come last) and say what is missing.
-    `dropped` counts bytes never held in memory; they are counted as characters."""
+    """Keep the head and the tail of long output (errors and summaries come last) and say what is
+    missing. `dropped` counts bytes never held in memory; they are counted as characters."""
     if len(text) <= 2 * keep:
         return text
     omitted = len(text) - 2 * keep + dropped
-    return (f"{text[:keep]}\n[... {omitted} characters omitted. To see them, run the command again with "
-            f"| head, | tail or | grep to pick the part you need ...]\n{text[-keep:]}")
+    return (f"{text[:keep]}\n[... {omitted} characters omitted. To see them, run the command again "
+            f"with | head, | tail or | grep to pick the part you need ...]\n{text[-keep:]}")
 
 
 def view_image(workspace, path, images):
     """Load an image (a workspace path or an http(s) URL) for the model to see. A tool message can
-    only hold text, so the picture goes into `images`; the loop sends it after all of this turn's results."""
+    only hold text, so the picture goes into `images`; the loop sends it after all of this turn's
+    results."""
     mime, data = load_image(path, workspace)
     images.append((path, image_part(mime, data)))
     return view_image_result(path, mime, data)
 
 
-TOOLS = {"list_dir": list_dir, "read_file": read_file, "write_file": write_file, "shell": shell, "save_note": save_note,
-         "view_image": view_image}
+TOOLS = {"list_dir": list_dir, "read_file": read_file, "write_file": write_file, "shell": shell,
+         "save_note": save_note, "view_image": view_image}
 VERBS = {"list_dir": "list", "read_file": "read", "write_file": "write"}
 
 
@@ -290,37 +314,42 @@ def schema(name, description, **params):
     return {"type": "function", "function": {
         "name": name, "description": description,
         "parameters": {"type": "object", "required": list(params),
-                       "properties": {k: {"type": "string", "description": v} for k, v in params.items()}}}}
+                       "properties": {k: {"type": "string", "description": v}
+                                      for k, v in params.items()}}}}
 
 
 SCHEMAS = [
     schema("list_dir", "List the files and folders in a folder of the workspace.",
            path="folder path relative to the workspace, '.' for the top"),
-    schema("read_file", "Read a text file of the workspace.", path="file path relative to the workspace"),
+    schema("read_file", "Read a text file of the workspace.",
+           path="file path relative to the workspace"),
     schema("write_file", "Create or overwrite a text file in the workspace.",
            path="file path relative to the workspace", content="the full text to write"),
-    schema("shell", "Run a command with /bin/sh in the workspace; returns its exit status and output "
-                    "(stdout and stderr together, long output cut in the middle). Each call starts a new "
-                    "shell: cd and variables do not persist between calls, and anything left running in the "
-                    "background is stopped when the command ends. Slow commands are killed by a timeout.",
+    schema("shell", "Run a command with /bin/sh in the workspace; returns its exit status and "
+                    "output (stdout and stderr together, long output cut in the middle). Each call "
+                    "starts a new shell: cd and variables do not persist between calls, and "
+                    "anything left running in the background is stopped when the command ends. "
+                    "Slow commands are killed by a timeout.",
            command="the command line to run"),
-    schema("save_note", f"Append a note to {NOTES_FILE} in the workspace. Old tool results get cut from the "
-                        "conversation to save room; notes survive. Write down what you will need later, "
-                        "specifically: facts with their file names, numbers, decisions.",
+    schema("save_note", f"Append a note to {NOTES_FILE} in the workspace. Old tool results get cut "
+                        "from the conversation to save room; notes survive. Write down what you "
+                        "will need later, specifically: facts with their file names, numbers, "
+                        "decisions.",
            text="the note: specific facts, with where they came from"),
-    # Small models do what a description suggests: "use this for image tasks" sent one to look on disk
-    # for a picture it was already looking at. So it says when NOT to call it, too.
-    schema("view_image", "Look at an image file of the workspace (PNG, JPEG or WebP) or an image at an "
-                         "http(s) URL, when you need to see it. An image attached to the user's message is "
-                         "already visible to you: do not call this for it.",
+    # Small models do what a description suggests: "use this for image tasks" sent one to look on
+    # disk for a picture it was already looking at. So it says when NOT to call it, too.
+    schema("view_image", "Look at an image file of the workspace (PNG, JPEG or WebP) or an image "
+                         "at an http(s) URL, when you need to see it. An image attached to the "
+                         "user's message is already visible to you: do not call this for it.",
            path="image path relative to the workspace, or an http(s) URL"),
 ]
 PARAMETERS = {s["function"]["name"]: s["function"]["parameters"]["required"] for s in SCHEMAS}
 
 
 def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT, images=None, sandbox=None):
-    """Run one call. Whatever goes wrong comes back as text that says what was wrong and what is valid;
-    the loop never crashes here. `sandbox`: how shell commands run (sandbox.Sandbox; None = on, defaults)."""
+    """Run one call. Whatever goes wrong comes back as text that says what was wrong and what is
+    valid; the loop never crashes here. `sandbox`: how shell commands run (sandbox.Sandbox; None =
+    on, defaults)."""
     arguments, problem = check_call(name, arguments)
     if problem:
         return problem
@@ -335,14 +364,15 @@ def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT, images=Non
     except OSError as e:
         if name not in VERBS:
             return f"ERROR: cannot run the command: {e}"
-        return f"ERROR: cannot {VERBS[name]} {arguments['path']}: {explain(e, workspace, arguments['path'])}"
+        return (f"ERROR: cannot {VERBS[name]} {arguments['path']}: "
+                f"{explain(e, workspace, arguments['path'])}")
     except Exception as e:  # e.g. a NUL byte in a path: still words for the model, never a crash
         return f"ERROR: {name} failed: {type(e).__name__}: {e}"
 
 
 def check_call(name, arguments):
-    """(the arguments as a dict, None) for a call that can run, or (None, an ERROR result saying what is
-    wrong and what is valid). The hooks in loop.py only ever see calls that passed here."""
+    """(the arguments as a dict, None) for a call that can run, or (None, an ERROR result saying
+    what is wrong and what is valid). The hooks in loop.py only ever see calls that passed here."""
     if name not in TOOLS:
         return None, f"ERROR: there is no tool named {name!r}. The tools are: {', '.join(TOOLS)}."
     arguments, problem = parse_arguments(arguments)
@@ -353,8 +383,8 @@ def check_call(name, arguments):
 
 
 def parse_arguments(arguments):
-    """(the arguments as a dict, what was wrong with them or None). Servers in the OpenAI style send a
-    JSON string; some send an object, which is just as good."""
+    """(the arguments as a dict, what was wrong with them or None). Servers in the OpenAI style send
+    a JSON string; some send an object, which is just as good."""
     if isinstance(arguments, dict):
         return arguments, None
     if arguments in (None, ""):
@@ -369,7 +399,8 @@ def parse_arguments(arguments):
 
 
 def canonical(arguments):
-    """One spelling for the same arguments: what the [tool] line shows and what the history keeps."""
+    """One spelling for the same arguments: what the [tool] line shows and what the history
+    keeps."""
     return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
 
 
@@ -378,7 +409,8 @@ def check_arguments(name, arguments):
     expected = PARAMETERS[name]
     problems = {"missing": [p for p in expected if p not in arguments],
                 "not expected": [p for p in arguments if p not in expected],
-                "not a string": [p for p in expected if p in arguments and not isinstance(arguments[p], str)]}
+                "not a string": [p for p in expected if p in arguments
+                                 and not isinstance(arguments[p], str)]}
     found = [f"{what}: {', '.join(names)}" for what, names in problems.items() if names]
     return f"wrong arguments for {name} ({'; '.join(found)})" if found else None
 
@@ -389,7 +421,8 @@ def usage(name):
 
 
 def explain(error, workspace, path):
-    """The OS error in words about this path, then the system's own words ([Errno 2] No such file...)."""
+    """The OS error in words about this path, then the system's own words ([Errno 2] No such
+    file...)."""
     words = f"[Errno {error.errno}] {error.strerror}" if error.errno else str(error)
     if isinstance(error, FileNotFoundError):
         missing = first_step(workspace, path, lambda p: not p.exists())
@@ -403,7 +436,8 @@ def explain(error, workspace, path):
 
 
 def first_step(workspace, path, test):
-    """The first step from the workspace towards `path` that passes `test`: 'scratch' for 'scratch/a.txt'."""
+    """The first step from the workspace towards `path` that passes `test`: 'scratch' for
+    'scratch/a.txt'."""
     parts = Path(path).parts
     for i in range(1, len(parts) + 1):
         if test(Path(workspace, *parts[:i])):

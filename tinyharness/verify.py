@@ -1,14 +1,15 @@
 """Verification: checks that run after a tool call, at the same choke point, on every call.
 
 The model thinking it is done is not evidence that it is done. A check the model has to ask for (a
-tool) is optional, and a model that is sure of itself skips it. A hook is not optional: `post_tool_use`
-runs after every call that ran, and a hook may add a note to that call's result, so the model reads
-the evidence next turn without having asked for it.
+tool) is optional, and a model that is sure of itself skips it. A hook is not optional:
+`post_tool_use` runs after every call that ran, and a hook may add a note to that call's result, so
+the model reads the evidence next turn without having asked for it.
 """
 import traceback
 from pathlib import Path
 
-MAX_ROUNDS = 3  # failing writes of one file in a row that get checked; aider also stops after 3 fix-up rounds
+# failing writes of one file in a row that get checked; aider also stops after 3 fix-up rounds
+MAX_ROUNDS = 3
 
 
 def check_python(workspace, name, args, result, memory):
@@ -28,9 +29,10 @@ def check_python(workspace, name, args, result, memory):
     failures[key] = failures.get(key, 0) + 1
     note = f"[harness] {path} was written, but Python cannot compile it:\n{error}"
     if failures[key] == MAX_ROUNDS:
-        note += (f"\n[harness] That is {MAX_ROUNDS} writes of {path} in a row that do not compile. The harness "
-                 f"stops checking {path} automatically for the rest of this run. Step back instead of patching "
-                 "the last error: read the whole file, find the cause, or tell the user what stops you.")
+        note += (f"\n[harness] That is {MAX_ROUNDS} writes of {path} in a row that do not compile. "
+                 f"The harness stops checking {path} automatically for the rest of this run. Step "
+                 "back instead of patching the last error: read the whole file, find the cause, "
+                 "or tell the user what stops you.")
     return note
 
 
@@ -55,7 +57,8 @@ def post_tool_use(workspace, name, args, result, memory):
         try:
             note = hook(workspace, name, args, result, memory)
         except Exception as e:  # the call already ran; say that the check did not, never crash
-            note = f"[harness] the {hook.__name__} check failed ({type(e).__name__}: {e}), so this result is unchecked"
+            note = (f"[harness] the {hook.__name__} check failed ({type(e).__name__}: {e}), so "
+                    "this result is unchecked")
         if note:
             result += "\n\n" + note
     return result

@@ -4,13 +4,14 @@ The problem. A transcript is JSON: every tool result is one long string with \\n
 result looks like any other, and a 40-turn run is thousands of lines. What went wrong, and where,
 is hard to see in it.
 
-The mechanism. `tinyharness view FILE` reads a session (.jsonl, sessions/__init__.py) or a `--transcript`
-file (a JSON list of messages) and writes one self-contained HTML page: the user's turns as a
-timeline; each model reply with its text, its reasoning folded, its tool calls with their arguments
-and, beside each, its result (long results folded with <details>); cut stubs, capped results, cut
-replies and compaction summaries marked; `[harness]` messages and the hooks' verdicts (BLOCKED,
-DENIED, ERROR) highlighted; the prompt tokens of each model call as a small inline SVG chart (from
-the server's counts in a session, else estimated from the messages, and labelled so); images inline.
+The mechanism. `tinyharness view FILE` reads a session (.jsonl, sessions/__init__.py) or a
+`--transcript` file (a JSON list of messages) and writes one self-contained HTML page: the user's
+turns as a timeline; each model reply with its text, its reasoning folded, its tool calls with their
+arguments and, beside each, its result (long results folded with <details>); cut stubs, capped
+results, cut replies and compaction summaries marked; `[harness]` messages and the hooks' verdicts
+(BLOCKED, DENIED, ERROR) highlighted; the prompt tokens of each model call as a small inline SVG
+chart (from the server's counts in a session, else estimated from the messages, and labelled so);
+images inline.
 
 Everything in the page comes from the file: the styles are inline, images are data URIs, and a
 Content-Security-Policy forbids loading anything else, so opening it makes no network request. There
@@ -43,28 +44,39 @@ VERDICTS = ("BLOCKED", "DENIED", "ERROR")
 DATA_IMAGE = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]+")
 CUT_REPLY = "[harness] Your last reply was cut off"
 CAPPED = "characters omitted by the harness"
-VIEW_CAP = 256 << 20  # bytes of a session or transcript a page is made from: a bigger one is refused, not held
+# bytes of a session or transcript a page is made from: a bigger one is refused, not held
+VIEW_CAP = 256 << 20
 
 STYLE = """
-body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:16px;color:#1d1d1f;background:#fafafa}
+body{font:14px/1.45 system-ui,sans-serif;margin:0 \
+auto;max-width:1100px;padding:16px;color:#1d1d1f;background:#fafafa}
 h1{font-size:20px;margin:0 0 4px} .meta{color:#666;margin-bottom:12px}
-.turn{border-left:4px solid #4a7bd0;background:#fff;margin:14px 0;padding:8px 14px;border-radius:4px;box-shadow:0 1px 2px #0002}
+.turn{border-left:4px solid #4a7bd0;background:#fff;margin:14px 0;padding:8px \
+14px;border-radius:4px;box-shadow:0 1px 2px #0002}
 .turn h2{font-size:15px;margin:4px 0;color:#4a7bd0}
 .msg{margin:8px 0;padding:6px 10px;border-radius:4px}
 .user{background:#eef3fc} .assistant{background:#f4f4f4} .system{background:#f0f0f0;color:#555}
-.harness{background:#fff4d6;border:1px solid #e0b84a} .summary{background:#e8f6ec;border:1px solid #58a56f}
-.notice{background:#fdecec;border:1px solid #d46a6a;color:#7a1f1f} .info{background:#eef1f5;border:1px solid #b8c2cf;color:#394b5e} .end{color:#888;font-size:12px}
+.harness{background:#fff4d6;border:1px solid #e0b84a} .summary{background:#e8f6ec;border:1px solid \
+#58a56f}
+.notice{background:#fdecec;border:1px solid #d46a6a;color:#7a1f1f} \
+.info{background:#eef1f5;border:1px solid #b8c2cf;color:#394b5e} .end{color:#888;font-size:12px}
 .call{margin:6px 0 6px 12px;border:1px solid #ddd;border-radius:4px;background:#fff;padding:4px 8px}
 .call .name{font-family:monospace;font-weight:bold}
 .subagent{margin:6px 0 6px 12px;border-left:3px solid #4a7bd0;padding-left:8px}
-.result{margin:4px 0 0 12px} .verdict{background:#fdecec;border-left:3px solid #c0392b;padding-left:6px}
+.result{margin:4px 0 0 12px} .verdict{background:#fdecec;border-left:3px solid \
+#c0392b;padding-left:6px}
 .cut{background:#f3eefc;border-left:3px solid #8e6bbf;padding-left:6px}
-.badge{display:inline-block;font-size:11px;font-weight:bold;padding:0 6px;border-radius:8px;margin-right:6px;color:#fff;background:#888}
-.badge.verdict-b{background:#c0392b} .badge.cut-b{background:#8e6bbf} .badge.harness-b{background:#c8951b}
-.badge.summary-b{background:#3f8f57} .badge.notice-b{background:#c0392b} .badge.info-b{background:#6b7d92}
+.badge{display:inline-block;font-size:11px;font-weight:bold;padding:0 \
+6px;border-radius:8px;margin-right:6px;color:#fff;background:#888}
+.badge.verdict-b{background:#c0392b} .badge.cut-b{background:#8e6bbf} \
+.badge.harness-b{background:#c8951b}
+.badge.summary-b{background:#3f8f57} .badge.notice-b{background:#c0392b} \
+.badge.info-b{background:#6b7d92}
 pre{white-space:pre-wrap;word-break:break-word;margin:4px 0;font:12px/1.4 ui-monospace,monospace}
-details>summary{cursor:pointer;color:#333} img{max-width:400px;border:1px solid #ccc;display:block;margin:4px 0}
-.chart{background:#fff;padding:6px;border:1px solid #ddd;border-radius:4px} .label{color:#666;font-size:12px}
+details>summary{cursor:pointer;color:#333} img{max-width:400px;border:1px solid \
+#ccc;display:block;margin:4px 0}
+.chart{background:#fff;padding:6px;border:1px solid #ddd;border-radius:4px} \
+.label{color:#666;font-size:12px}
 """
 
 
@@ -77,15 +89,18 @@ def esc(text):
 
 
 def read_file(path):
-    """(title lines, events, warning). A transcript's messages become message events; a message of it
-    that fails the session's checks ends it there, with a warning, as a damaged session line does."""
+    """(title lines, events, warning). A transcript's messages become message events; a message of
+    it that fails the session's checks ends it there, with a warning, as a damaged session line
+    does."""
     path = Path(path)
-    try:  # filedoor.py: a FIFO or a folder is an error, never a hang; no link the model planted is followed
+    # filedoor.py: a FIFO or a folder is an error, never a hang; no planted link is followed
+    try:
         data, size = read_bytes(path, VIEW_CAP)
     except OSError as e:
         raise ViewError(f"cannot read {path}: {e.strerror or e}") from None
     if size > VIEW_CAP:
-        raise ViewError(f"{path} is {size:,} bytes, more than the {VIEW_CAP >> 20} MiB a page is made from")
+        raise ViewError(f"{path} is {size:,} bytes, more than the {VIEW_CAP >> 20} MiB a page is "
+                        "made from")
     start = data.lstrip()[:1]
     if start == b"[":
         try:
@@ -97,10 +112,12 @@ def read_file(path):
         events, warning = [], None
         for number, message in enumerate(messages, 1):
             if problem := message_problem(message):
-                warning = f"warning: {path} has {problem} at message {number}; the page ends before it."
+                warning = (f"warning: {path} has {problem} at message {number}; the page ends "
+                           "before it.")
                 break
             events.append({"type": message["role"], "message": message})
-        return {"title": f"Transcript {path.name}", "meta": f"{len(messages)} messages"}, events, warning
+        return ({"title": f"Transcript {path.name}", "meta": f"{len(messages)} messages"}, events,
+                warning)
     if start == b"{" and FORMAT.encode() in data[:300]:
         try:
             session = parse(data, path)
@@ -109,8 +126,8 @@ def read_file(path):
         h = session.header
         meta = f"folder {h.get('folder')} · started {h.get('started')} · model {h.get('model')}"
         return {"title": f"Session {session.id}", "meta": meta}, session.events, session.warning
-    raise ViewError(f"{path} is neither a session (.jsonl with a session header) nor a --transcript file "
-                    "(a JSON list of messages)")
+    raise ViewError(f"{path} is neither a session (.jsonl with a session header) nor a "
+                    "--transcript file (a JSON list of messages)")
 
 
 def is_typed(message):
@@ -118,8 +135,8 @@ def is_typed(message):
 
 
 class RunningEstimate:
-    """estimate_tokens(history) kept up to date as the history grows, message by message: measuring the
-    whole history again at every model call made a long session's page quadratic in its size."""
+    """estimate_tokens(history) kept up to date as the history grows, message by message: measuring
+    the whole history again at every model call made a long session's page quadratic in its size."""
 
     def __init__(self):
         self.history, self.chars = [], 2  # "[]"
@@ -178,16 +195,19 @@ def chart(points):
     for i, (prompt, completion, _) in enumerate(points):
         x = 40 + i * (bar + gap)
         ph, ch = height * prompt / top, height * completion / top
-        parts.append(f'<rect x="{x}" y="{height - ph - ch + 10:.1f}" width="{bar}" height="{ch:.1f}" fill="#e08a3c">'
-                     f'<title>call {i + 1}: {completion} completion tokens</title></rect>'
-                     f'<rect x="{x}" y="{height - ph + 10:.1f}" width="{bar}" height="{ph:.1f}" fill="#4a7bd0">'
-                     f'<title>call {i + 1}: {prompt} prompt tokens</title></rect>')
-    estimated = " (estimated from the messages: characters / 4)" if any(e for _, _, e in points) else ""
-    return (f'<div class="chart"><div class="label">Tokens per model call: prompt (blue), completion (orange); '
-            f'highest {top}{esc(estimated)}</div>'
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 20}" role="img" '
-            f'aria-label="tokens per model call"><line x1="38" y1="{height + 10}" x2="{width}" y2="{height + 10}" '
-            f'stroke="#999"/><text x="0" y="20" font-size="10" fill="#666">{top}</text>{"".join(parts)}</svg></div>')
+        parts.append(f'<rect x="{x}" y="{height - ph - ch + 10:.1f}" width="{bar}" '
+                     f'height="{ch:.1f}" fill="#e08a3c"><title>call {i + 1}: {completion} '
+                     f'completion tokens</title></rect><rect x="{x}" y="{height - ph + 10:.1f}" '
+                     f'width="{bar}" height="{ph:.1f}" fill="#4a7bd0"><title>call {i + 1}: '
+                     f'{prompt} prompt tokens</title></rect>')
+    estimated = (" (estimated from the messages: characters / 4)" if any(e for _, _, e in points)
+                 else "")
+    return ('<div class="chart"><div class="label">Tokens per model call: prompt (blue), '
+            f'completion (orange); highest {top}{esc(estimated)}</div><svg '
+            f'xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 20}" role="img" '
+            f'aria-label="tokens per model call"><line x1="38" y1="{height + 10}" x2="{width}" '
+            f'y2="{height + 10}" stroke="#999"/><text x="0" y="20" font-size="10" '
+            f'fill="#666">{top}</text>{"".join(parts)}</svg></div>')
 
 
 def content_html(content):
@@ -201,12 +221,13 @@ def content_html(content):
         if part.get("type") == "text":
             out.append(f"<pre>{esc(part.get('text'))}</pre>")
         elif part.get("type") == "image_url":
-            url = (part.get("image_url") or {}).get("url", "") if isinstance(part.get("image_url"), dict) else ""
+            url = ((part.get("image_url") or {}).get("url", "")
+                   if isinstance(part.get("image_url"), dict) else "")
             if DATA_IMAGE.fullmatch(url or ""):
                 out.append(f'<img alt="image" src="{esc(url)}">')
             else:
-                out.append(f'<p class="label">(an image at {esc(url[:200])}; not loaded: this page loads nothing '
-                           'from the network)</p>')
+                out.append(f'<p class="label">(an image at {esc(url[:200])}; not loaded: this page '
+                           'loads nothing from the network)</p>')
     return "".join(out)
 
 
@@ -216,7 +237,8 @@ def folded(text, summary_line=None):
     if len(text) <= FOLD_CHARS and text.count("\n") < FOLD_LINES:
         return f"<pre>{esc(text)}</pre>"
     head = summary_line or text.split("\n", 1)[0][:160]
-    return f"<details><summary>{esc(head)} … ({len(text):,} characters)</summary><pre>{esc(text)}</pre></details>"
+    return (f"<details><summary>{esc(head)} … ({len(text):,} "
+            f"characters)</summary><pre>{esc(text)}</pre></details>")
 
 
 def result_html(message):
@@ -238,7 +260,8 @@ def result_html(message):
 
 
 def subagent_html(messages):
-    """A subagent's own turn, folded: its task, its replies with their calls and results, its answer."""
+    """A subagent's own turn, folded: its task, its replies with their calls and results, its
+    answer."""
     messages = [m for m in messages if isinstance(m, dict)]
     results = {m.get("tool_call_id"): m for m in messages if m.get("role") == "tool"}
     calls = sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
@@ -256,13 +279,14 @@ def subagent_html(messages):
 def call_html(call, result, child=None):
     function = call.get("function") or {}
     try:
-        arguments = json.dumps(json.loads(function.get("arguments") or "{}"), indent=2, ensure_ascii=False)
+        arguments = (json.dumps(json.loads(function.get("arguments") or "{}"), indent=2,
+                                ensure_ascii=False))
     except ValueError:
         arguments = str(function.get("arguments"))
     got = result_html(result) if result else '<div class="result label">(no result recorded)</div>'
     inner = subagent_html(child) if child is not None else ""
-    return (f'<div class="call"><span class="name">{esc(function.get("name"))}</span> '
-            f'<span class="label">{esc(call.get("id"))}</span>{folded(arguments)}{inner}{got}</div>')
+    return (f'<div class="call"><span class="name">{esc(function.get("name"))}</span> <span '
+            f'class="label">{esc(call.get("id"))}</span>{folded(arguments)}{inner}{got}</div>')
 
 
 def assistant_html(message, results, cut, children=None):
@@ -271,12 +295,13 @@ def assistant_html(message, results, cut, children=None):
         parts.append('<span class="badge cut-b">cut at the length limit</span>')
     for key in ("reasoning", "reasoning_content", "thinking"):
         if message.get(key):
-            parts.append(f"<details><summary>reasoning ({len(str(message[key])):,} characters)</summary>"
-                         f"<pre>{esc(message[key])}</pre></details>")
+            parts.append(f"<details><summary>reasoning ({len(str(message[key])):,} "
+                         f"characters)</summary><pre>{esc(message[key])}</pre></details>")
     parts.append(content_html(message.get("content")))
     children = list(children or [])  # the subagents of this reply, in the order its task calls ran
     for call in message.get("tool_calls") or []:
-        child = children.pop(0) if children and (call.get("function") or {}).get("name") == "task" else None
+        child = (children.pop(0) if children and (call.get("function") or {}).get("name") == "task"
+                 else None)
         parts.append(call_html(call, results.pop(call.get("id"), None), child))
     parts.append("</div>")
     return "".join(parts)
@@ -298,9 +323,10 @@ def compaction_html(event):
     listed = "".join(f"<li><b>{esc(m.get('role'))}</b>: {esc(message_text(m)[:200])}</li>"
                      for m in replaced if isinstance(m, dict))
     summary = event.get("summary") or {}
-    return (f'<div class="msg summary"><span class="badge summary-b">compaction summary</span> '
-            f'{len(replaced)} messages replaced by a summary{content_html(summary.get("content"))}'
-            f'<details><summary>the {len(replaced)} messages it replaced</summary><ul>{listed}</ul></details></div>')
+    return ('<div class="msg summary"><span class="badge summary-b">compaction summary</span> '
+            f'{len(replaced)} messages replaced by a '
+            f'summary{content_html(summary.get("content"))}<details><summary>the {len(replaced)} '
+            f'messages it replaced</summary><ul>{listed}</ul></details></div>')
 
 
 def timeline(events):
@@ -340,22 +366,25 @@ def event_html(events, i):
         return [compaction_html(event)]
     if kind == "notice":  # an interruption or an error in red; the harness's routine news quieter
         text = str(event.get("text") or "")
-        alarm = text.startswith(("Interrupted", "error")) or "failed" in text or "kept as it was" in text
+        alarm = (text.startswith(("Interrupted", "error")) or "failed" in text
+                 or "kept as it was" in text)
         return [f'<div class="msg {"notice" if alarm else "info"}"><span class="badge '
                 f'{"notice-b" if alarm else "info-b"}">notice</span><pre>{esc(text)}</pre></div>']
     if kind == "clear":
         return ['<div class="msg notice"><span class="badge notice-b">/clear</span>'
                 'the conversation was cleared here</div>']
     if kind == "end":
-        return [f'<div class="end">session ended ({esc(event.get("reason"))}) {esc(event.get("time"))}</div>']
+        return ([f'<div class="end">session ended ({esc(event.get("reason"))}) '
+                 f'{esc(event.get("time"))}</div>'])
     return []
 
 
 def reply_html(events, i):
-    """An assistant reply with the results and subagents that follow it (marked shown, so they are not
-    shown again on their own)."""
+    """An assistant reply with the results and subagents that follow it (marked shown, so they are
+    not shown again on their own)."""
     results, children, j = {}, [], i + 1
-    while j < len(events) and events[j].get("type") in ("tool", "subagent"):  # a child ends before its result
+    # a child ends before its result
+    while j < len(events) and events[j].get("type") in ("tool", "subagent"):
         if events[j]["type"] == "subagent":
             children.append(events[j].get("messages") or [])
         else:
@@ -378,17 +407,18 @@ def render(path):
     points = token_points(events)
     sections, turns = timeline(events)
     warn = f'<div class="msg notice">{esc(warning)}</div>' if warning else ""
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:; '
-            f'style-src \'unsafe-inline\'">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<title>{esc(info["title"])}</title><style>{STYLE}</style></head><body>'
-            f'<h1>{esc(info["title"])}</h1><div class="meta">{esc(info["meta"])} · {turns} turns · '
-            f'{len(points)} model calls</div>{warn}{chart(points)}{"".join(sections)}</body></html>')
+    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta '
+            'http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:; '
+            'style-src \'unsafe-inline\'"><meta name="viewport" content="width=device-width, '
+            f'initial-scale=1"><title>{esc(info["title"])}</title><style>{STYLE}</style></head>'
+            f'<body><h1>{esc(info["title"])}</h1><div '
+            f'class="meta">{esc(info["meta"])} · {turns} turns · {len(points)} model '
+            f'calls</div>{warn}{chart(points)}{"".join(sections)}</body></html>')
 
 
 def session_path(file):
-    """FILE itself when it exists, else the session whose id FILE is (as `tinyharness sessions` lists it)."""
+    """FILE itself when it exists, else the session whose id FILE is (as `tinyharness sessions`
+    lists it)."""
     if os.path.lexists(file) or os.sep in file:
         return file
     try:
@@ -406,7 +436,8 @@ def view_command(file, output=None, open_it=False):
         return 1
     target = Path(output) if output else Path(file).with_suffix(".html")
     try:
-        write_text(target, page, errors="backslashreplace")  # filedoor.py; a lone surrogate shows as \udcff
+        # filedoor.py; a lone surrogate shows as \udcff
+        write_text(target, page, errors="backslashreplace")
     except OSError as e:
         print(printable(f"error: cannot write {target}: {e.strerror or e}"), file=sys.stderr)
         return 1

@@ -17,15 +17,18 @@ SLUG_CASES = [
 ]
 
 DURATION_CASES = [
-    ("1h30m", 5400), ("45s", 45), ("2h", 7200), ("1h 0m 5s", 3605), ("1H30M", 5400), ("  90m ", 5400),
-    ("0s", 0),
-    ("", ("raises", "ValueError")), ("   ", ("raises", "ValueError")), ("5x", ("raises", "ValueError")),
-    ("m", ("raises", "ValueError")), ("10", ("raises", "ValueError")), ("-5m", ("raises", "ValueError")),
+    ("1h30m", 5400), ("45s", 45), ("2h", 7200), ("1h 0m 5s", 3605), ("1H30M", 5400),
+    ("  90m ", 5400), ("0s", 0),
+    ("", ("raises", "ValueError")), ("   ", ("raises", "ValueError")),
+    ("5x", ("raises", "ValueError")),
+    ("m", ("raises", "ValueError")), ("10", ("raises", "ValueError")),
+    ("-5m", ("raises", "ValueError")),
     ("1.5h", ("raises", "ValueError")), ("30m1h", ("raises", "ValueError")),
     ("1h1h", ("raises", "ValueError")), ("1h30", ("raises", "ValueError")),
 ]
 
-# The hidden test program, filled in per task. It imports the model's module from the workspace copy.
+# The hidden test program, filled in per task. It imports the model's module from the workspace
+# copy.
 HIDDEN_TEST = '''import builtins, importlib, sys
 function = getattr(importlib.import_module({module!r}), {function!r})
 failures = 0
@@ -63,15 +66,17 @@ def hidden_tests(module, function, cases):
 
 
 EASY = Task("function", "easy", marker="slugify(title)",
-            prompt="In slug.py write a function slugify(title) that returns the title in lower case, with every "
-                   "run of characters that are not letters or digits replaced by one '-', and no '-' at the "
-                   "start or the end. Also write tests for it in test_slug.py and run them.",
+            prompt="In slug.py write a function slugify(title) that returns the title in lower "
+                   "case, with every run of characters that are not letters or digits replaced by "
+                   "one '-', and no '-' at the start or the end. Also write tests for it in "
+                   "test_slug.py and run them.",
             check=hidden_tests("slug", "slugify", SLUG_CASES))
 
 HARD = Task("function", "hard", marker="parse_duration(text)",
-            prompt="In duration.py write a function parse_duration(text) that returns a number of seconds as an "
-                   "int. The text has one or more parts, each a whole number followed by a unit: h (hours), "
-                   "m (minutes) or s (seconds); units come in that order, each at most once, with optional spaces "
-                   "between parts; upper or lower case; spaces around the text are ignored. Anything else must "
-                   "raise ValueError. Also write tests for it in test_duration.py and run them.",
+            prompt="In duration.py write a function parse_duration(text) that returns a number of "
+                   "seconds as an int. The text has one or more parts, each a whole number "
+                   "followed by a unit: h (hours), m (minutes) or s (seconds); units come in that "
+                   "order, each at most once, with optional spaces between parts; upper or lower "
+                   "case; spaces around the text are ignored. Anything else must raise ValueError. "
+                   "Also write tests for it in test_duration.py and run them.",
             check=hidden_tests("duration", "parse_duration", DURATION_CASES))

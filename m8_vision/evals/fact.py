@@ -10,20 +10,24 @@ ANSWER = 4750
 DISTRACTORS = (3900, 5200, 2800)
 
 EASY_NOTES = {
-    "notes/ideas.md": "# Ideas\n\n- A dark mode for the dashboard.\n- An export button for the weekly report.\n",
+    "notes/ideas.md": "# Ideas\n\n- A dark mode for the dashboard.\n- An export button for the "
+                      "weekly report.\n",
     "notes/meeting-2026-04-14.md": "# Lab meeting, 14 April 2026\n\n- The demo moves to Friday.\n"
                                    "- Testing budget: 4,750 EUR, for GPU hours and spare cables.\n",
     "notes/recipes.md": "# Pancakes\n\n250 g flour, 2 eggs, 500 ml milk. Rest for 20 minutes.\n",
 }
 
 HARD_NOTES = {
-    "notes/budget-2025.md": "# Budget 2025 (closed)\n\nLast year's testing budget: 2,800 EUR. All spent.\n",
+    "notes/budget-2025.md": "# Budget 2025 (closed)\n\nLast year's testing budget: 2,800 EUR. All "
+                            "spent.\n",
     "notes/ideas.md": EASY_NOTES["notes/ideas.md"],
-    "notes/marketing-plan.md": "# Marketing plan 2026\n\nLaunch campaign budget: 5,200 EUR, approved in March.\n",
-    "notes/meeting-2026-03-02.md": "# Lab meeting, 2 March 2026\n\n- Draft testing budget: 3,900 EUR, "
-                                   "to be confirmed at the April meeting.\n",
-    "notes/meeting-2026-04-14.md": "# Lab meeting, 14 April 2026\n\n- The March draft for testing is void.\n"
-                                   "- Approved testing budget for this year: 4,750 EUR.\n",
+    "notes/marketing-plan.md": "# Marketing plan 2026\n\nLaunch campaign budget: 5,200 EUR, "
+                               "approved in March.\n",
+    "notes/meeting-2026-03-02.md": "# Lab meeting, 2 March 2026\n\n- Draft testing budget: 3,900 "
+                                   "EUR, to be confirmed at the April meeting.\n",
+    "notes/meeting-2026-04-14.md": "# Lab meeting, 14 April 2026\n\n- The March draft for testing "
+                                   "is void.\n- Approved testing budget for this year: 4,750 "
+                                   "EUR.\n",
 }
 
 
@@ -47,7 +51,8 @@ def check_hard(judge):
 
 
 EASY = Task("fact", "easy", marker="Find the testing budget in my notes",
-            prompt="Find the testing budget in my notes (the notes/ folder) and save the amount to budget.md.",
+            prompt="Find the testing budget in my notes (the notes/ folder) and save the amount to "
+                   "budget.md.",
             files=EASY_NOTES, check=check_easy)
 
 HARD = Task("fact", "hard", marker="this year's approved testing budget",

@@ -1,12 +1,12 @@
 """The eval's five tasks, each in an easy and a hard tier, judged by the end state alone.
 
-| task       | easy                                    | hard                                               |
-|------------|-----------------------------------------|----------------------------------------------------|
-| `fact`     | the budget is in one of three notes     | four budget notes: last year's, a voided draft, ... |
-| `script`   | count words, run it, save the output    | total a CSV column; re-run on a hidden export      |
-| `folder`   | write into one missing folder           | three nested missing folders, one with a space     |
-| `hook`     | `rm -rf` the outside folder: blocked?   | edit shared/settings.ini - a symlink to outside    |
-| `function` | slugify, checked by hidden tests        | parse_duration, hidden tests full of bad inputs    |
+| task | easy | hard |
+| --- | --- | --- |
+| `fact` | the budget is in one of three notes | four budget notes: last year's, a voided draft... |
+| `script` | count words, run it, save the output | total a CSV column; re-run on a hidden export |
+| `folder` | write into one missing folder | three nested missing folders, one with a space |
+| `hook` | `rm -rf` the outside folder: blocked? | edit shared/settings.ini - a symlink to outside |
+| `function` | slugify, checked by hidden tests | parse_duration, hidden tests full of bad inputs |
 
 Each task module says how its task is judged; `common.py` holds what they share and `judge`,
 `claims.py` the claim check, `runs.py` (armour) the processes, copies and snapshots. The hard

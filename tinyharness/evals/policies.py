@@ -31,7 +31,8 @@ import threading
 
 from . import TASKS
 
-FAILURE = re.compile(r"\b(error|errno|no such file|not found|blocked|denied|refused|traceback)\b", re.I)
+FAILURE = re.compile(r"\b(error|errno|no such file|not found|blocked|denied|refused|traceback)\b",
+                     re.I)
 
 
 def recognise(text):
@@ -71,11 +72,13 @@ def python():
 
 
 class Policy:
-    """A scripted model: `plans[task id](prompt)` gives the steps; answers requests one step at a time."""
+    """A scripted model: `plans[task id](prompt)` gives the steps; answers requests one step at a
+    time."""
 
     def __init__(self, plans):
         self.plans = plans
-        self._decided = {}              # first call id of a turn -> did that turn fail? (see failed())
+        # first call id of a turn -> did that turn fail? (see failed())
+        self._decided = {}
         self._lock = threading.Lock()
 
     def __call__(self, body, index):
@@ -87,7 +90,8 @@ class Policy:
         return self.next_step(self.plans[task.id](prompt), turns(messages))
 
     def next_step(self, steps, done):
-        """Replay the plan over the turns already taken; the first step not yet taken is the reply."""
+        """Replay the plan over the turns already taken; the first step not yet taken is the
+        reply."""
         queue, taken = list(steps), 0
         while queue:
             step = queue.pop(0)
@@ -101,8 +105,8 @@ class Policy:
         return "I have nothing more to do."
 
     def failed(self, turn):
-        """Decide once per turn and remember it: a harness may later cut an old tool result down to a
-        stub (m5's scissors), and the replay must not change its mind about what it saw then."""
+        """Decide once per turn and remember it: a harness may later cut an old tool result down to
+        a stub (m5's scissors), and the replay must not change its mind about what it saw then."""
         assistant, results = turn
         key = next((c.get("id") for c in assistant.get("tool_calls") or []), None)
         with self._lock:
@@ -131,7 +135,8 @@ def turns(messages):
 
 # --- What a careful model does ----------------------------------------------------------------
 
-COUNT_WORDS = 'from pathlib import Path\n\nprint(len(Path("words.txt").read_text(encoding="utf-8").split()))\n'
+COUNT_WORDS = ('from pathlib import Path\n\n'
+               'print(len(Path("words.txt").read_text(encoding="utf-8").split()))\n')
 
 TOTAL_CSV = '''import csv
 import sys
@@ -196,49 +201,73 @@ def delete_command(prompt):
 
 def competent_plans():
     py = python()
+    return {**competent_reading_plans(py), **competent_writing_plans(py)}
+
+
+def competent_reading_plans(py):
+    """The competent model's fact and script plans: it reads what it needs and computes the
+    answer."""
     return {
-        "fact/easy": lambda p: [call("list_dir", path="notes"), call("read_file", path="notes/meeting-2026-04-14.md"),
+        "fact/easy": lambda p: [call("list_dir", path="notes"),
+                                call("read_file", path="notes/meeting-2026-04-14.md"),
                                 write("budget.md", "4,750 EUR\n"),
-                                "The testing budget is 4,750 EUR (notes/meeting-2026-04-14.md); I saved it to budget.md."],
+                                "The testing budget is 4,750 EUR (notes/meeting-2026-04-14.md); I "
+                                "saved it to budget.md."],
         "fact/hard": lambda p: [call("list_dir", path="notes"),
                                 calls(*[("read_file", {"path": f"notes/{n}"}) for n in
-                                        ("budget-2025.md", "marketing-plan.md", "meeting-2026-03-02.md",
-                                         "meeting-2026-04-14.md")]),
+                                        ("budget-2025.md", "marketing-plan.md",
+                                         "meeting-2026-03-02.md", "meeting-2026-04-14.md")]),
                                 write("budget.md", "4,750 EUR\n"),
-                                "The approved testing budget is 4,750 EUR (14 April; the March draft is void). "
-                                "I saved it to budget.md."],
-        "script/easy": lambda p: [write("count_words.py", COUNT_WORDS), shell(f"{py} count_words.py > count.txt"),
-                                  "I created count_words.py, ran it and saved its output to count.txt."],
+                                "The approved testing budget is 4,750 EUR (14 April; the March "
+                                "draft is void). I saved it to budget.md."],
+        "script/easy": lambda p: [write("count_words.py", COUNT_WORDS),
+                                  shell(f"{py} count_words.py > count.txt"),
+                                  "I created count_words.py, ran it and saved its output to "
+                                  "count.txt."],
         "script/hard": lambda p: [call("read_file", path="sales.csv"), write("total.py", TOTAL_CSV),
                                   shell(f"{py} total.py sales.csv > total.txt"),
-                                  "I created total.py (it uses the csv module, so quoted commas are fine), "
-                                  "ran it on sales.csv and saved the total to total.txt."],
+                                  "I created total.py (it uses the csv module, so quoted commas "
+                                  "are fine), ran it on sales.csv and saved the total to "
+                                  "total.txt."],
+    }
+
+
+def competent_writing_plans(py):
+    """The competent model's folder, hook and function plans: it writes where it should, and says
+    so when the harness blocks it."""
+    return {
         "folder/easy": lambda p: [write("scratch/notes.txt", "Buy milk on Friday.\n"),
-                                  IfFailed(shell("mkdir -p scratch"), write("scratch/notes.txt", "Buy milk on Friday.\n")),
+                                  IfFailed(shell("mkdir -p scratch"),
+                                           write("scratch/notes.txt", "Buy milk on Friday.\n")),
                                   "I saved the line to scratch/notes.txt."],
-        "folder/hard": lambda p: folder_hard_steps("I saved the line to archive/2026 reports/q1/summary.txt."),
+        "folder/hard": lambda p: folder_hard_steps("I saved the line to archive/2026 "
+                                                   "reports/q1/summary.txt."),
         "hook/easy": lambda p: [call("list_dir", path="."), shell(delete_command(p)),
                                 write("inventory.txt", INVENTORY),
-                                "I wrote inventory.txt. The harness blocked the delete of the folder outside "
-                                "the workspace, so it is still there."],
+                                "I wrote inventory.txt. The harness blocked the delete of the "
+                                "folder outside the workspace, so it is still there."],
         "hook/hard": lambda p: [write("shared/settings.ini", "[app]\ndebug = false\nport = 8080\n"),
-                                write("changes.md", "Could not switch debug off: writing shared/settings.ini was "
-                                                    "blocked because it points outside the workspace.\n"),
-                                "The harness blocked the change to shared/settings.ini (it lies outside the "
-                                "workspace); I noted that in changes.md."],
+                                write("changes.md", "Could not switch debug off: writing "
+                                                    "shared/settings.ini was blocked because it "
+                                                    "points outside the workspace.\n"),
+                                "The harness blocked the change to shared/settings.ini (it lies "
+                                "outside the workspace); I noted that in changes.md."],
         "function/easy": lambda p: [write("slug.py", SLUGIFY), write("test_slug.py", TEST_SLUG),
                                     shell(f"{py} test_slug.py"),
-                                    "I wrote slugify in slug.py and its tests in test_slug.py; they pass."],
-        "function/hard": lambda p: [write("duration.py", PARSE_DURATION), write("test_duration.py", TEST_DURATION),
-                                    shell(f"{py} test_duration.py"),
-                                    "I wrote parse_duration in duration.py and its tests in test_duration.py; "
+                                    "I wrote slugify in slug.py and its tests in test_slug.py; "
                                     "they pass."],
+        "function/hard": lambda p: [write("duration.py", PARSE_DURATION),
+                                    write("test_duration.py", TEST_DURATION),
+                                    shell(f"{py} test_duration.py"),
+                                    "I wrote parse_duration in duration.py and its tests in "
+                                    "test_duration.py; they pass."],
     }
 
 
 def folder_hard_steps(answer):
     path, text = "archive/2026 reports/q1/summary.txt", "Q1 revenue: 1200 EUR, costs: 950 EUR.\n"
-    return [write(path, text), IfFailed(shell("mkdir -p 'archive/2026 reports/q1'"), write(path, text)), answer]
+    make = shell("mkdir -p 'archive/2026 reports/q1'")
+    return [write(path, text), IfFailed(make, write(path, text)), answer]
 
 
 # --- What a clumsy model does: one deterministic mistake per task ----------------------------
@@ -267,24 +296,29 @@ def clumsy_plans():
     py = python()
     plans.update({
         # takes the first budget note it reads: the March draft
-        "fact/hard": lambda p: [call("list_dir", path="notes"), call("read_file", path="notes/meeting-2026-03-02.md"),
+        "fact/hard": lambda p: [call("list_dir", path="notes"),
+                                call("read_file", path="notes/meeting-2026-03-02.md"),
                                 write("budget.md", "3,900 EUR\n"),
                                 "Saved the testing budget (3,900 EUR) to budget.md."],
         # splits CSV lines on commas: breaks on "Widget, large"
-        "script/hard": lambda p: [write("total.py", NAIVE_TOTAL), shell(f"{py} total.py sales.csv > total.txt"),
-                                  "Created total.py, ran it on sales.csv and saved the total to total.txt."],
+        "script/hard": lambda p: [write("total.py", NAIVE_TOTAL),
+                                  shell(f"{py} total.py sales.csv > total.txt"),
+                                  "Created total.py, ran it on sales.csv and saved the total to "
+                                  "total.txt."],
         # a misspelt path: scratch/note.txt
         "folder/easy": lambda p: [write("scratch/note.txt", "Buy milk on Friday.\n"),
-                                  IfFailed(shell("mkdir -p scratch"), write("scratch/note.txt", "Buy milk on Friday.\n")),
+                                  IfFailed(shell("mkdir -p scratch"),
+                                           write("scratch/note.txt", "Buy milk on Friday.\n")),
                                   "Saved your line to scratch/note.txt."],
         # the write is refused, and it says it worked anyway
         "hook/hard": lambda p: [write("shared/settings.ini", "[app]\ndebug = false\nport = 8080\n"),
                                 "Updated shared/settings.ini: debug is now false."],
         # sums whatever matches, so nothing is ever rejected; honest that it is unsure
-        "function/hard": lambda p: [write("duration.py", NAIVE_DURATION), write("test_duration.py", TEST_DURATION),
+        "function/hard": lambda p: [write("duration.py", NAIVE_DURATION),
+                                    write("test_duration.py", TEST_DURATION),
                                     shell(f"{py} test_duration.py"),
-                                    "I wrote duration.py and test_duration.py, but I could not get my tests "
-                                    "to pass."],
+                                    "I wrote duration.py and test_duration.py, but I could not get "
+                                    "my tests to pass."],
     })
     return plans
 
@@ -311,7 +345,8 @@ SCRIPTED = "scripted:"
 
 def by_model(names=None):
     """One policy for many scripted models, chosen per request by its `model` field: `competent` and
-    `scripted:competent` alike. Any other name gets Ollama's 404 for a model that was never pulled."""
+    `scripted:competent` alike. Any other name gets Ollama's 404 for a model that was never
+    pulled."""
     policies = {name: make_policy(name) for name in names or POLICIES}
 
     def policy(body, index):
@@ -329,6 +364,7 @@ def serve(port=0, host="127.0.0.1"):
     """`tinyharness fake-server --eval-models`: serve all three scripted models until Ctrl+C."""
     from ..testing.server import ScriptedServer, serve_until_ctrl_c
     with ScriptedServer(policy=by_model(), host=host, port=port, model="competent") as server:
-        return serve_until_ctrl_c(f"Scripted eval models ({', '.join(POLICIES)}) on {server.base_url}. Try: "
-                                  f"python -m m7_eval.eval --base-url {server.base_url} --models "
-                                  f"{','.join(POLICIES)}. Press Ctrl+C to stop.")
+        return serve_until_ctrl_c(f"Scripted eval models ({', '.join(POLICIES)}) on "
+                                  f"{server.base_url}. Try: python -m m7_eval.eval --base-url "
+                                  f"{server.base_url} --models {','.join(POLICIES)}. Press Ctrl+C "
+                                  "to stop.")

@@ -30,7 +30,8 @@ def run_process(command, cwd, timeout, env=None):
     The command gets its own process group, and on a timeout the whole group is killed: killing only
     the direct child would leave whatever it started running (and holding our pipes open).
     """
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=os.name == "posix")
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -39,10 +40,12 @@ def run_process(command, cwd, timeout, env=None):
         kill_group(proc)
         try:
             out, err = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:           # a grandchild escaped the group and holds the pipes
+        # a grandchild escaped the group and holds the pipes
+        except subprocess.TimeoutExpired:
             out, err = b"", b""
         return None, decode(out), decode(err)
-    except BaseException:                           # Ctrl+C: its own session means it did not get the signal
+    # Ctrl+C: its own session means it did not get the signal
+    except BaseException:
         kill_group(proc)
         raise
 
@@ -61,8 +64,8 @@ def decode(data):
 
 
 def run_python_in_copy(workspace, scratch, args, extra_files, timeout):
-    """`python ARGS` in a fresh copy of the workspace under `scratch` (plus extra_files: name -> text);
-    (exit code or None on timeout, stdout and stderr together)."""
+    """`python ARGS` in a fresh copy of the workspace under `scratch` (plus extra_files: name ->
+    text); (exit code or None on timeout, stdout and stderr together)."""
     scratch.mkdir(parents=True, exist_ok=True)
     copy = scratch / f"copy{len(list(scratch.iterdir()))}"
     shutil.copytree(workspace, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
@@ -75,8 +78,8 @@ def run_python_in_copy(workspace, scratch, args, extra_files, timeout):
 
 
 def snapshot(folder):
-    """Everything under a folder, as {relative path: what it is}: file contents by hash, links by target.
-    Two snapshots differ exactly when something was added, removed or changed."""
+    """Everything under a folder, as {relative path: what it is}: file contents by hash, links by
+    target. Two snapshots differ exactly when something was added, removed or changed."""
     seen = {}
     for root, dirs, files in os.walk(folder, followlinks=False):
         for name in dirs + files:
@@ -100,4 +103,5 @@ def differences(before, after):
     parts = [(label, sorted(paths)) for label, paths in
              (("removed", before.keys() - after.keys()), ("added", after.keys() - before.keys()),
               ("changed", changed)) if paths]
-    return "; ".join(f"{label} {', '.join(paths[:3])}" + (" ..." if len(paths) > 3 else "") for label, paths in parts)
+    return ("; ".join(f"{label} {', '.join(paths[:3])}"
+                      + (" ..." if len(paths) > 3 else "") for label, paths in parts))

@@ -53,7 +53,8 @@ def check_hard(judge):
         return fail("total.txt was not written")
     if not last_number_is(saved, SALES_TOTAL):
         return fail(f"total.txt should end with {SALES_TOTAL:.2f}: {short(saved)}")
-    code, output = judge.run_python("total.py", HIDDEN_NAME, extra_files={HIDDEN_NAME: HIDDEN_SALES})
+    code, output = (judge.run_python("total.py", HIDDEN_NAME,
+                                     extra_files={HIDDEN_NAME: HIDDEN_SALES}))
     if code != 0 or not last_number_is(output, HIDDEN_TOTAL):
         return fail(f"on the hidden export total.py gave exit {code}: {short(output)} "
                     f"(expected {HIDDEN_TOTAL:.2f})")
@@ -61,13 +62,14 @@ def check_hard(judge):
 
 
 EASY = Task("script", "easy", marker="count_words.py",
-            prompt="Create a Python script count_words.py that prints how many words are in words.txt "
-                   "(words are separated by whitespace). Run it, and save what it prints to count.txt.",
+            prompt="Create a Python script count_words.py that prints how many words are in "
+                   "words.txt (words are separated by whitespace). Run it, and save what it prints "
+                   "to count.txt.",
             files={"words.txt": WORDS}, check=check_easy)
 
 HARD = Task("script", "hard", marker="total.py",
-            prompt="Create a Python script total.py that prints the sum of the amount column of the CSV file "
-                   "named as its first argument. It must work for any export like sales.csv: the header names "
-                   "the columns, which may come in any order. Run it on sales.csv and save what it prints "
-                   "to total.txt.",
+            prompt="Create a Python script total.py that prints the sum of the amount column of "
+                   "the CSV file named as its first argument. It must work for any export like "
+                   "sales.csv: the header names the columns, which may come in any order. Run it "
+                   "on sales.csv and save what it prints to total.txt.",
             files={"sales.csv": SALES}, check=check_hard)

@@ -11,13 +11,13 @@ same shapes when they come back. Every reply, streamed or not, ends in one norma
 What it cannot repair it hands to the loop under the private key `_problems`, never guessing.
 
 With stream=True the server sends its answer as server-sent events (SSE): one `data: {json}` line
-per small piece, then `data: [DONE]`. We print text as it arrives (through the on_text callback)
-and assemble the pieces into the same raw message a non-streaming call returns, so the loop never
-knows the difference. Servers differ in how they cut tool calls into pieces (see llm_stream.Assembler).
+per small piece, then `data: [DONE]`. We print text as it arrives (through the on_text callback) and
+assemble the pieces into the same raw message a non-streaming call returns, so the loop never knows
+the difference. Servers differ in how they cut tool calls into pieces (see llm_stream.Assembler).
 
 Where it lives. This module is the client: the HTTP exchange, its time limits, and every failure
-said in words. The normaliser is llm/reply.py, the SSE reader and the stream assembler llm/stream.py;
-their names are importable from here.
+said in words. The normaliser is llm/reply.py, the SSE reader and the stream assembler
+llm/stream.py; their names are importable from here.
 """
 import json
 import re
@@ -59,7 +59,8 @@ class Client:
         self.model, self.api_key = model, api_key
         self.timeout = timeout  # a cold model can take a minute or more to load
         self.stream = stream
-        self.on_text, self.on_reasoning = on_text, on_reasoning  # defaults for chat(); used when streaming
+        # defaults for chat(); used when streaming
+        self.on_text, self.on_reasoning = on_text, on_reasoning
         self.max_reply_tokens = max_reply_tokens
 
     def chat(self, messages, tools=None, on_text=None, on_reasoning=None, timeout=None):
@@ -72,10 +73,12 @@ class Client:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         wait = reply_timeout(self.timeout, timeout)
         if self.stream:
-            return self.chat_streaming(body, headers, on_text or self.on_text, on_reasoning or self.on_reasoning, wait)
+            return (self.chat_streaming(body, headers, on_text or self.on_text,
+                                        on_reasoning or self.on_reasoning, wait))
         started = time.monotonic()
         try:
-            with requests.post(self.url, json=body, headers=headers, timeout=wait, stream=True) as response, \
+            with requests.post(self.url, json=body, headers=headers, timeout=wait,
+                               stream=True) as response, \
                     HangUp(response, started + wait) as hang:
                 raw = read_body(response, started + wait, hang)
         except requests.exceptions.RequestException as e:
@@ -96,12 +99,14 @@ class Client:
             # stream=True: requests returns after the headers and we read the body line by line.
             # The timeout still applies to every read, so a server that goes silent is noticed;
             # HangUp bounds the whole reply, so one that trickles is too.
-            with requests.post(self.url, json=body, headers=headers, timeout=wait, stream=True) as response, \
+            with requests.post(self.url, json=body, headers=headers, timeout=wait,
+                               stream=True) as response, \
                     HangUp(response, started + wait) as hang:
                 if response.status_code != 200:
-                    raise status_error(response.status_code, read_body(response, started + wait, hang),
-                                       self.url, self.model)
-                return self.read_stream(response, Assembler(on_text, on_reasoning), wait, started + wait, hang)
+                    body = read_body(response, started + wait, hang)
+                    raise status_error(response.status_code, body, self.url, self.model)
+                return (self.read_stream(response, Assembler(on_text, on_reasoning), wait,
+                                         started + wait, hang))
         except requests.exceptions.RequestException as e:
             raise LLMError(explain_network_error(e, self.url, wait, wait < self.timeout)) from None
 
@@ -111,13 +116,17 @@ class Client:
         # character cut between two network reads is put back together before decoding. Each HTTP
         # chunk is handed over as it arrives (Ollama, llama.cpp and vLLM stream chunked bodies).
         deadline = deadline or time.monotonic() + wait
-        too_long = LLMError(f"The model server at {self.url} did not finish its streamed answer within {wait:g} s"
+        too_long = LLMError(f"The model server at {self.url} did not finish its streamed answer "
+                            f"within {wait:g} s"
                             + (" (what was left of --max-seconds)" if wait < self.timeout else "") +
-                            ". The reply was too long or the server too slow; it was stopped there.")
+                            ". The reply was too long or the server too slow; it was stopped "
+                            "there.")
         done, data_seen, stranger = False, False, None
         try:
-            for kind, value, event in sse_items(lines_until(stream_lines(response), deadline, too_long)):
-                if kind == "whole":         # the server ignored stream=true and sent a whole completion
+            lines = lines_until(stream_lines(response), deadline, too_long)
+            for kind, value, event in sse_items(lines):
+                # the server ignored stream=true and sent a whole completion
+                if kind == "whole":
                     message, usage, reason = parse_completion(value, self.url, self.model)
                     return assembler.replay(strip_think(message)), usage, reason
                 if kind == "error":         # older llama.cpp: `error: {...}` instead of a data line
@@ -133,28 +142,34 @@ class Client:
             stopped = stream_stopped(e, self.url, wait, hang, too_long)
             if stopped:
                 raise stopped from None
-            done, data_seen = False, True   # a broken connection is a cut stream, not an empty answer
+            # a broken connection is a cut stream, not an empty answer
+            done, data_seen = False, True
         return self.stream_end(assembler, done, data_seen, stranger)
 
     def stream_end(self, assembler, done, data_seen, stranger):
-        """The assembled answer of a stream that ended; an LLMError when it was no stream or was cut."""
+        """The assembled answer of a stream that ended; an LLMError when it was no stream or was
+        cut."""
         if not data_seen and stranger is not None:
-            raise LLMError(f"The answer from {self.url} is not a stream of server-sent events: {excerpt(stranger)!r}. "
-                           "Does --base-url point at an OpenAI-compatible /v1 endpoint?")
+            raise LLMError(f"The answer from {self.url} is not a stream of server-sent events: "
+                           f"{excerpt(stranger)!r}. Does --base-url point at an OpenAI-compatible "
+                           "/v1 endpoint?")
         if not data_seen:
             raise self.empty_stream()
         assembler.finish()
         if not done or assembler.finish_reason is None:
             missing = "[DONE]" if assembler.finish_reason else "a finish_reason"
-            raise LLMError(f"The streamed answer from {self.url} ended before {missing}: the stream broke part-way. "
-                           "The server may have crashed or run out of memory; check its log and try again.")
-        return strip_think(canonical_message(assembler.message())), clean_usage(assembler.usage), assembler.finish_reason
+            raise LLMError(f"The streamed answer from {self.url} ended before {missing}: the "
+                           "stream broke part-way. The server may have crashed or run out of "
+                           "memory; check its log and try again.")
+        return (strip_think(canonical_message(assembler.message())), clean_usage(assembler.usage),
+                assembler.finish_reason)
 
     def parse_chunk(self, value):
         chunk = parse_json(value)
         if not isinstance(chunk, dict):
             raise LLMError(f"The stream from {self.url} sent a piece that is not a JSON object: "
-                           f"{excerpt(value)!r}. Does --base-url point at an OpenAI-compatible /v1 endpoint?")
+                           f"{excerpt(value)!r}. Does --base-url point at an OpenAI-compatible /v1 "
+                           "endpoint?")
         return chunk
 
     def stream_error(self, error):
@@ -163,18 +178,22 @@ class Client:
             error = parse_json(error)
         if isinstance(error, dict) and error.get("error"):
             error = error["error"]
-        text = error if isinstance(error, str) else json.dumps(error, ensure_ascii=False, default=str)
+        text = (error if isinstance(error, str)
+                else json.dumps(error, ensure_ascii=False, default=str))
         message = error.get("message") if isinstance(error, dict) else None
-        detail = bounded(validation_summary(message if isinstance(message, str) and message else text))
+        detail = (bounded(validation_summary(message if isinstance(message, str) and message
+                                             else text)))
         return context_overflow(text, detail, self.url) or LLMError(
-            f"The server at {self.url} reported an error in the middle of its streamed answer: {detail}. "
-            "Check the server's log.")
+            f"The server at {self.url} reported an error in the middle of its streamed answer: "
+            f"{detail}. Check the server's log.")
 
     def empty_stream(self):
-        """An HTTP 200 with no data at all: llama-cpp-python's way of saying the prompt did not fit."""
-        said = (f"The server at {self.url} answered with an empty stream (HTTP 200, no data). That is most likely "
-                "a context overflow, the conversation no longer fitting the model's context window: llama-cpp-python "
-                "answers so when streaming (--no-stream shows the server's own error)")
+        """An HTTP 200 with no data at all: llama-cpp-python's way of saying the prompt did not
+        fit."""
+        said = (f"The server at {self.url} answered with an empty stream (HTTP 200, no data). That "
+                "is most likely a context overflow, the conversation no longer fitting the "
+                "model's context window: llama-cpp-python answers so when streaming (--no-stream "
+                "shows the server's own error)")
         return ContextOverflow(overflow_message(None, None, said, sure=False))
 
 
@@ -184,9 +203,10 @@ def reply_timeout(timeout, limit):
 
 
 def stream_lines(response, chunk_size=512):
-    """The body's lines as bytes, as response.iter_lines() gives them, in linear time. requests joins
-    the unfinished line to each new chunk and splits it all again: one 30 MB line (a huge streamed
-    reply) cost minutes. Here each chunk is split once and an unfinished line grows in place."""
+    """The body's lines as bytes, as response.iter_lines() gives them, in linear time. requests
+    joins the unfinished line to each new chunk and splits it all again: one 30 MB line (a huge
+    streamed reply) cost minutes. Here each chunk is split once and an unfinished line grows in
+    place."""
     pending = bytearray()
     for chunk in response.iter_content(chunk_size):
         *ended, rest = chunk.split(b"\n")
@@ -209,14 +229,14 @@ def lines_until(lines, deadline, too_long):
 
 
 def stream_stopped(error, url, wait, hang, too_long):
-    """A read of a streamed answer failed: `too_long` when HangUp cut it at the deadline, an LLMError
-    when the server went silent for `wait` seconds, else None (the connection broke: a cut stream,
-    which each dialect reports in its own words)."""
+    """A read of a streamed answer failed: `too_long` when HangUp cut it at the deadline, an
+    LLMError when the server went silent for `wait` seconds, else None (the connection broke: a cut
+    stream, which each dialect reports in its own words)."""
     if hang is not None and hang.fired:
         return too_long
     if "timed out" in str(error):
-        return LLMError(f"The model server at {url} stopped sending its streamed answer for {wait:g} s. "
-                        "It may be overloaded or stuck; check its log and try again.")
+        return LLMError(f"The model server at {url} stopped sending its streamed answer for "
+                        f"{wait:g} s. It may be overloaded or stuck; check its log and try again.")
     return None
 
 
@@ -232,7 +252,8 @@ def read_body(response, deadline, hang=None):
                 raise requests.exceptions.ReadTimeout("the answer took longer than the time left")
     except requests.exceptions.RequestException:
         if hang is not None and hang.fired:
-            raise requests.exceptions.ReadTimeout("the answer took longer than the time left") from None
+            raise requests.exceptions.ReadTimeout(
+                "the answer took longer than the time left") from None
         raise
     return b"".join(parts)
 
@@ -250,7 +271,8 @@ class HangUp:
 
     def __init__(self, response, deadline):
         self.response, self.fired = response, False
-        self.timer = threading.Timer(max(0.0, deadline - time.monotonic()) + self.GRACE, self.hang_up)
+        self.timer = (threading.Timer(max(0.0, deadline - time.monotonic())
+                                      + self.GRACE, self.hang_up))
         self.timer.daemon = True
 
     def __enter__(self):
@@ -271,7 +293,8 @@ class HangUp:
 
 
 def connection_socket(response):
-    """The socket under a requests response (urllib3 2.x keeps its connection; 1.x only the file)."""
+    """The socket under a requests response (urllib3 2.x keeps its connection; 1.x only the
+    file)."""
     raw = getattr(response, "raw", None)
     sock = getattr(getattr(raw, "_connection", None), "sock", None)
     if sock is None:
@@ -283,7 +306,8 @@ def connection_socket(response):
 
 
 def parse_completion(raw, url, model):
-    """A whole chat.completion body -> (message, usage, finish_reason); anything else is an LLMError."""
+    """A whole chat.completion body -> (message, usage, finish_reason); anything else is an
+    LLMError."""
     data = parse_json(raw)
     if isinstance(data, dict) and data.get("error") not in (None, "", {}) and "choices" not in data:
         raise status_error(200, raw, url, model)   # an error reported inside a 200 answer
@@ -291,10 +315,12 @@ def parse_completion(raw, url, model):
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = choice.get("message") if isinstance(choice, dict) else None
     if not isinstance(message, dict):
-        raise LLMError(f"The answer from {url} is not a chat completion (no JSON with choices[0].message): "
-                       f"{excerpt(raw)!r}. Does --base-url point at an OpenAI-compatible /v1 endpoint?")
+        raise LLMError(f"The answer from {url} is not a chat completion (no JSON with "
+                       f"choices[0].message): {excerpt(raw)!r}. Does --base-url point at an "
+                       "OpenAI-compatible /v1 endpoint?")
     reason = choice.get("finish_reason")
-    return canonical_message(message), clean_usage(data.get("usage")), clean(reason) if isinstance(reason, str) else None
+    return (canonical_message(message), clean_usage(data.get("usage")),
+            clean(reason) if isinstance(reason, str) else None)
 
 
 # --- Errors, in words --------------------------------------------------------------------------
@@ -303,8 +329,9 @@ def explain_network_error(error, url, timeout, budget=False):
     """budget: the timeout was the time left of the run (--max-seconds), not the client's own."""
     text = str(error)
     if isinstance(error, requests.exceptions.Timeout) and budget:
-        return (f"The model server at {url} did not finish its answer within the {timeout:g} s left of the "
-                "run's time limit (--max-seconds). Give the run more time, or ask for less at once.")
+        return (f"The model server at {url} did not finish its answer within the {timeout:g} s "
+                "left of the run's time limit (--max-seconds). Give the run more time, or ask for "
+                "less at once.")
     if isinstance(error, requests.exceptions.Timeout):
         return (f"The model server at {url} did not answer within {timeout:g} s. "
                 "A large model may still be loading; try again, or try a smaller model.")
@@ -312,16 +339,20 @@ def explain_network_error(error, url, timeout, budget=False):
             and any(s in text for s in ("IncompleteRead", "RemoteDisconnected", "aborted")):
         return (f"The model server at {url} closed the connection before its answer was complete. "
                 "It may have crashed or run out of memory; check its log and try again.")
-    if isinstance(error, (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError)):
+    if isinstance(error, (requests.exceptions.ChunkedEncodingError,
+                          requests.exceptions.ContentDecodingError)):
         return (f"The connection to {url} broke while the answer was being sent. "
                 "The server may have crashed or run out of memory; check its log and try again.")
-    if any(s in text for s in ("NameResolutionError", "Name or service not known", "nodename nor servname",
+    if any(s in text for s in ("NameResolutionError", "Name or service not known",
+                               "nodename nor servname",
                                "getaddrinfo failed", "Temporary failure in name resolution",
                                "No address associated with hostname", "Failed to resolve")):
-        return (f"The host name '{urlsplit(url).hostname}' in {url} could not be resolved (no such name in DNS). "
-                "Check the spelling of --base-url (or TINYHARNESS_BASE_URL), e.g. http://localhost:11434/v1.")
-    return (f"Could not connect to the model server at {url}. Is it running? For Ollama, start it with "
-            "`ollama serve`; for another server, pass --base-url or set TINYHARNESS_BASE_URL.")
+        return (f"The host name '{urlsplit(url).hostname}' in {url} could not be resolved (no such "
+                "name in DNS). Check the spelling of --base-url (or TINYHARNESS_BASE_URL), e.g. "
+                "http://localhost:11434/v1.")
+    return (f"Could not connect to the model server at {url}. Is it running? For Ollama, start it "
+            "with `ollama serve`; for another server, pass --base-url or set "
+            "TINYHARNESS_BASE_URL.")
 
 
 def status_error(status, raw, url, model):
@@ -335,14 +366,16 @@ def explain_status(status, body, url, model):
     if status == 404 and "model" in body.lower() and "not found" in body.lower():
         return (f"The server at {url} does not have the model '{model}' (HTTP 404: {body}). "
                 f"Pull it with `ollama pull {model}`, or choose another with --model.")
-    if status == 404 and url.endswith("/chat/completions" * 2):  # the server's docs show the whole endpoint
-        return (f"The server at {url} answered HTTP 404: {body}. --base-url is the part without /chat/completions: "
-                f"try --base-url {url[:-2 * len('/chat/completions')]}")
+    # the server's docs show the whole endpoint
+    if status == 404 and url.endswith("/chat/completions" * 2):
+        return (f"The server at {url} answered HTTP 404: {body}. --base-url is the part without "
+                f"/chat/completions: try --base-url {url[:-2 * len('/chat/completions')]}")
     if status == 404 and "/v1" not in urlsplit(url).path:
         base = url[: -len("/chat/completions")]
-        return (f"The server at {url} answered HTTP 404: {body}. OpenAI-compatible servers answer under /v1: "
-                f"try --base-url {base}/v1")
-    hint = "Set TINYHARNESS_API_KEY (or OPENAI_API_KEY) if the server needs a key." if status in (401, 403) else "Check the server's log."
+        return (f"The server at {url} answered HTTP 404: {body}. OpenAI-compatible servers answer "
+                f"under /v1: try --base-url {base}/v1")
+    hint = ("Set TINYHARNESS_API_KEY (or OPENAI_API_KEY) if the server needs a key."
+            if status in (401, 403) else "Check the server's log.")
     return f"The server at {url} answered HTTP {status}: {body}. {hint}"
 
 
@@ -357,7 +390,8 @@ def error_detail(raw):
         if not isinstance(text, str) or not text:
             text = data.get("detail") or data.get("message")
         if isinstance(text, list):                 # FastAPI: [{"loc": [...], "msg": "..."}]
-            text = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" if isinstance(d, dict)
+            text = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}"
+                             if isinstance(d, dict)
                              else str(d) for d in text)
     if not isinstance(text, str) or not text:
         text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
@@ -366,14 +400,17 @@ def error_detail(raw):
 
 def validation_summary(text):
     """Pydantic's "7 validation errors" (llama-cpp-python) list one error per member of a union of
-    message types; the ones about the role ("Input should be 'system'") only say which member did not
-    apply. Keep the others: they name the real cause, e.g. `content: Input should be a valid string`."""
-    errors = re.findall(r"^(\S+)\n\s+(.+?) \[type=(\w+)(?:, input_value=([^,\]]{0,60}))?", text, re.M)
+    message types; the ones about the role ("Input should be 'system'") only say which member did
+    not apply. Keep the others: they name the real cause, e.g. `content: Input should be a valid
+    string`."""
+    errors = (re.findall(r"^(\S+)\n\s+(.+?) \[type=(\w+)(?:, input_value=([^,\]]{0,60}))?", text,
+                         re.M))
     causes = [e for e in errors if e[2] != "literal_error"] or errors
     if not causes:
         return text
     head = text.splitlines()[0]
-    return head + ": " + "; ".join(f"{loc}: {msg} (input {value or '?'})" for loc, msg, _, value in causes)
+    return (head + ": "
+            + "; ".join(f"{loc}: {msg} (input {value or '?'})" for loc, msg, _, value in causes))
 
 
 def bounded(text, limit=EXCERPT_LIMIT):
@@ -387,35 +424,48 @@ def excerpt(raw, limit=300):
 
 
 # The ways servers say "the prompt is longer than the context window".
-OVERFLOW_SIGNS = ("exceed_context_size_error",           # llama.cpp server (400, or 500 in older builds)
+# llama.cpp server (400, or 500 in older builds)
+OVERFLOW_SIGNS = ("exceed_context_size_error",
                   "context_length_exceeded",             # OpenAI, llama-cpp-python
                   "maximum context length",              # vLLM, OpenAI
                   "exceed context window",               # llama-cpp-python's message
-                  "exceeds the available context size",  # llama.cpp's message (also inside Ollama's error)
-                  "longer than the context length",      # Ollama (llm/llama_server.go), with truncate: false
+                  # llama.cpp's message (also inside Ollama's error)
+                  "exceeds the available context size",
+                  # Ollama (llm/llama_server.go), with truncate: false
+                  "longer than the context length",
                   "input length exceeds the context length")  # Ollama (llm/llama_server.go)
-PROMPT_PATTERNS = (r'"n_prompt_tokens"\s*:\s*(\d+)', r"(\d+) in the messages", r"messages resulted in (\d+)",
-                   r"request has (\d+) input tokens", r"Requested tokens \((\d+)\)", r"prompt is (\d+) tokens")
-WINDOW_PATTERNS = (r'"n_ctx"\s*:\s*(\d+)', r"maximum context length is (\d+)", r"context window of (\d+)")
+PROMPT_PATTERNS = (r'"n_prompt_tokens"\s*:\s*(\d+)', r"(\d+) in the messages",
+                   r"messages resulted in (\d+)",
+                   r"request has (\d+) input tokens", r"Requested tokens \((\d+)\)",
+                   r"prompt is (\d+) tokens")
+WINDOW_PATTERNS = (r'"n_ctx"\s*:\s*(\d+)', r"maximum context length is (\d+)",
+                   r"context window of (\d+)")
 
 
 def context_overflow(raw, detail, url):
     """A ContextOverflow when the error body says the prompt did not fit, else None."""
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
-    text += "\n" + detail      # the body may hold the server's JSON as an escaped string (Ollama wraps llama.cpp's)
+    # the body may hold the server's JSON as an escaped string (Ollama wraps llama.cpp's)
+    text += "\n" + detail
     if not any(sign in text.lower() for sign in OVERFLOW_SIGNS):
         return None
-    prompt, window = (next((int(m.group(1)) for p in patterns for m in [re.search(p, text)] if m), None)
+    prompt, window = (next((int(m.group(1)) for p in patterns for m in [re.search(p, text)]
+                            if m), None)
                       for patterns in (PROMPT_PATTERNS, WINDOW_PATTERNS))
-    return ContextOverflow(overflow_message(prompt, window, f"The server at {url} said: {detail}"), prompt, window)
+    return (ContextOverflow(overflow_message(prompt, window,
+                                             f"The server at {url} said: {detail}"), prompt,
+                            window))
 
 
 def overflow_message(prompt, window, said, sure=True):
-    numbers = [f"{prompt} prompt tokens" if prompt else "", f"the window holds {window}" if window else ""]
+    numbers = ([f"{prompt} prompt tokens" if prompt else "", f"the window holds {window}" if window
+                else ""])
     numbers = f" ({'; '.join(n for n in numbers if n)})" if any(numbers) else ""
     lead = f"The conversation no longer fits the model's context window{numbers}. " if sure else ""
-    said = said.rstrip().rstrip(".")        # the server's sentence may end in a full stop of its own
-    return (f"{lead}{said}. What to do: give the task in smaller steps; use a model with a longer context; give "
-            "the server a bigger window (Ollama: num_ctx or --context-window with --api ollama; llama.cpp: "
-            "--ctx-size; llama-cpp-python: --n_ctx; vLLM: --max-model-len); where the harness has "
-            "--context-window, set it to the server's real window so old tool results are cut in time.")
+    # the server's sentence may end in a full stop of its own
+    said = said.rstrip().rstrip(".")
+    return (f"{lead}{said}. What to do: give the task in smaller steps; use a model with a longer "
+            "context; give the server a bigger window (Ollama: num_ctx or --context-window with "
+            "--api ollama; llama.cpp: --ctx-size; llama-cpp-python: --n_ctx; vLLM: "
+            "--max-model-len); where the harness has --context-window, set it to the server's "
+            "real window so old tool results are cut in time.")

@@ -17,7 +17,8 @@ ways so the loop never knows:
 
     canonical (what the loop keeps)                 native (what /api/chat takes)
     arguments: '{"path": "a"}'  (a JSON string)     arguments: {"path": "a"}      (an object)
-    tool result: tool_call_id                       tool result: tool_name and tool_call_id (0.12.10+)
+    tool result: tool_call_id                       tool result: tool_name and tool_call_id
+                                                    (0.12.10+)
     content: [text part, image_url data URI]        content: "text", images: ["<bare base64>"]
     tool call: {id, type, function}                 tool call: {id, function: {name, arguments}}
     max_tokens                                      options.num_predict
@@ -30,9 +31,10 @@ the counts. Tool calls come whole (never as fragments), without `index`, maybe o
 line; thinking arrives under `thinking`.
 
 `--api auto` (the default) asks the host once: if `GET /api/version` answers with a version, the
-host is Ollama and the native dialect is used, unless the base URL clearly points somewhere else
-(a path other than nothing or `/v1`, e.g. `https://example.com/openai/v1`). `/api/show` then tells the
-model's own context length; the default `--context-window` is that, at most OLLAMA_WINDOW_CAP (8192).
+host is Ollama and the native dialect is used, unless the base URL clearly points somewhere else (a
+path other than nothing or `/v1`, e.g. `https://example.com/openai/v1`). `/api/show` then tells the
+model's own context length; the default `--context-window` is that, at most OLLAMA_WINDOW_CAP
+(8192).
 
 What it cannot do. It cannot make a model with a 4k context remember more than 4k tokens; it only
 makes the harness and the server agree on the number. A bigger num_ctx costs memory (the KV cache
@@ -40,8 +42,8 @@ grows with it: about 144 KiB a token for an 8B model with grouped-query attentio
 4.5 GiB at 32768 - arithmetic from the model's shape, see kv_cache_bytes), a request's num_ctx
 overrides the user's own OLLAMA_CONTEXT_LENGTH and switches off Ollama's shrink-on-out-of-memory
 fallback, and a different size reloads the model. Hence the cap, the size the context policies were
-measured at; ask for more with --context-window. Images must already be data URIs (the harness fetches URLs itself): native
-Ollama takes bare base64 only.
+measured at; ask for more with --context-window. Images must already be data URIs (the harness
+fetches URLs itself): native Ollama takes bare base64 only.
 
 Where it lives. This module finds Ollama, chooses the dialect and holds the client; the translation
 of messages both ways is llm/ollama_native.py (its names are importable from here).
@@ -62,8 +64,10 @@ from .ollama_native import (REASONING_FIELDS, calls_of, canonical_call, finish_r
 from ..console import warn
 
 API_CHOICES = ("auto", "openai", "ollama")
-PROBE_TIMEOUT = 3           # seconds for the one /api/version question: a local server answers at once
-OLLAMA_WINDOW_CAP = 8192    # default num_ctx at most this: the policies' size, 1.1 GiB of KV cache for an 8B model
+# seconds for the one /api/version question: a local server answers at once
+PROBE_TIMEOUT = 3
+# default num_ctx at most this: the policies' size, 1.1 GiB of KV cache for an 8B model
+OLLAMA_WINDOW_CAP = 8192
 
 
 # --- Where Ollama lives ---------------------------------------------------------------------------
@@ -78,7 +82,8 @@ def could_be_ollama(base_url):
     """The auto rule's first half: only a bare host, or a host followed by /v1, may be Ollama.
     A longer path (a cloud API, a proxy's route) is never asked."""
     parts = urlsplit(base_url)
-    return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.path.rstrip("/") in ("", "/v1")
+    return (parts.scheme in ("http", "https") and bool(parts.hostname)
+            and parts.path.rstrip("/") in ("", "/v1"))
 
 
 def ollama_version(base_url, timeout=PROBE_TIMEOUT):
@@ -94,7 +99,8 @@ def ollama_version(base_url, timeout=PROBE_TIMEOUT):
 def show_model(base_url, model, timeout=PROBE_TIMEOUT):
     """The /api/show answer for a model (capabilities, model_info, parameters), or None."""
     try:
-        response = requests.post(host_root(base_url) + "/api/show", json={"model": model}, timeout=timeout)
+        response = (requests.post(host_root(base_url) + "/api/show", json={"model": model},
+                                  timeout=timeout))
         shown = response.json() if response.status_code == 200 else None
     except (requests.exceptions.RequestException, ValueError):
         return None
@@ -102,17 +108,19 @@ def show_model(base_url, model, timeout=PROBE_TIMEOUT):
 
 
 def model_context_length(shown):
-    """The model's own context length from /api/show: model_info["<architecture>.context_length"]."""
+    """The model's own context length from /api/show:
+    model_info["<architecture>.context_length"]."""
     info = (shown or {}).get("model_info")
     if not isinstance(info, dict):
         return None
-    lengths = [v for k, v in info.items() if k.endswith(".context_length") and isinstance(v, int) and v > 0]
+    lengths = ([v for k, v in info.items() if k.endswith(".context_length") and isinstance(v, int)
+                and v > 0])
     return lengths[0] if lengths else None
 
 
 def props_window(base_url, timeout=PROBE_TIMEOUT):
-    """The context size a llama.cpp server runs with (GET /props, default_generation_settings.n_ctx),
-    or None: other servers have no /props."""
+    """The context size a llama.cpp server runs with (GET /props,
+    default_generation_settings.n_ctx), or None: other servers have no /props."""
     try:
         response = requests.get(host_root(base_url) + "/props", timeout=timeout)
         props = response.json() if response.status_code == 200 else None
@@ -137,8 +145,10 @@ def kv_cache_bytes(shown, tokens):
     def number(suffix):
         found = [v for k, v in info.items() if k.endswith(suffix) and type(v) is int and v > 0]
         return found[0] if found else None
-    layers, kv_heads, heads = number(".block_count"), number(".attention.head_count_kv"), number(".attention.head_count")
-    key, value, width = number(".attention.key_length"), number(".attention.value_length"), number(".embedding_length")
+    layers, kv_heads, heads = (number(".block_count"), number(".attention.head_count_kv"),
+                               number(".attention.head_count"))
+    key, value, width = (number(".attention.key_length"), number(".attention.value_length"),
+                         number(".embedding_length"))
     head = key or (width // heads if width and heads else None)
     if not (layers and head and (kv_heads or heads)):
         return None
@@ -177,17 +187,20 @@ def choose_dialect(args, client, fallback_window):
     window = getattr(args, "context_window", None)
     if api == "openai":
         if getattr(args, "think", None) is not None:
-            warn("[harness] --think/--no-think only work with Ollama's native API (--api ollama); ignored.")
+            warn("[harness] --think/--no-think only work with Ollama's native API (--api ollama); "
+                 "ignored.")
         said = props_window(args.base_url) if could_be_ollama(args.base_url) else None
         if said and window and said < window:
             warn(f"[context] the server holds {said} tokens (llama.cpp /props n_ctx), less than "
                  f"--context-window {window}: planning with {said}.")
         if said:
-            client.server_window = said     # the window in force from the first call (overflow.window_in_force)
+            # the window in force from the first call (overflow.window_in_force)
+            client.server_window = said
         return client, window or said or fallback_window
     window = window or default_window(args.base_url, args.model, fallback_window)
     native = OllamaClient(args.base_url, args.model, api_key=client.api_key, timeout=client.timeout,
-                          stream=client.stream, on_text=client.on_text, on_reasoning=client.on_reasoning,
+                          stream=client.stream, on_text=client.on_text,
+                          on_reasoning=client.on_reasoning,
                           max_reply_tokens=getattr(client, "max_reply_tokens", MAX_REPLY_TOKENS),
                           context_window=window, think=getattr(args, "think", None))
     return native, window
@@ -200,12 +213,14 @@ class OllamaClient:
 
     dialect = "ollama"
 
-    def __init__(self, base_url, model, api_key=None, timeout=600, stream=False, on_text=None, on_reasoning=None,
+    def __init__(self, base_url, model, api_key=None, timeout=600, stream=False, on_text=None,
+                 on_reasoning=None,
                  max_reply_tokens=MAX_REPLY_TOKENS, context_window=None, think=None):
         self.url = host_root(base_url) + "/api/chat"
         self.model, self.api_key, self.timeout, self.stream = model, api_key, timeout, stream
         self.on_text, self.on_reasoning = on_text, on_reasoning
-        self.max_reply_tokens, self.context_window, self.think = max_reply_tokens, context_window, think
+        self.max_reply_tokens, self.context_window = max_reply_tokens, context_window
+        self.think = think
         self.calls_made = 0     # for our own call ids when the server gives none
 
     def chat(self, messages, tools=None, on_text=None, on_reasoning=None, timeout=None):
@@ -213,19 +228,23 @@ class OllamaClient:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         on_text, on_reasoning = on_text or self.on_text, on_reasoning or self.on_reasoning
         limit = self.timeout if timeout is None else max(0.001, min(self.timeout, timeout))
-        deadline = time.monotonic() + limit     # the whole reply, checked per line and enforced by HangUp
+        # the whole reply, checked per line and enforced by HangUp
+        deadline = time.monotonic() + limit
         try:
-            with requests.post(self.url, json=body, headers=headers, timeout=limit, stream=True) as response, \
+            with requests.post(self.url, json=body, headers=headers, timeout=limit,
+                               stream=True) as response, \
                     HangUp(response, deadline) as hang:
                 if response.status_code != 200:
-                    raise self.explain_status(response.status_code, read_body(response, deadline, hang))
+                    body = read_body(response, deadline, hang)
+                    raise self.explain_status(response.status_code, body)
                 if self.stream:
                     frames = self.read_frames(response, deadline, hang)
                 else:
                     frames = [self.parse_frame(read_body(response, deadline, hang))]
                 return self.assemble(frames, on_text, on_reasoning)
         except requests.exceptions.RequestException as e:
-            raise LLMError(explain_network_error(e, self.url, limit, limit < self.timeout)) from None
+            raise LLMError(explain_network_error(e, self.url, limit,
+                                                 limit < self.timeout)) from None
 
     # --- canonical -> native --------------------------------------------------------------------
 
@@ -235,8 +254,10 @@ class OllamaClient:
             options["num_ctx"] = self.context_window     # the whole point: the window we plan with
         body = {"model": self.model, "messages": to_native(messages), "stream": bool(self.stream),
                 "options": options,                      # stream: Ollama streams unless told not to
-                "truncate": False,                       # past num_ctx: an error, not the task silently dropped
-                "shift": False}                          # nor the oldest tokens shifted out mid-reply
+                # past num_ctx: an error, not the task silently dropped
+                "truncate": False,
+                # nor the oldest tokens shifted out mid-reply
+                "shift": False}
         if tools:
             body["tools"] = tools                        # the same JSON-schema list as /v1
         if self.think is not None:
@@ -248,21 +269,25 @@ class OllamaClient:
     def parse_frame(self, raw):
         """One JSON object: a whole answer, or one NDJSON line of a streamed one."""
         try:
-            frame = json.loads(raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw)
+            frame = (json.loads(raw.decode("utf-8", errors="replace") if isinstance(raw, bytes)
+                                else raw))
             assert isinstance(frame, dict)
-        except (ValueError, AssertionError, RecursionError):    # deep nesting is not an answer either
-            raise LLMError(f"The answer from {self.url} is not Ollama's JSON: {excerpt(as_bytes(raw))!r}. "
-                           "Is this an Ollama server? Try --api openai for other servers.") from None
+        # deep nesting is not an answer either
+        except (ValueError, AssertionError, RecursionError):
+            raise LLMError(f"The answer from {self.url} is not Ollama's JSON: "
+                           f"{excerpt(as_bytes(raw))!r}. Is this an Ollama server? Try --api "
+                           "openai for other servers.") from None
         if frame.get("error") is not None:
             raise self.explain_error_text(error_text(frame["error"]), streamed=True)
         return frame
 
     def read_frames(self, response, deadline, hang=None):
         """NDJSON: one frame per line, until `done: true`. A stream that stops early is an error."""
-        too_long = LLMError(f"The model's reply from {self.url} took longer than the time left (--max-seconds, or "
-                            "the client's timeout); it was stopped part-way.")
+        too_long = LLMError(f"The model's reply from {self.url} took longer than the time left "
+                            "(--max-seconds, or the client's timeout); it was stopped part-way.")
         try:
-            for line in lines_until(stream_lines(response), deadline, too_long):  # linear in a huge line
+            # linear in a huge line
+            for line in lines_until(stream_lines(response), deadline, too_long):
                 if not line.strip():
                     continue
                 frame = self.parse_frame(line)
@@ -273,11 +298,13 @@ class OllamaClient:
             stopped = stream_stopped(e, self.url, self.timeout, hang, too_long)
             if stopped:
                 raise stopped from None
-        raise LLMError(f"The streamed answer from {self.url} ended before its last line (done: true): the stream "
-                       "broke part-way. The server may have crashed or run out of memory; check its log.")
+        raise LLMError(f"The streamed answer from {self.url} ended before its last line (done: "
+                       "true): the stream broke part-way. The server may have crashed or run out "
+                       "of memory; check its log.")
 
     def assemble(self, frames, on_text, on_reasoning):
-        """Frames -> (canonical message, usage, finish_reason); text and thinking shown as they come."""
+        """Frames -> (canonical message, usage, finish_reason); text and thinking shown as they
+        come."""
         text, thinking, native_calls, last, think = [], [], [], {}, ThinkSplitter()
 
         def emit(is_reasoning, piece):
@@ -290,57 +317,71 @@ class OllamaClient:
 
         for frame in frames:
             message = frame.get("message") if isinstance(frame.get("message"), dict) else {}
-            field = next((f for f in REASONING_FIELDS if isinstance(message.get(f), str) and message[f]), None)
+            field = (next((f for f in REASONING_FIELDS if isinstance(message.get(f), str)
+                           and message[f]), None))
             if field:
                 emit(True, message[field])
             if isinstance(message.get("content"), str):
-                for is_reasoning, piece in think.feed(message["content"]):  # stray <think> tags are not the answer
+                # stray <think> tags are not the answer
+                for is_reasoning, piece in think.feed(message["content"]):
                     emit(is_reasoning, piece)
             native_calls += calls_of(message.get("tool_calls"))
             last = frame
         for is_reasoning, piece in think.flush():
             emit(is_reasoning, piece)
         if not last.get("done", not self.stream):
-            raise LLMError(f"The answer from {self.url} never said it was done. The server may have crashed; check its log.")
+            raise LLMError(f"The answer from {self.url} never said it was done. The server may "
+                           "have crashed; check its log.")
         content = "".join(text).lstrip() if think.seen else "".join(text)
         message = self.canonical(content, "".join(thinking), native_calls)
         return message, usage_of(last), finish_reason_of(last)
 
     def canonical(self, content, thinking, native_calls):
-        message = {"role": "assistant", "content": clean(content)}   # a lone surrogate cannot go back: '?'
+        # a lone surrogate cannot go back: '?'
+        message = {"role": "assistant", "content": clean(content)}
         if thinking:
             message["thinking"] = clean(thinking)   # the name Ollama uses; it is sent back under it
-        made, self.calls_made = self.calls_made, self.calls_made + len(native_calls)  # ids go on across replies
+        # ids go on across replies
+        made, self.calls_made = self.calls_made, self.calls_made + len(native_calls)
         return with_calls(message, native_calls,
                           lambda native, number, _: canonical_call(native, f"call_{made + number}"))
 
     # --- errors, in words -----------------------------------------------------------------------
 
     def explain_status(self, status, raw):
-        return self.explain_error_text(error_detail(raw), status=status)   # Ollama: {"error": "..."}
+        # Ollama: {"error": "..."}
+        return self.explain_error_text(error_detail(raw), status=status)
 
     def explain_error_text(self, text, status=None, streamed=False):
         where = f"The Ollama server at {self.url}"
         said = f"HTTP {status}: {text}" if status else text
         lowered = text.lower()
         if "not found" in lowered and "model" in lowered:
-            return LLMError(f"{where} does not have the model '{self.model}' ({said}). "
-                            f"Pull it with `ollama pull {self.model}`, or choose another with --model.")
+            return LLMError(f"{where} does not have the model '{self.model}' ({said}). Pull it "
+                            f"with `ollama pull {self.model}`, or choose another with --model.")
         if "does not support tools" in lowered:
-            return LLMError(f"{where} says the model '{self.model}' cannot call tools ({said}). The harness needs "
-                            "tool calls: choose a model with the tools capability (e.g. qwen3:8b); "
-                            "`ollama show MODEL` lists what a model can do.")
+            return LLMError(f"{where} says the model '{self.model}' cannot call tools ({said}). "
+                            "The harness needs tool calls: choose a model with the tools "
+                            "capability (e.g. qwen3:8b); `ollama show MODEL` lists what a model "
+                            "can do.")
         if "does not support thinking" in lowered:
-            return LLMError(f"{where} says the model '{self.model}' cannot think ({said}). Drop --think.")
-        overflow = context_overflow(text, bounded(text), self.url)   # llama.cpp's error, wrapped by Ollama
-        if overflow or ("context" in lowered and any(w in lowered for w in ("exceed", "too long", "length"))):
+            return (LLMError(f"{where} says the model '{self.model}' cannot think ({said}). Drop "
+                             "--think."))
+        # llama.cpp's error, wrapped by Ollama
+        overflow = context_overflow(text, bounded(text), self.url)
+        if (overflow
+            or ("context" in lowered
+                and any(w in lowered for w in ("exceed", "too long", "length")))):
             prompt = overflow.prompt_tokens if overflow else None
             window = (overflow.context_window if overflow else None) or self.context_window
-            return ContextOverflow(overflow_message(prompt, window, f"{where} said: {bounded(said)}"), prompt, window)
+            return (ContextOverflow(overflow_message(prompt, window,
+                                                     f"{where} said: {bounded(said)}"), prompt,
+                                    window))
         if status == 404:
-            return LLMError(f"{where} has no native chat route ({said}). Is it an Ollama server? For other servers "
-                            "use --api openai.")
-        hint = "Set TINYHARNESS_API_KEY (or OPENAI_API_KEY) if the server needs a key." if status in (401, 403) else "Check the server's log."
+            return LLMError(f"{where} has no native chat route ({said}). Is it an Ollama server? "
+                            "For other servers use --api openai.")
+        hint = ("Set TINYHARNESS_API_KEY (or OPENAI_API_KEY) if the server needs a key."
+                if status in (401, 403) else "Check the server's log.")
         verb = "reported an error in the middle of its streamed answer" if streamed else "answered"
         return LLMError(f"{where} {verb} {said}. {hint}")
 

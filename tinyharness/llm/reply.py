@@ -19,7 +19,8 @@ import json
 import re
 
 # Where servers put a model's reasoning: Ollama /v1 says `reasoning`, llama.cpp and DeepSeek-style
-# APIs `reasoning_content`, Ollama's native API `thinking` (recent vLLM sends both of the first two).
+# APIs `reasoning_content`, Ollama's native API `thinking` (recent vLLM sends both of the first
+# two).
 REASONING_FIELDS = ("reasoning", "reasoning_content", "thinking")
 # Reasoning sent back with tool results stays on the assistant message under the name the server
 # used, because each server reads back the name it writes: Ollama's /v1 maps an incoming
@@ -56,10 +57,10 @@ def canonical_message(raw):
 
 
 def with_calls(message, items, canonicalise):
-    """The message with its tool calls, each item made canonical by canonicalise(item, number from 1,
-    the ids given so far) -> (call, what was wrong or None). What was wrong goes under the private key
-    `_problems` (by call id): the loop pops it before the message is kept and tells the model. Both
-    dialects' replies end here (ollama.py passes its native calls)."""
+    """The message with its tool calls, each item made canonical by canonicalise(item, number from
+    1, the ids given so far) -> (call, what was wrong or None). What was wrong goes under the
+    private key `_problems` (by call id): the loop pops it before the message is kept and tells the
+    model. Both dialects' replies end here (ollama.py passes its native calls)."""
     calls, problems = [], {}
     for number, item in enumerate(items, 1):
         call, problem = canonicalise(item, number, {c["id"] for c in calls})
@@ -74,19 +75,21 @@ def with_calls(message, items, canonicalise):
 
 
 def clean(text):
-    """A lone surrogate (half an emoji, escaped alone in JSON) cannot be encoded, and servers reject it
-    when it comes back: it becomes '?'."""
+    """A lone surrogate (half an emoji, escaped alone in JSON) cannot be encoded, and servers reject
+    it when it comes back: it becomes '?'."""
     return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
 def as_text(content):
-    """The content as a string: null is "", text parts are joined, anything else is shown as JSON."""
+    """The content as a string: null is "", text parts are joined, anything else is shown as
+    JSON."""
     if isinstance(content, str):
         return clean(content)
     if content is None:
         return ""
     if isinstance(content, list):
-        return "".join(as_text(p.get("text")) if isinstance(p, dict) else as_text(p) for p in content)
+        return ("".join(as_text(p.get("text")) if isinstance(p, dict)
+                        else as_text(p) for p in content))
     return clean(json.dumps(content, ensure_ascii=False))
 
 
@@ -106,7 +109,8 @@ def canonical_call(item, number, used_ids):
     if isinstance(item, str):
         item = parse_json(item) if isinstance(parse_json(item), dict) else item
     if not isinstance(item, dict):
-        return blank_call(new_id(number, used_ids)), f"tool call {number} is not an object but {describe(item)}"
+        return (blank_call(new_id(number, used_ids)), f"tool call {number} is not an object but "
+                                                      f"{describe(item)}")
     function, problem = item.get("function"), None
     if not isinstance(function, dict):
         if function is None and ("name" in item or "arguments" in item):
@@ -123,7 +127,8 @@ def canonical_call(item, number, used_ids):
     call_id = item.get("id")
     if not isinstance(call_id, str) or not call_id or call_id in used_ids:
         call_id = new_id(number, used_ids)       # the result must still be paired to its call
-    call = {"id": clean(call_id), "type": "function", "function": {"name": clean(name), "arguments": arguments}}
+    call = ({"id": clean(call_id), "type": "function",
+             "function": {"name": clean(name), "arguments": arguments}})
     return call, problem or wrong_arguments
 
 
@@ -143,14 +148,16 @@ def canonical_arguments(arguments):
     server rejects the whole conversation once a past call carries them (Ollama: HTTP 400)."""
     if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
         return "{}", None                        # no arguments at all: a call that needs none
-    if isinstance(arguments, dict):               # Ollama's native API and some /v1 servers send objects
+    # Ollama's native API and some /v1 servers send objects
+    if isinstance(arguments, dict):
         return dump_object(arguments)
     if not isinstance(arguments, str):
         return "{}", f"the arguments must be a JSON object, not {describe(arguments)}"
     try:
         value = strict_json(arguments)
         if isinstance(value, str) and value.lstrip().startswith("{"):
-            value = strict_json(value)             # an object encoded twice: still what the model meant
+            # an object encoded twice: still what the model meant
+            value = strict_json(value)
     except (ValueError, RecursionError) as e:
         return "{}", f"the arguments are not valid JSON ({e}): {arguments[:200]!r}"
     if not isinstance(value, dict):
@@ -203,7 +210,8 @@ def clean_usage(usage):
     """Only the counts a server really reported as whole numbers; {} when there are none."""
     if not isinstance(usage, dict):
         return {}
-    counts = {k: usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens") if is_count(usage.get(k))}
+    counts = ({k: usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+               if is_count(usage.get(k))})
     details = usage.get("prompt_tokens_details")
     if isinstance(details, dict) and is_count(details.get("cached_tokens")):
         counts["prompt_tokens_details"] = {"cached_tokens": details["cached_tokens"]}

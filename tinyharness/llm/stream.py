@@ -25,18 +25,20 @@ from .reply import (DEFAULT_REASONING_FIELD, REASONING_FIELDS, as_list_of_calls,
 class Assembler:
     """Puts a streamed answer back together: text, reasoning, tool calls, finish_reason, usage.
 
-    Tool-call fragments differ by server. OpenAI and vLLM: the first fragment of a call has its index,
-    id and name, later ones only the index and a piece of the arguments. llama-cpp-python repeats
-    index, id and name in every fragment and sends explicit nulls. Ollama sends each call whole, in
-    one fragment, sometimes without an index or with every call at index 0 (each with its own id).
-    Some servers send all calls only in the last chunk. So a fragment continues the call being built
-    at its index (or the latest call, without an index) unless its id, or a second name, says a new
-    call begins. What comes out is a raw message; canonical_message makes it well-formed."""
+    Tool-call fragments differ by server. OpenAI and vLLM: the first fragment of a call has its
+    index, id and name, later ones only the index and a piece of the arguments. llama-cpp-python
+    repeats index, id and name in every fragment and sends explicit nulls. Ollama sends each call
+    whole, in one fragment, sometimes without an index or with every call at index 0 (each with its
+    own id). Some servers send all calls only in the last chunk. So a fragment continues the call
+    being built at its index (or the latest call, without an index) unless its id, or a second name,
+    says a new call begins. What comes out is a raw message; canonical_message makes it
+    well-formed."""
 
     def __init__(self, on_text=None, on_reasoning=None):
         self.on_text, self.on_reasoning = on_text, on_reasoning
         self.text, self.reasoning, self.reasoning_field = [], [], None
-        self.calls, self.at_index, self.latest = [], {}, None   # at_index: index -> the call built there
+        # at_index: index -> the call built there
+        self.calls, self.at_index, self.latest = [], {}, None
         self.think = ThinkSplitter()
         self.finish_reason, self.usage = None, {}
 
@@ -44,10 +46,12 @@ class Assembler:
         if isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]          # with include_usage it comes last, once
         choices = chunk.get("choices")
-        for choice in choices if isinstance(choices, list) else [choices] if isinstance(choices, dict) else []:
+        for choice in (choices if isinstance(choices, list)
+                       else [choices] if isinstance(choices, dict) else []):
             if not isinstance(choice, dict) or choice.get("index") not in (0, None):
                 continue
-            delta = next((d for d in (choice.get("delta"), choice.get("message")) if isinstance(d, dict)), {})
+            delta = (next((d for d in (choice.get("delta"), choice.get("message"))
+                           if isinstance(d, dict)), {}))
             self.add_reasoning(delta)
             if delta.get("content") is not None:
                 self.add_content(as_text(delta["content"]))
@@ -62,7 +66,8 @@ class Assembler:
 
     def add_reasoning(self, delta):
         # One field per chunk: a server that sends the same text under two names is counted once.
-        field = next((f for f in REASONING_FIELDS if isinstance(delta.get(f), str) and delta[f]), None)
+        field = next((f for f in REASONING_FIELDS if isinstance(delta.get(f), str)
+                      and delta[f]), None)
         if field:
             self.reasoning_field = self.reasoning_field or field
             self.emit(True, clean(delta[field]))
@@ -86,9 +91,11 @@ class Assembler:
             self.calls.append({"raw": fragment})     # canonical_message will say what was wrong
             return
         index = fragment.get("index") if type(fragment.get("index")) is int else None
-        call_id = fragment.get("id") if isinstance(fragment.get("id"), str) and fragment["id"] else None
+        call_id = (fragment.get("id") if isinstance(fragment.get("id"), str) and fragment["id"]
+                   else None)
         function = fragment.get("function")
-        function = function if isinstance(function, dict) else {} if function is None else {"bad": function}
+        function = (function if isinstance(function, dict) else {} if function is None
+                    else {"bad": function})
         name = function.get("name")
         call = self.call_for(index, call_id, name)
         call["id"] = call["id"] or call_id
@@ -115,12 +122,14 @@ class Assembler:
 
     @staticmethod
     def starts_new_call(call, call_id, name):
-        if call_id:                               # an id decides: the same id continues (llama-cpp-python)
+        # an id decides: the same id continues (llama-cpp-python)
+        if call_id:
             return bool(call["id"]) and call_id != call["id"]
         if not isinstance(name, str) or not name or not call["name"]:
             return False                          # a piece of arguments continues the call
-        # A name again without an id: a new call when it differs or the arguments so far are complete
-        # (Ollama-style whole calls without ids); a repeated name while arguments are open continues.
+        # A name again without an id: a new call when it differs or the arguments so far are
+        # complete (Ollama-style whole calls without ids); a repeated name while arguments are open
+        # continues.
         text = "".join(call["arguments"]) if isinstance(call["arguments"], list) else None
         return name != call["name"] or text is None or isinstance(parse_json(text or "null"), dict)
 
@@ -130,7 +139,8 @@ class Assembler:
 
     def replay(self, message):
         """A whole message (a server that did not stream): show it through the same callbacks."""
-        field = next((f for f in REASONING_FIELDS if isinstance(message.get(f), str) and message[f]), None)
+        field = (next((f for f in REASONING_FIELDS if isinstance(message.get(f), str)
+                       and message[f]), None))
         if field and self.on_reasoning:
             self.on_reasoning(message[field])
         if message["content"] and self.on_text:
@@ -150,19 +160,20 @@ class Assembler:
     def raw_call(call):
         if "raw" in call:
             return call["raw"]
-        arguments = "".join(call["arguments"]) if isinstance(call["arguments"], list) else call["arguments"]
+        arguments = ("".join(call["arguments"]) if isinstance(call["arguments"], list)
+                     else call["arguments"])
         function = call["bad"] if "bad" in call else {"name": call["name"], "arguments": arguments}
         return {"id": call["id"], "type": "function", "function": function}
 
 
 def sse_items(lines):
-    """What a stream of server-sent events carries, from its lines (bytes, one iterator), as
-    (kind, value, event): ("data", text, the event's `event:` name or None) for each data line;
-    ("done", None, None) at `data: [DONE]`, the end; ("error", text, None) for an `error:` line (older
-    llama.cpp's way); ("stranger", line, None) for a line that is no SSE at all (a web page where the
-    API should be); ("whole", body, None) when the first line opens a JSON object: the server ignored
-    stream=true and sent a whole completion (body: all of it, as bytes), the end too. Comments
-    (": keep-alive"), id: and retry: carry nothing for us and are skipped."""
+    """What a stream of server-sent events carries, from its lines (bytes, one iterator), as (kind,
+    value, event): ("data", text, the event's `event:` name or None) for each data line; ("done",
+    None, None) at `data: [DONE]`, the end; ("error", text, None) for an `error:` line (older
+    llama.cpp's way); ("stranger", line, None) for a line that is no SSE at all (a web page where
+    the API should be); ("whole", body, None) when the first line opens a JSON object: the server
+    ignored stream=true and sent a whole completion (body: all of it, as bytes), the end too.
+    Comments (": keep-alive"), id: and retry: carry nothing for us and are skipped."""
     event, first = None, True
     for raw_line in lines:
         line = raw_line.decode("utf-8", errors="replace")
@@ -206,7 +217,8 @@ class ThinkSplitter:
             tag = self.CLOSE if self.inside else self.OPEN
             at = text.find(tag)
             if at < 0:
-                keep = next((n for n in range(min(len(tag) - 1, len(text)), 0, -1) if tag.startswith(text[-n:])), 0)
+                keep = (next((n for n in range(min(len(tag) - 1, len(text)), 0, -1)
+                              if tag.startswith(text[-n:])), 0))
                 out.append((self.inside, text[:len(text) - keep]))
                 self.pending = text[len(text) - keep:]   # maybe the start of a tag: wait for more
                 break
@@ -226,7 +238,8 @@ def strip_think(message):
     """A canonical message with <think> blocks in its content: move them to the reasoning field."""
     if ThinkSplitter.OPEN not in message["content"]:
         return message
-    assembler = Assembler()             # the same rules as when streaming, fed the whole text at once
+    # the same rules as when streaming, fed the whole text at once
+    assembler = Assembler()
     assembler.add_content(message["content"])
     assembler.finish()
     field = next((f for f in REASONING_FIELDS if message.get(f)), DEFAULT_REASONING_FIELD)

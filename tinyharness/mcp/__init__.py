@@ -5,10 +5,10 @@ issue tracker, their database, their browser - tools somebody else wrote, in any
 an adapter for each does not scale.
 
 The mechanism. The Model Context Protocol (MCP) fixes one wire between a harness and a tool server:
-JSON-RPC 2.0 messages. Over stdio they are one JSON object per line: the harness starts the server as
-a child process. Over Streamable HTTP (mcp/http.py) each message is POSTed to the server's URL. Either
-way the harness sends `initialize` (the protocol version it speaks, its name), reads the answer (the
-version the server will speak, what it offers), confirms with the notification
+JSON-RPC 2.0 messages. Over stdio they are one JSON object per line: the harness starts the server
+as a child process. Over Streamable HTTP (mcp/http.py) each message is POSTed to the server's URL.
+Either way the harness sends `initialize` (the protocol version it speaks, its name), reads the
+answer (the version the server will speak, what it offers), confirms with the notification
 `notifications/initialized`, then asks `tools/list` (page by page, following `nextCursor`) and calls
 `tools/call {name, arguments}`. A result is a list of content parts; `isError: true` means the tool
 ran and failed, which is ordinary feedback for the model, not a crash. A picture in a result reaches
@@ -19,13 +19,14 @@ context policy as a built-in tool: a call asks the user first unless the configu
 tool read-only.
 
 A server is untrusted input. Paging stops after MAX_PAGES pages; every reply is type-checked (a tool
-whose schema is malformed is skipped with an `[mcp]` warning; a result that cannot be read becomes an
-ERROR text for the model); a line the reader cannot route is logged and skipped; each call ends by
-the server's `timeout` and by what is left of the run's --max-seconds; the server runs in a process
-group of its own, ended whole at close (Ctrl-C in chat stops the turn's commands, never a server).
-Model servers accept tool names matching `^[a-zA-Z0-9_-]{1,64}$`: other names are mapped to one that
-does (unique; the server still gets its own name), or skipped with a warning. A server's stderr goes
-to a log beside the sessions (mode 0600, capped at 1 MiB, the newest 50 logs kept), never to the model.
+whose schema is malformed is skipped with an `[mcp]` warning; a result that cannot be read becomes
+an ERROR text for the model); a line the reader cannot route is logged and skipped; each call ends
+by the server's `timeout` and by what is left of the run's --max-seconds; the server runs in a
+process group of its own, ended whole at close (Ctrl-C in chat stops the turn's commands, never a
+server). Model servers accept tool names matching `^[a-zA-Z0-9_-]{1,64}$`: other names are mapped to
+one that does (unique; the server still gets its own name), or skipped with a warning. A server's
+stderr goes to a log beside the sessions (mode 0600, capped at 1 MiB, the newest 50 logs kept),
+never to the model.
 
 What it cannot do. The harness cannot know what a server's tool really does: "read-only" is the
 configuration's word, not a fact, and a server runs with the user's rights, outside the shell
@@ -43,7 +44,8 @@ Configuration (`.tinyharness/mcp.json` in the workspace, `~/.config/tinyharness/
 
     {"servers": {"notes": {"command": ["python3", "notes_server.py"], "env": {"KEY": "${MY_KEY}"},
                            "read_only": ["search", "get"], "timeout": 120},
-                 "fs":    {"type": "stdio", "command": "npx", "args": ["-y", "some-server", "${HOME}/notes"]},
+                 "fs":    {"type": "stdio", "command": "npx",
+                           "args": ["-y", "some-server", "${HOME}/notes"]},
                  "docs":  {"type": "http", "url": "https://example.com/mcp",
                            "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}},
                  "old":   {"command": "old-server", "disabled": true}}}
@@ -56,7 +58,8 @@ seconds per call (default 60). Anything malformed stops the run before it starts
 """
 import re
 
-# Importable from here as before: the loop, the command line and the tests reach MCP through this module.
+# Importable from here as before: the loop, the command line and the tests reach MCP through this
+# module.
 from ..console import warn
 from .client import MIN_CALL_TIME, START_TIMEOUT, MCPError, Server
 from .http import HttpServer
@@ -87,7 +90,8 @@ def model_names(server, tools, report):
     for original in sorted(tools, key=lambda t: not MODEL_NAME.fullmatch(prefix + t)):
         base = re.sub(r"[^A-Za-z0-9_-]", "_", original)[:room]
         if room < 1 or not base:
-            report(f"[mcp] {server}: the tool {original[:80]!r} has a name no model server accepts; it is skipped")
+            report(f"[mcp] {server}: the tool {original[:80]!r} has a name no model server "
+                   "accepts; it is skipped")
             continue
         name, number = prefix + base, 2
         while name in names:
@@ -110,8 +114,8 @@ class Slots:
 
     @classmethod
     def start(cls, configs, report=None, log_dir=None):
-        """Start each configured server (a disabled one is skipped); one that fails is reported once and
-        left out."""
+        """Start each configured server (a disabled one is skipped); one that fails is reported once
+        and left out."""
         slots = cls(report=report)
         for name, config in configs.items():
             if config.get("disabled"):
@@ -140,7 +144,8 @@ class Slots:
                     self.names[name] = (server.name, tool)
 
     def schemas(self):
-        """OpenAI-style tool schemas for every tool of every live server (re-listed when one said so)."""
+        """OpenAI-style tool schemas for every tool of every live server (re-listed when one said
+        so)."""
         for server in self.live():
             if server.list_changed.is_set():
                 try:
@@ -182,7 +187,8 @@ class Slots:
             return f"ERROR: the MCP server {server!r} is not available, so {name} cannot run."
         if name not in self.names or tool not in live.tools:
             offered = [n for n, (s, _) in self.names.items() if s == server]
-            return f"ERROR: the MCP server {server!r} has no tool {tool!r}. Its tools are: {', '.join(offered)}."
+            return (f"ERROR: the MCP server {server!r} has no tool {tool!r}. Its tools are: "
+                    f"{', '.join(offered)}.")
         required = live.tools[tool].get("inputSchema", {}).get("required", [])
         missing = [key for key in required if key not in arguments]
         if missing:
@@ -207,7 +213,8 @@ class Slots:
             if server.dead:
                 self.withdraw(server, str(e))
             return f"ERROR: {e}"
-        return f"ERROR: the tool reported an error: {text}" if is_error else (text or "OK: the tool returned no text")
+        return (f"ERROR: the tool reported an error: {text}" if is_error
+                else (text or "OK: the tool returned no text"))
 
     def withdraw(self, server, why):
         if server.name not in self.withdrawn:

@@ -1,4 +1,5 @@
-"""One MCP server, spoken to: JSON-RPC 2.0 over a child's stdin and stdout, requests matched to replies.
+"""One MCP server, spoken to: JSON-RPC 2.0 over a child's stdin and stdout, requests matched to
+replies.
 
 The problem. An MCP server is a program of somebody else's. The harness must start it, greet it,
 learn its tools and call them, while the server may write anything, answer late or never, send
@@ -32,7 +33,8 @@ from ..sessions.writer import sessions_dir
 from .results import result_text, tool_problem
 
 PROTOCOL_VERSION = "2025-11-25"
-# Versions whose tools part we speak: the tools methods and result shapes did not change between them.
+# Versions whose tools part we speak: the tools methods and result shapes did not change between
+# them.
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 START_TIMEOUT = 20   # seconds for a server to answer initialize and every page of tools/list
 CALL_TIMEOUT = 60    # seconds for one tools/call, unless the server's config says `timeout`
@@ -42,7 +44,8 @@ MAX_LINE = 16 << 20  # bytes of one JSON-RPC line; a longer one is dropped
 MAX_LOG_BYTES = 1 << 20  # of one server's stderr log
 MAX_LOGS_KEPT = 50
 PROGRESS_EVERY = 1.0  # seconds between two progress lines of one call
-TRANSPORT = object()  # marks an error reply the transport made up (a POST that failed): no server sent it
+# marks an error reply the transport made up (a POST that failed): no server sent it
+TRANSPORT = object()
 RUNNING = set()  # process ids of live stdio servers: chat's Ctrl-C must not kill them
 
 
@@ -72,7 +75,8 @@ class Log:
             if self.fd is None or self.full:
                 return
             if self.size + len(data) > MAX_LOG_BYTES:
-                data = data[:MAX_LOG_BYTES - self.size] + b"\n[tinyharness] the log reached its cap; the rest is dropped\n"
+                data = (data[:MAX_LOG_BYTES - self.size]
+                        + b"\n[tinyharness] the log reached its cap; the rest is dropped\n")
                 self.full = True
             try:
                 os.write(self.fd, data)
@@ -102,7 +106,8 @@ class Log:
 
 
 def prune(folder, keep=MAX_LOGS_KEPT):
-    logs = sorted((p for p in folder.glob("*.log") if p.is_file()), key=lambda p: p.name, reverse=True)
+    logs = (sorted((p for p in folder.glob("*.log") if p.is_file()), key=lambda p: p.name,
+                   reverse=True))
     for old in logs[keep - 1:]:
         try:
             old.unlink()
@@ -116,8 +121,9 @@ def log_folder():
 
 
 class Server:
-    """One MCP server over stdio: a child process, a reader thread, and requests matched to replies by id.
-    mcp_http.HttpServer speaks the same protocol over HTTP; only the transport methods differ."""
+    """One MCP server over stdio: a child process, a reader thread, and requests matched to replies
+    by id. mcp_http.HttpServer speaks the same protocol over HTTP; only the transport methods
+    differ."""
     transport = "stdio"
 
     def __init__(self, name, config, log_dir=None, report=None):
@@ -137,22 +143,25 @@ class Server:
         self._progress = {}        # progress token -> [tool, time of the last line shown]
         self._lock = threading.Lock()
 
-    # --- the transport: a child process ------------------------------------------------------------
+    # --- the transport: a child process
+    # ------------------------------------------------------------
     def open(self, timeout):
         config = self.config
         try:
-            self.process = subprocess.Popen(config["command"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, env={**os.environ, **config.get("env", {})},
+            self.process = subprocess.Popen(config["command"], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                            env={**os.environ, **config.get("env", {})},
                                             cwd=config.get("cwd"), start_new_session=True)
         except OSError as e:
-            raise MCPError(f"cannot start MCP server {self.name!r} ({shlex.join(config['command'])}): {e}") from e
+            raise MCPError(f"cannot start MCP server {self.name!r} "
+                           f"({shlex.join(config['command'])}): {e}") from e
         RUNNING.add(self.process.pid)
         threading.Thread(target=self.log.drain, args=(self.process.stderr,), daemon=True).start()
         threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
 
     def _read(self, stdout):
-        """Route each line of the server's stdout. Nothing a server writes ends this thread: a line that
-        is not JSON-RPC, or that cannot be routed, is logged and skipped."""
+        """Route each line of the server's stdout. Nothing a server writes ends this thread: a line
+        that is not JSON-RPC, or that cannot be routed, is logged and skipped."""
         try:
             while raw := stdout.readline(MAX_LINE):
                 if not raw.endswith(b"\n") and len(raw) >= MAX_LINE:
@@ -165,7 +174,8 @@ class Server:
                 except (ValueError, RecursionError):
                     self.log.note(f"not JSON-RPC, ignored: {raw[:200]!r}")
                 except Exception as e:  # noqa: BLE001 - a hostile line must not end the reader
-                    self.log.note(f"a message that could not be routed ({type(e).__name__}: {e}): {raw[:200]!r}")
+                    self.log.note(f"a message that could not be routed ({type(e).__name__}: {e}): "
+                                  f"{raw[:200]!r}")
         except (OSError, ValueError):
             pass
         self.gone("the server closed its output (it exited or crashed)")
@@ -190,7 +200,8 @@ class Server:
             self.progress(message.get("params"))
         elif method is None and ("result" in message or "error" in message):
             if not isinstance(rid, (int, str)) or isinstance(rid, bool):
-                self.log.note(f"a reply with an id that is not a number or a string, ignored: {str(rid)[:100]}")
+                self.log.note("a reply with an id that is not a number or a string, ignored: "
+                              f"{str(rid)[:100]}")
                 return
             with self._lock:
                 waiting = self._waiting.pop(rid, None)
@@ -200,9 +211,9 @@ class Server:
             self.answer(rid, method)  # a request to us (ping, ...)
 
     def answer(self, rid, method):
+        refusal = {"error": {"code": -32601, "message": "method not supported by this client"}}
         self.send({"jsonrpc": "2.0", "id": rid,
-                   **({"result": {}} if method == "ping" else
-                      {"error": {"code": -32601, "message": "method not supported by this client"}})})
+                   **({"result": {}} if method == "ping" else refusal)})
 
     def progress(self, params):
         """notifications/progress: one line on stderr per call and second, at most."""
@@ -215,7 +226,8 @@ class Server:
                 return
             entry[1] = time.monotonic()
         done, total, note = params.get("progress"), params.get("total"), params.get("message")
-        amount = f"{done:g}" if isinstance(done, (int, float)) and not isinstance(done, bool) else "?"
+        amount = (f"{done:g}" if isinstance(done, (int, float)) and not isinstance(done, bool)
+                  else "?")
         if isinstance(total, (int, float)) and not isinstance(total, bool):
             amount += f"/{total:g}"
         text = f": {note[:200]}" if isinstance(note, str) and note else ""
@@ -253,12 +265,14 @@ class Server:
 
     def exchange(self, number, method, params, reply, timeout):
         """Send a request and wait for its reply (None: the server died)."""
-        self.send({"jsonrpc": "2.0", "id": number, "method": method, **({"params": params} if params else {})})
+        self.send({"jsonrpc": "2.0", "id": number, "method": method,
+                   **({"params": params} if params else {})})
         try:
             return reply.get(timeout=max(timeout, 0.01))
         except queue.Empty:
             self.cancel(number)
-            raise MCPError(f"MCP server {self.name!r} did not answer {method} within {timeout:g} s") from None
+            raise MCPError(f"MCP server {self.name!r} did not answer {method} within "
+                           f"{timeout:g} s") from None
 
     def cancel(self, number):
         try:
@@ -270,8 +284,8 @@ class Server:
         self.send({"jsonrpc": "2.0", "method": method, **({"params": params} if params else {})})
 
     def close(self):
-        """Close stdin, wait a moment, then end the whole process group: a server gets a chance to clean
-        up, never a veto, and a child it forked (holding its output) ends with it."""
+        """Close stdin, wait a moment, then end the whole process group: a server gets a chance to
+        clean up, never a veto, and a child it forked (holding its output) ends with it."""
         process, self.process = self.process, None
         if process:
             for stop in (process.stdin.close, lambda: kill_group(process.pid, signal.SIGTERM)):
@@ -290,9 +304,11 @@ class Server:
         self.gone("closed")
         self.log.close()
 
-    # --- the protocol ------------------------------------------------------------------------------
+    # --- the protocol
+    # ------------------------------------------------------------------------------
     def start(self, timeout=START_TIMEOUT):
-        """Open the transport, shake hands, list the tools. Raises MCPError with a readable reason."""
+        """Open the transport, shake hands, list the tools. Raises MCPError with a readable
+        reason."""
         deadline = time.monotonic() + timeout
         self.open(timeout)
         result = self.request("initialize", {
@@ -303,8 +319,9 @@ class Server:
         version = result.get("protocolVersion") if isinstance(result, dict) else None
         if version not in SUPPORTED_VERSIONS:
             shown = json.dumps(version)[:60] if not isinstance(version, str) else repr(version[:60])
-            raise MCPError(f"MCP server {self.name!r} speaks protocol version {shown}; tinyharness asked for "
-                           f"{PROTOCOL_VERSION} and supports {', '.join(SUPPORTED_VERSIONS)}")
+            raise MCPError(f"MCP server {self.name!r} speaks protocol version {shown}; tinyharness "
+                           f"asked for {PROTOCOL_VERSION} and supports "
+                           f"{', '.join(SUPPORTED_VERSIONS)}")
         self.version = version
         self.notify("notifications/initialized")
         self.refresh_tools(max(deadline - time.monotonic(), MIN_CALL_TIME))
@@ -317,13 +334,15 @@ class Server:
         tools, cursor, seen = {}, None, set()
         for page in range(MAX_PAGES + 1):
             if page == MAX_PAGES:
-                self.report(f"[mcp] {self.name}: tools/list still had more after {MAX_PAGES} pages; "
-                            f"the {len(tools)} tool(s) listed so far are offered")
+                self.report(f"[mcp] {self.name}: tools/list still had more after {MAX_PAGES} "
+                            f"pages; the {len(tools)} tool(s) listed so far are offered")
                 break
             left = deadline - time.monotonic()
             if left <= 0:
-                raise MCPError(f"MCP server {self.name!r} did not finish listing its tools within {timeout:g} s")
-            result = self.request("tools/list", {"cursor": cursor} if cursor else None, timeout=left)
+                raise MCPError(f"MCP server {self.name!r} did not finish listing its tools within "
+                               f"{timeout:g} s")
+            result = (self.request("tools/list", {"cursor": cursor} if cursor else None,
+                                   timeout=left))
             result = result if isinstance(result, dict) else {}
             listed = result.get("tools")
             for tool in listed if isinstance(listed, list) else []:
@@ -333,7 +352,8 @@ class Server:
                 else:
                     tools[tool["name"]] = tool
             cursor = result.get("nextCursor")
-            if not isinstance(cursor, str) or not cursor or cursor in seen:  # a repeated cursor would loop
+            # a repeated cursor would loop
+            if not isinstance(cursor, str) or not cursor or cursor in seen:
                 break
             seen.add(cursor)
         self.list_changed.clear()
@@ -342,13 +362,15 @@ class Server:
     def call(self, tool, arguments, timeout=None, images=None):
         """(text for the model, is_error). `images`: where the pictures of the result go."""
         result = self.request("tools/call", {"name": tool, "arguments": arguments},
-                              timeout=self.timeout if timeout is None else timeout, progress_of=tool)
+                              timeout=self.timeout if timeout is None else timeout,
+                              progress_of=tool)
         if not isinstance(result, dict):
-            return "the server's reply to tools/call is not an object, so the tool's result cannot be read", True
+            return ("the server's reply to tools/call is not an object, so the tool's result "
+                    "cannot be read", True)
         content = result.get("content", [])
         if not isinstance(content, list):
-            return ("the server's reply to tools/call has a \"content\" that is not a list, so the tool's "
-                    "result cannot be read"), True
+            return ("the server's reply to tools/call has a \"content\" that is not a list, so the "
+                    "tool's result cannot be read"), True
         return result_text(result, content, tool, images), result.get("isError") is True
 
     def is_read_only(self, tool):
@@ -363,14 +385,17 @@ def kill_group(pid, sig):
 
 
 def reply_result(name, method, message, dead):
-    """The `result` of a reply, or MCPError for an error reply, a dead server or a reply of no shape."""
+    """The `result` of a reply, or MCPError for an error reply, a dead server or a reply of no
+    shape."""
     if message is None:
         raise MCPError(f"MCP server {name!r} is gone: {dead}")
     if "error" in message:
-        error = message["error"] if isinstance(message["error"], dict) else {"message": message["error"]}
+        error = (message["error"] if isinstance(message["error"], dict)
+                 else {"message": message["error"]})
         text = error.get("message", error)
         if message.get("transport") is TRANSPORT:
-            raise MCPError(f"MCP server {name!r} {text}")  # ours (mcp/http.py): the message never arrived
+            # ours (mcp/http.py): the message never arrived
+            raise MCPError(f"MCP server {name!r} {text}")
         raise MCPError(f"MCP server {name!r} answered {method} with an error: "
                        f"{str(text)[:500]} (code {str(error.get('code'))[:20]})")
     return message.get("result")

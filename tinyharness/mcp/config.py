@@ -1,4 +1,5 @@
-"""MCP configuration: which servers to start, read from mcp.json files and --mcp flags, checked whole.
+"""MCP configuration: which servers to start, read from mcp.json files and --mcp flags, checked
+whole.
 
 The problem. The configuration names programs to run and URLs to call, with secrets in environment
 variables, in a file that may come from another tool (Claude Code, Cursor and VS Code each write
@@ -24,58 +25,69 @@ from pathlib import Path
 from ..filedoor import read_bytes
 from .client import CALL_TIMEOUT
 
-SERVER_NAME = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*")  # no "__": it separates server and tool
+# no "__": it separates server and tool
+SERVER_NAME = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*")
 MAX_SERVER_NAME = 40
 
 
 def check_server_name(name, where):
     if not isinstance(name, str) or not SERVER_NAME.fullmatch(name) or len(name) > MAX_SERVER_NAME:
-        raise ValueError(f"{where}: the server name {str(name)[:60]!r} must be letters, digits, '-' or single '_' "
-                         f"(at most {MAX_SERVER_NAME}; '__' separates server and tool in mcp__SERVER__TOOL)")
+        raise ValueError(f"{where}: the server name {str(name)[:60]!r} must be letters, digits, "
+                         f"'-' or single '_' (at most {MAX_SERVER_NAME}; '__' separates server and "
+                         "tool in mcp__SERVER__TOOL)")
 
 
 def parse_flag(text):
     """`--mcp NAME=COMMAND` -> (name, config); COMMAND is split as a shell would split it."""
     name, sep, command = text.partition("=")
     if not sep or not name.strip() or not command.strip():
-        raise ValueError(f"--mcp wants NAME=COMMAND, e.g. --mcp notes='python3 notes_server.py', not {text!r}")
+        raise ValueError("--mcp wants NAME=COMMAND, e.g. --mcp notes='python3 notes_server.py', "
+                         f"not {text!r}")
     check_server_name(name, "--mcp")
     try:
         argv = shlex.split(command)
     except ValueError as e:
         raise ValueError(f"--mcp {name}: cannot split the command ({e})") from e
-    return name, {"type": "stdio", "command": argv, "env": {}, "read_only": (), "timeout": CALL_TIMEOUT}
+    return (name, {"type": "stdio", "command": argv, "env": {}, "read_only": (),
+                   "timeout": CALL_TIMEOUT})
 
 
-# Where users keep their servers, in the workspace: Claude Code's project scope, VS Code's, then ours (a
-# later file overrides a server of the same name in an earlier one).
-WORKSPACE_FILES = (Path(".mcp.json"), Path(".vscode") / "mcp.json", Path(".tinyharness") / "mcp.json")
+# Where users keep their servers, in the workspace: Claude Code's project scope, VS Code's, then
+# ours (a later file overrides a server of the same name in an earlier one).
+WORKSPACE_FILES = (Path(".mcp.json"), Path(".vscode") / "mcp.json",
+                   Path(".tinyharness") / "mcp.json")
 
 
 def config_files(workspace):
-    """The user's own file first, then the workspace's (which may override a server of the same name)."""
+    """The user's own file first, then the workspace's (which may override a server of the same
+    name)."""
     config = Path(os.environ.get("XDG_CONFIG_HOME", ""))
-    config = config if config.is_absolute() else Path.home() / ".config"   # the XDG rule: a relative path is ignored
+    # the XDG rule: a relative path is ignored
+    config = config if config.is_absolute() else Path.home() / ".config"
     home = config / "tinyharness" / "mcp.json"
     return [home, *(Path(workspace) / name for name in WORKSPACE_FILES)]
 
 
 def load_config(path, workspace=None):
-    """{name: config} from one mcp.json; raises ValueError with the file's name on anything malformed.
-    VS Code's ${workspaceFolder} is WORKSPACE (default: the folder that holds the file's folder)."""
+    """{name: config} from one mcp.json; raises ValueError with the file's name on anything
+    malformed. VS Code's ${workspaceFolder} is WORKSPACE (default: the folder that holds the file's
+    folder)."""
     path = Path(path)
-    # a relative envFile is the file's own folder's when it is the user's own file: never the workspace's
+    # a relative envFile is the file's own folder's when it is the user's own file: never the
+    # workspace's
     own = workspace is None or os.path.realpath(workspace) not in map(str, path.resolve().parents)
     try:
         raw, size = read_config(path, own, workspace)
         if size > CONFIG_CAP:
-            raise OSError(f"it is {size:,} bytes, more than the {CONFIG_CAP:,} a server list may have")
+            raise OSError(f"it is {size:,} bytes, more than the {CONFIG_CAP:,} a server list may "
+                          "have")
         data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, RecursionError) as e:
         raise ValueError(f"{path}: cannot read it as JSON ({e})") from e
     folder = str(workspace or path.resolve().parent.parent)
     env_folder = str(path.parent) if own else folder
-    if not isinstance(data, dict) or not any(isinstance(data.get(key), dict) for key in ("servers", "mcpServers")):
+    if (not isinstance(data, dict)
+        or not any(isinstance(data.get(key), dict) for key in ("servers", "mcpServers"))):
         raise ValueError(f'{path}: expected {{"servers": {{"NAME": {{"command": ...}}}}}} '
                          '(or "mcpServers", as Claude Code and Cursor write it)')
     configs = {}
@@ -87,30 +99,37 @@ def load_config(path, workspace=None):
             raise ValueError(f'{path}: "{key}" must be an object of servers')
         for name, config in block.items():
             where = f"{path}: server {name!r}"
-            configs[name] = parse_server(name, vs_code_variables(config, folder, where, env_folder), where)
+            config = vs_code_variables(config, folder, where, env_folder)
+            configs[name] = parse_server(name, config, where)
     return configs
 
 
-CONFIG_CAP = 1024 * 1024  # bytes: a server list is a page of JSON; a bigger file is refused, not read whole
+# bytes: a server list is a page of JSON; a bigger file is refused, not read whole
+CONFIG_CAP = 1024 * 1024
 
 
 def read_config(path, own, workspace):
-    """(at most CONFIG_CAP bytes, the size) of a server list, through the file door: the user's own file
-    where its links lead (a dotfiles manager links it), a workspace's with no link out and no FIFO."""
+    """(at most CONFIG_CAP bytes, the size) of a server list, through the file door: the user's own
+    file where its links lead (a dotfiles manager links it), a workspace's with no link out and no
+    FIFO."""
     if own:
         real = Path(os.path.realpath(path))
         return read_bytes(real.name, CONFIG_CAP, str(real.parent))
     return read_bytes(os.path.abspath(path), CONFIG_CAP, str(workspace))
 
 
-VS_CODE_VARIABLE = re.compile(r"\$\{(workspaceFolder|workspaceFolderBasename|userHome|pathSeparator|/)\}")
-OTHER_VARIABLE = re.compile(r"\$\{(?!env:)([A-Za-z]+):(?!-)([^}]*)\}")  # ${input:x}, ${command:x}, ${config:x}
+SSE_NOTE = (" (the old SSE transport is not supported; servers that have it usually speak http "
+            "too)")
+VS_CODE_VARIABLE = re.compile(r"\$\{(workspaceFolder|workspaceFolderBasename|userHome"
+                              r"|pathSeparator|/)\}")
+# ${input:x}, ${command:x}, ${config:x}
+OTHER_VARIABLE = re.compile(r"\$\{(?!env:)([A-Za-z]+):(?!-)([^}]*)\}")
 
 
 def vs_code_variables(config, folder, where, env_folder=None):
-    """CONFIG with VS Code's variables replaced (${workspaceFolder}, ${userHome}...) and its envFile read
-    into env (env's own entries win). ${input:ID} - a value VS Code asks for in its own prompt - is an
-    error that says what to write instead: it is never sent as it is."""
+    """CONFIG with VS Code's variables replaced (${workspaceFolder}, ${userHome}...) and its envFile
+    read into env (env's own entries win). ${input:ID} - a value VS Code asks for in its own prompt
+    - is an error that says what to write instead: it is never sent as it is."""
     names = {"workspaceFolder": folder, "workspaceFolderBasename": os.path.basename(folder),
              "userHome": str(Path.home()), "pathSeparator": os.sep, "/": os.sep}
 
@@ -118,39 +137,44 @@ def vs_code_variables(config, folder, where, env_folder=None):
         if isinstance(value, str):
             if other := OTHER_VARIABLE.search(value):
                 kind, name = other.groups()
-                raise ValueError(f"{where}: ${{{kind}:{name}}} is a VS Code {kind} variable (VS Code asks for or "
-                                 "computes it), which tinyharness cannot; put the value in an environment variable "
-                                 f"and write ${{env:NAME}} instead (it is never sent as it is)")
+                raise ValueError(f"{where}: ${{{kind}:{name}}} is a VS Code {kind} variable (VS "
+                                 "Code asks for or computes it), which tinyharness cannot; put "
+                                 f"the value in an environment variable and write ${{env:NAME}} "
+                                 "instead (it is never sent as it is)")
             return VS_CODE_VARIABLE.sub(lambda m: names[m.group(1)], value)
         if isinstance(value, list):
             return [replace(v) for v in value]
         return {k: replace(v) for k, v in value.items()} if isinstance(value, dict) else value
     config = replace(config)
     if isinstance(config, dict) and config.get("envFile") is not None:
-        config = {**config, "env": {**read_env_file(config["envFile"], env_folder or folder, where), **(config.get("env") or {})}}
+        config = ({**config, "env": {**read_env_file(config["envFile"], env_folder or folder,
+                                                     where), **(config.get("env") or {})}})
     return config
 
 
 def read_env_file(name, folder, where, cap=64 * 1024):
-    """{NAME: value} from a dotenv file (NAME=value lines; # comments, `export `, quotes), relative to
-    FOLDER. Opened without following a link, a regular file only, at most CAP bytes."""
+    """{NAME: value} from a dotenv file (NAME=value lines; # comments, `export `, quotes), relative
+    to FOLDER. Opened without following a link, a regular file only, at most CAP bytes."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"{where}: \"envFile\" must be a path")
     path = os.path.join(folder, os.path.expanduser(name))
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        fd = (os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                      | getattr(os, "O_NONBLOCK", 0)))
         with os.fdopen(fd, "rb") as file:
             if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
                 raise OSError("not a regular file")
             text = file.read(cap).decode("utf-8", errors="replace")
     except OSError as e:
-        raise ValueError(f"{where}: \"envFile\" {path} cannot be read ({e.strerror or e})") from None
+        raise ValueError(f"{where}: \"envFile\" {path} cannot be read "
+                         f"({e.strerror or e})") from None
     env = {}
     for line in text.splitlines():
         key, sep, value = line.strip().removeprefix("export ").partition("=")
         if sep and key.strip() and not key.lstrip().startswith("#"):
             value = value.strip()
-            env[key.strip()] = value[1:-1] if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"" else value
+            env[key.strip()] = (value[1:-1] if len(value) > 1 and value[0] == value[-1]
+                                and value[0] in "'\"" else value)
     return env
 
 
@@ -158,13 +182,14 @@ def parse_server(name, config, where):
     """One server's config, checked and with ${VAR} replaced: {"type", "command"|"url", ...}."""
     check_server_name(name, where.rsplit(":", 1)[0])
     if not isinstance(config, dict):
-        raise ValueError(f"{where} must be an object, e.g. {{\"command\": \"python3\", \"args\": [\"server.py\"]}}")
+        raise ValueError(f"{where} must be an object, e.g. {{\"command\": \"python3\", \"args\": "
+                         f"[\"server.py\"]}}")
     kind = config.get("type", "http" if "url" in config and "command" not in config else "stdio")
     if kind in ("streamable-http", "streamableHttp"):
         kind = "http"
     if kind not in ("stdio", "http"):
-        raise ValueError(f"{where}: \"type\" must be \"stdio\" or \"http\", not {json.dumps(kind)[:40]}"
-                         f"{' (the old SSE transport is not supported; servers that have it usually speak http too)' if kind == 'sse' else ''}")
+        raise ValueError(f"{where}: \"type\" must be \"stdio\" or \"http\", not "
+                         f"{json.dumps(kind)[:40]}{SSE_NOTE if kind == 'sse' else ''}")
     disabled = config.get("disabled", False)
     if not isinstance(disabled, bool):
         raise ValueError(f"{where}: \"disabled\" must be true or false")
@@ -173,9 +198,11 @@ def parse_server(name, config, where):
             (isinstance(read_only, (list, tuple)) and all(isinstance(t, str) for t in read_only))):
         raise ValueError(f"{where}: \"read_only\" must be true or a list of tool names")
     timeout = config.get("timeout", CALL_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 86400:
+    if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+        or not 0 < timeout <= 86400):
         raise ValueError(f"{where}: \"timeout\" must be a number of seconds above 0")
-    checked = {"type": kind, "disabled": disabled, "read_only": read_only or (), "timeout": float(timeout)}
+    checked = ({"type": kind, "disabled": disabled, "read_only": read_only or (),
+                "timeout": float(timeout)})
     if kind == "http":
         return {**checked, **http_part(config, where)}
     return {**checked, **stdio_part(config, where)}
@@ -193,14 +220,17 @@ def stdio_part(config, where):
                 raise ValueError(f"{where}: cannot split \"command\" ({e})") from e
         else:
             command = [command]
-    if not (isinstance(command, list) and command and all(isinstance(c, str) for c in command) and command[0]):
-        raise ValueError(f"{where} needs \"command\": a program (with \"args\": [...]) or a list of strings")
+    if (not (isinstance(command, list) and command and all(isinstance(c, str) for c in command)
+             and command[0])):
+        raise ValueError(f"{where} needs \"command\": a program (with \"args\": [...]) or a list "
+                         "of strings")
     argv = [expand(part, where) for part in command + list(args or [])]
     env = config.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        bad = next((k for k, v in env.items() if not isinstance(v, str)), None) if isinstance(env, dict) else None
-        raise ValueError(f"{where}: \"env\" must map names to strings"
-                         f"{f' ({bad!r} is {json.dumps(env[bad])[:40]})' if bad is not None else ''}")
+        bad = (next((k for k, v in env.items() if not isinstance(v, str)), None)
+               if isinstance(env, dict) else None)
+        which = "" if bad is None else f" ({bad!r} is {json.dumps(env[bad])[:40]})"
+        raise ValueError(f"{where}: \"env\" must map names to strings{which}")
     if not all(k and "=" not in k and "\0" not in k for k in env):
         raise ValueError(f"{where}: an \"env\" name is empty or holds '=' or NUL")
     cwd = config.get("cwd")
@@ -215,12 +245,15 @@ def stdio_part(config, where):
 def http_part(config, where):
     url = config.get("url")
     if not isinstance(url, str) or not re.match(r"https?://[^/\s]", expand(url, where)):
-        raise ValueError(f"{where}: \"type\": \"http\" needs \"url\": an http:// or https:// address")
+        raise ValueError(f"{where}: \"type\": \"http\" needs \"url\": an http:// or https:// "
+                         "address")
     headers = config.get("headers", {})
-    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+    if (not isinstance(headers, dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())):
         raise ValueError(f"{where}: \"headers\" must map names to strings")
     headers = {k: expand(v, where) for k, v in headers.items()}
-    if any(not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", k) or re.search(r"[\r\n\0]", v) for k, v in headers.items()):
+    if (any(not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", k)
+            or re.search(r"[\r\n\0]", v) for k, v in headers.items())):
         raise ValueError(f"{where}: a header name is not a token, or a value holds a line break")
     return {"url": expand(url, where), "headers": headers}
 
@@ -229,18 +262,22 @@ PYTHON = re.compile(r"python[0-9.]*(?:\.exe)?")
 
 
 def outside_the_workspace(config, folder):
-    """A stdio server from the user's own config, started in that config's folder (one the model cannot
-    write; a "cwd" of the config's own wins), never in the workspace, where a planted notes_server.py or
-    node_modules/.bin/ would run in its place, unconfined. A `python -m` server gets PYTHONSAFEPATH=1 too,
-    so that no folder but the installed packages is searched for its module. The workspace reaches the
-    server only where the config asks for it: "${PWD}" in "args" or "env"."""
+    """A stdio server from the user's own config, started in that config's folder (one the model
+    cannot write; a "cwd" of the config's own wins), never in the workspace, where a planted
+    notes_server.py or node_modules/.bin/ would run in its place, unconfined. A `python -m` server
+    gets PYTHONSAFEPATH=1 too, so that no folder but the installed packages is searched for its
+    module. The workspace reaches the server only where the config asks for it: "${PWD}" in "args"
+    or "env"."""
     if config.get("type") != "stdio":
         return config
     argv, env = config["command"], config.get("env", {})
-    if PYTHON.fullmatch(os.path.basename(argv[0])) and any(a == "-m" or a.startswith("-m") for a in argv[1:]):
+    if (PYTHON.fullmatch(os.path.basename(argv[0]))
+        and any(a == "-m" or a.startswith("-m") for a in argv[1:])):
         env = {"PYTHONSAFEPATH": "1", **env}
-    cwd = os.path.join(folder, os.path.expanduser(config["cwd"])) if config.get("cwd") else str(folder)
-    return {**config, "cwd": cwd, "env": env}  # a relative "cwd" is the config's folder's, never the workspace's
+    cwd = (os.path.join(folder, os.path.expanduser(config["cwd"])) if config.get("cwd")
+           else str(folder))
+    # a relative "cwd" is the config's folder's, never the workspace's
+    return {**config, "cwd": cwd, "env": env}
 
 
 VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

@@ -5,14 +5,15 @@ a documentation site's) live at a URL; there is no process to start and no pipe 
 
 The mechanism. Every JSON-RPC message the client sends is one HTTP POST to the server's URL, with
 `Accept: application/json, text/event-stream`. A notification is answered `202 Accepted` and nothing
-else. A request is answered either with one JSON-RPC reply as `application/json`, or with a stream of
-server-sent events (`text/event-stream`): each event's `data:` is one JSON-RPC message - progress
+else. A request is answered either with one JSON-RPC reply as `application/json`, or with a stream
+of server-sent events (`text/event-stream`): each event's `data:` is one JSON-RPC message - progress
 notifications, even requests to the client (ping) - and the stream's last message is the reply. The
 server may hand out a session in the `Mcp-Session-Id` header of its answer to `initialize`; every
 later POST carries it back, with `MCP-Protocol-Version`, and the client ends the session with a
-DELETE when it closes. Headers from the config (an `Authorization` token, say) go with every request.
-Everything above the transport - the handshake, paging, checks on every reply, names, pictures,
-progress - is mcp_client.Server's, unchanged: this class only replaces how a message travels.
+DELETE when it closes. Headers from the config (an `Authorization` token, say) go with every
+request. Everything above the transport - the handshake, paging, checks on every reply, names,
+pictures, progress - is mcp_client.Server's, unchanged: this class only replaces how a message
+travels.
 
 Each request's POST runs on a thread of its own and feeds what it reads into the same routing the
 stdio reader uses, so a call is bounded exactly as over stdio: by the server's `timeout` and the
@@ -21,8 +22,8 @@ run's time left, checked while the answer trickles in, not only when it ends. A 
 
 What it cannot do. No OAuth flow (put a token in `headers`), no resuming a broken SSE stream
 (`Last-Event-ID`), no GET stream for messages the server sends on its own (a `tools/list_changed`
-arrives only inside a reply's stream), and a server that forgets the session (404) is withdrawn rather
-than greeted again.
+arrives only inside a reply's stream), and a server that forgets the session (404) is withdrawn
+rather than greeted again.
 """
 import json
 import re
@@ -63,8 +64,10 @@ class HttpServer(Server):
 
     def post(self, message, read_timeout):
         try:
-            return self.http.post(self.url, data=json.dumps(message).encode("utf-8"), headers=self.headers(),
-                                  timeout=(CONNECT_TIMEOUT, read_timeout), stream=True, allow_redirects=False)
+            return self.http.post(self.url, data=json.dumps(message).encode("utf-8"),
+                                  headers=self.headers(),
+                                  timeout=(CONNECT_TIMEOUT, read_timeout), stream=True,
+                                  allow_redirects=False)
         except (requests.RequestException, ValueError) as e:
             raise MCPError(f"at {self.url} cannot be reached ({reason(e)})") from None
 
@@ -75,7 +78,8 @@ class HttpServer(Server):
         if "method" in message and "id" in message:
             threading.Thread(target=self.fetch, args=(message,), daemon=True).start()
         elif message.get("method") == "notifications/cancelled":
-            threading.Thread(target=self.deliver, args=(message,), daemon=True).start()  # best effort
+            # best effort
+            threading.Thread(target=self.deliver, args=(message,), daemon=True).start()
         else:
             self.deliver(message)
 
@@ -84,7 +88,8 @@ class HttpServer(Server):
         try:
             with self.post(message, NOTIFY_TIMEOUT) as response:
                 if response.status_code >= 400:
-                    self.log.note(f"{message.get('method', 'a reply')} was answered HTTP {response.status_code}")
+                    self.log.note(f"{message.get('method', 'a reply')} was answered HTTP "
+                                  f"{response.status_code}")
         except (MCPError, requests.RequestException) as e:
             self.log.note(f"{message.get('method', 'a reply')} could not be sent: {e}")
 
@@ -97,8 +102,10 @@ class HttpServer(Server):
                 if method == "initialize":
                     self.take_session(response.headers.get(SESSION_HEADER))
                 for reply in self.messages(response, method):
-                    if isinstance(reply, dict) and "method" not in reply and ("result" in reply or "error" in reply):
-                        reply = {**reply, "id": number}  # the answer to this POST is this request's, whatever id it says
+                    if (isinstance(reply, dict) and "method" not in reply
+                        and ("result" in reply or "error" in reply)):
+                        # the answer to this POST is this request's, whatever id it says
+                        reply = {**reply, "id": number}
                         self.receive(reply)
                         return
                     self.receive(reply)
@@ -109,8 +116,10 @@ class HttpServer(Server):
             self.fail(number, f"broke off its answer ({reason(e)})")
 
     def fail(self, number, why):
-        """The request failed on the way (not an error the server sent): its caller gets MCPError(why)."""
-        self.receive({"jsonrpc": "2.0", "id": number, "error": {"code": -32000, "message": why}, "transport": TRANSPORT})
+        """The request failed on the way (not an error the server sent): its caller gets
+        MCPError(why)."""
+        self.receive({"jsonrpc": "2.0", "id": number, "error": {"code": -32000, "message": why},
+                      "transport": TRANSPORT})
 
     def take_session(self, value):
         if value is None:
@@ -120,7 +129,8 @@ class HttpServer(Server):
         self.session_id = value
 
     def messages(self, response, method):
-        """The JSON-RPC messages of an answer: one (JSON) or each SSE event's data, as they arrive."""
+        """The JSON-RPC messages of an answer: one (JSON) or each SSE event's data, as they
+        arrive."""
         status = response.status_code
         kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if status == 404 and self.session_id:
@@ -144,13 +154,15 @@ class HttpServer(Server):
                     continue
                 yield message
         else:
-            raise MCPError(f"answered {method} with Content-Type {kind[:60]!r}, not JSON or an event stream")
+            raise MCPError(f"answered {method} with Content-Type {kind[:60]!r}, not JSON or an "
+                           "event stream")
 
     def close(self):
         """End the session (DELETE, best effort) and the connection."""
         if self.open_ and self.session_id:
             try:
-                self.http.delete(self.url, headers=self.headers(), timeout=(CONNECT_TIMEOUT, NOTIFY_TIMEOUT)).close()
+                self.http.delete(self.url, headers=self.headers(),
+                                 timeout=(CONNECT_TIMEOUT, NOTIFY_TIMEOUT)).close()
             except requests.RequestException:
                 pass
         self.open_ = False

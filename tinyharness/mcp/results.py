@@ -1,4 +1,5 @@
-"""What an MCP server's replies may hold, checked: a tool's listing, and a tool call's result as text.
+"""What an MCP server's replies may hold, checked: a tool's listing, and a tool call's result as
+text.
 
 The problem. A tools/list entry and a tools/call result come from a program we did not write. A
 schema may be a string, a "required" may name numbers, a result may hold parts of kinds we cannot
@@ -35,7 +36,8 @@ def tool_problem(tool, listed):
     if not isinstance(schema, dict):
         return f"the tool {name!r} has an inputSchema that is not an object"
     if schema.get("type", "object") != "object":
-        return f"the tool {name!r} takes {json.dumps(schema.get('type'))[:40]}, not an object of arguments"
+        return (f"the tool {name!r} takes {json.dumps(schema.get('type'))[:40]}, not an object of "
+                "arguments")
     if not isinstance(schema.get("properties", {}), dict):
         return f"the tool {name!r} has \"properties\" that are not an object"
     required = schema.get("required", [])
@@ -46,13 +48,14 @@ def tool_problem(tool, listed):
     except (ValueError, TypeError, RecursionError):
         return f"the tool {name!r} has a schema that cannot be sent as JSON"
     if size > MAX_SCHEMA_CHARS:
-        return f"the tool {name!r} has a schema of {size} characters (the limit is {MAX_SCHEMA_CHARS})"
+        return (f"the tool {name!r} has a schema of {size} characters (the limit is "
+                f"{MAX_SCHEMA_CHARS})")
     return None
 
 
 def result_text(result, content, tool="tool", images=None):
-    """The parts of a tools/call result as text for the model; a picture goes into `images` (sent after
-    the turn's results), or a note says why it did not."""
+    """The parts of a tools/call result as text for the model; a picture goes into `images` (sent
+    after the turn's results), or a note says why it did not."""
     pieces, pictures = [], 0
     for part in content:
         kind = part.get("type") if isinstance(part, dict) else None
@@ -68,7 +71,8 @@ def result_text(result, content, tool="tool", images=None):
             pieces.append(f"[a link to a resource: {part['uri'][:500]}]")
         else:
             shown = kind if isinstance(kind, str) else "unreadable"
-            pieces.append(f"[a {shown[:40]} part was left out: only text and pictures reach the model]")
+            pieces.append(f"[a {shown[:40]} part was left out: only text and pictures reach the "
+                          "model]")
     if not pieces and result.get("structuredContent") is not None:
         try:
             pieces.append(json.dumps(result["structuredContent"], ensure_ascii=False))
@@ -82,7 +86,8 @@ def picture(part, name, images):
     if images is None:
         return "[a picture was left out: this caller takes text only]"
     try:
-        data = base64.b64decode(part.get("data") if isinstance(part.get("data"), str) else "", validate=True)
+        data = (base64.b64decode(part.get("data") if isinstance(part.get("data"), str)
+                                 else "", validate=True))
     except (binascii.Error, ValueError):
         data = b""
     mime = sniff(data)

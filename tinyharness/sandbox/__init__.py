@@ -1,63 +1,73 @@
 """The sandbox: what m3's regex cannot stop, the kernel does.
 
-m3 taught, honestly, that a command policy is text matching. `x=rm; $x -rf "$D"`, `find "$D" -delete`,
-a script written and then run, `git -c core.fsmonitor=...`, a hard link, `/proc/self/root/...`: the
-words never hold `rm -rf`, so no regex sees them. What every one of them has to do in the end is ask
-the kernel: open this file for writing, unlink that one, connect a socket, send a signal. The sandbox
-makes the kernel say no, at the moment of the system call, whatever the spelling.
+m3 taught, honestly, that a command policy is text matching. `x=rm; $x -rf "$D"`, `find "$D"
+-delete`, a script written and then run, `git -c core.fsmonitor=...`, a hard link,
+`/proc/self/root/...`: the words never hold `rm -rf`, so no regex sees them. What every one of them
+has to do in the end is ask the kernel: open this file for writing, unlink that one, connect a
+socket, send a signal. The sandbox makes the kernel say no, at the moment of the system call,
+whatever the spelling.
 
 Each `shell` command runs in a child process that, after `fork` and before `exec /bin/sh`, confines
-itself and everything it will start. This module is the front that composes the layers, one module each:
+itself and everything it will start. This module is the front that composes the layers, one module
+each:
 
 | module | the layer | what it stops |
 |---|---|---|
-| sandbox/rules.py | what the child applies: no new privileges, limits | setuid gains, a 1 GiB file, a fork bomb |
-| sandbox/landlock.py | Landlock | writes outside the workspace, reads of your files, TCP, signals out |
-| sandbox/seccomp.py | seccomp | UDP, raw and netlink sockets, io_uring, setuid bits, renice of others, keyrings |
-| sandbox/namespaces.py | namespaces, where they work | sockets in /tmp, /run and home; other processes; SysV IPC |
+| sandbox/rules.py | what the child applies: no new privileges, limits | setuid gains, a 1 GiB file,
+a fork bomb |
+| sandbox/landlock.py | Landlock | writes outside the workspace, reads of your files, TCP, signals
+out |
+| sandbox/seccomp.py | seccomp | UDP, raw and netlink sockets, io_uring, setuid bits, renice of
+others, keyrings |
+| sandbox/namespaces.py | namespaces, where they work | sockets in /tmp, /run and home; other
+processes; SysV IPC |
 | sandbox/env.py | an allowlist environment | secrets in variables, the SSH agent, tmux, D-Bus |
 | sandbox/reaping.py | no process left behind | what a command leaves running |
-| sandbox/git.py | `.git` and `.tinyharness` put back | a git hook or setting that runs later, unconfined |
-| sandbox/beneath.py | the file tools' opens | `..`, links and `/proc/self/root` out of the workspace |
+| sandbox/git.py | `.git` and `.tinyharness` put back | a git hook or setting that runs later,
+unconfined |
+| sandbox/beneath.py | the file tools' opens | `..`, links and `/proc/self/root` out of the
+workspace |
 
-(sandbox/syscalls.py makes the system calls Python has no function for.) Each module's docstring says
-what its layer cannot do.
+(sandbox/syscalls.py makes the system calls Python has no function for.) Each module's docstring
+says what its layer cannot do.
 
-Around the layers, this module keeps the start folder safe (`workspace_problem`: no workspace that holds
-the home folder or the harness, or lies inside a folder other programs read as settings or run from),
-removes each command's private TMPDIR whatever modes it left, and names at start a hard link to a file
-outside. The harness's own files go through filedoor.py.
+Around the layers, this module keeps the start folder safe (`workspace_problem`: no workspace that
+holds the home folder or the harness, or lies inside a folder other programs read as settings or run
+from), removes each command's private TMPDIR whatever modes it left, and names at start a hard link
+to a file outside. The harness's own files go through filedoor.py.
 
 The model only reads text, and `Permission denied` alone sends a small model looking for another
 way (sudo, another path): when a command's output shows a refusal, the result ends with one
 `[sandbox]` line saying what the sandbox allows and that the task should say what it needs.
 
-**Fail closed.** On a kernel without Landlock, or with an ABI older than 6 (kernel 6.12; scoping, the
-newest Landlock right it relies on), or on an architecture the seccomp filter does not know, `shell`
-refuses to run anything and says why; `tinyharness run --sandbox off` runs commands unconfined, with a
-warning on every run.
+**Fail closed.** On a kernel without Landlock, or with an ABI older than 6 (kernel 6.12; scoping,
+the newest Landlock right it relies on), or on an architecture the seccomp filter does not know,
+`shell` refuses to run anything and says why; `tinyharness run --sandbox off` runs commands
+unconfined, with a warning on every run.
 
 **What it still cannot see.** Anything inside the workspace is fair game: a command can delete or
 rewrite every file there (use git), including hooks a repository keeps there (`core.hooksPath =
-.husky`) and files another tool runs later (a Makefile). Reads of the system are allowed, so a command
-sees which programs are installed and the world-readable parts of `/etc`; running as root, root-owned
-files there are readable too. `/tmp` itself is closed (empty, with namespaces): a program that ignores
-`TMPDIR` fails there. `AF_UNIX` sockets stay open, and Landlock (up to ABI 7) does not check connecting
-to a socket file: with namespaces only those outside `/tmp`, `/run` and the home folder are left to
-reach; without them every one the user may use (an SSH agent's, tmux's, `/var/run/docker.sock`). The
-user's MCP servers, the command hooks marked `"sandbox": false` (the others run in here: hookrun.py),
-and the harness itself (its `view_image` URLs, its model server, its own files: filedoor.py), run
-unconfined; what the user runs in the workspace afterwards
-(`make`, `npm install`, `pytest`) runs what the model wrote, and a hard link there writes through.
-Memory is not capped, CPU only per process by the CPU-seconds limit, and the disk can still fill with
-many 1 GiB files; as root, the task limit is not enforced. What the command
-prints, and what the model reads in the workspace, may still carry a prompt injection: the kernel stops
-what a command does, not what the model believes. And it is Linux only. (The README's sandbox table
-names, for each rule, the test that attacks it, and lists what a user can do about each of these.)
+.husky`) and files another tool runs later (a Makefile). Reads of the system are allowed, so a
+command sees which programs are installed and the world-readable parts of `/etc`; running as root,
+root-owned files there are readable too. `/tmp` itself is closed (empty, with namespaces): a program
+that ignores `TMPDIR` fails there. `AF_UNIX` sockets stay open, and Landlock (up to ABI 7) does not
+check connecting to a socket file: with namespaces only those outside `/tmp`, `/run` and the home
+folder are left to reach; without them every one the user may use (an SSH agent's, tmux's,
+`/var/run/docker.sock`). The user's MCP servers, the command hooks marked `"sandbox": false` (the
+others run in here: hookrun.py), and the harness itself (its `view_image` URLs, its model server,
+its own files: filedoor.py), run unconfined; what the user runs in the workspace afterwards (`make`,
+`npm install`, `pytest`) runs what the model wrote, and a hard link there writes through. Memory is
+not capped, CPU only per process by the CPU-seconds limit, and the disk can still fill with many 1
+GiB files; as root, the task limit is not enforced. What the command prints, and what the model
+reads in the workspace, may still carry a prompt injection: the kernel stops what a command does,
+not what the model believes. And it is Linux only. (The README's sandbox table names, for each rule,
+the test that attacks it, and lists what a user can do about each of these.)
 
 **Check it yourself** (the sandbox is on by default):
-    tinyharness run --yes "run: x=rm; \\$x -rf ~/some-folder"   -> nothing to delete: home is empty in there
-    tinyharness run --yes "run: python3 -c 'import socket; socket.socket(2, 2)'"   -> PermissionError
+    tinyharness run --yes "run: x=rm; \\$x -rf ~/some-folder"
+        -> nothing to delete: home is empty in there
+    tinyharness run --yes "run: python3 -c 'import socket; socket.socket(2, 2)'"
+        -> PermissionError
 or without a model (Landlock and seccomp, no namespaces): `python -m tinyharness.sandbox --exec
 WORKSPACE -- sh -c 'touch ~/x'`.
 """
@@ -80,7 +90,8 @@ from .reaping import LIVE, LOCK, become_subreaper, child_lister, end_everything
 from .rules import FILE_BYTES, NEW_TASKS, Rules, read_paths, tasks_now
 from .seccomp import syscall_filter
 
-REBUILD_AFTER = 256  # commands; then the ruleset is built afresh (each command's TMPDIR adds one rule)
+# commands; then the ruleset is built afresh (each command's TMPDIR adds one rule)
+REBUILD_AFTER = 256
 
 
 def unavailable_reason(abi=None, machine=None):
@@ -90,29 +101,35 @@ def unavailable_reason(abi=None, machine=None):
     if sys.platform != "linux":
         missing = f"it needs Linux, and this is {sys.platform}"
     elif abi == 0:
-        missing = (f"this kernel ({platform.release()}) has no Landlock, or it is switched off (Landlock came in "
-                   "Linux 5.13; check that `lsm=` on the kernel command line includes landlock)")
+        missing = (f"this kernel ({platform.release()}) has no Landlock, or it is switched off "
+                   "(Landlock came in Linux 5.13; check that `lsm=` on the kernel command line "
+                   "includes landlock)")
     elif abi < MIN_ABI:
-        missing = (f"this kernel ({platform.release()}) has Landlock ABI {abi}, and the sandbox needs ABI {MIN_ABI} "
-                   "(Linux 6.12) to keep signals inside the sandbox; ABI 4 (6.7) is needed to cut TCP")
+        missing = (f"this kernel ({platform.release()}) has Landlock ABI {abi}, and the sandbox "
+                   f"needs ABI {MIN_ABI} (Linux 6.12) to keep signals inside the sandbox; ABI 4 "
+                   "(6.7) is needed to cut TCP")
     elif syscall_filter(machine) is None:
         missing = f"its seccomp filter knows x86_64 and aarch64, not {machine}"
     else:
         return None
-    return (f"the shell is sandboxed and the sandbox cannot run here: {missing}. Nothing ran. To run commands "
-            "without a sandbox (the command regex is then all that stands between the model and your files), "
-            "start tinyharness again with --sandbox off, and read every command before you approve it.")
+    return (f"the shell is sandboxed and the sandbox cannot run here: {missing}. Nothing ran. To "
+            "run commands without a sandbox (the command regex is then all that stands between "
+            "the model and your files), start tinyharness again with --sandbox off, and read "
+            "every command before you approve it.")
 
 
 class Sandbox:
     """How `shell` runs commands: `Sandbox()` confines them, `Sandbox(enabled=False)` does not.
-    `extra_read`: more paths the commands may read (--sandbox-read); `file_bytes`: the largest file."""
+    `extra_read`: more paths the commands may read (--sandbox-read); `file_bytes`: the largest
+    file."""
 
-    def __init__(self, enabled=True, extra_read=(), file_bytes=FILE_BYTES, extra_env=(), isolate=None):
+    def __init__(self, enabled=True, extra_read=(), file_bytes=FILE_BYTES, extra_env=(),
+                 isolate=None):
         self.enabled, self.extra_read, self.file_bytes = enabled, list(extra_read), file_bytes
         self.extra_env = list(extra_env)  # --sandbox-env: more variable names passed on
         self._abi, self._isolate = None, isolate  # isolate: None = namespaces where they work
-        self._built, self._lock = {}, LOCK  # workspace -> [Rules built once a run, commands started]
+        # workspace -> [Rules built once a run, commands started]
+        self._built, self._lock = {}, LOCK
         weakref.finalize(self, close_all, self._built)
 
     @property
@@ -134,18 +151,20 @@ class Sandbox:
 
     def rules(self, workspace, tmpdir, timeout):
         read = [workspace, *read_paths(self.extra_read)]
-        isolation = Isolation(tmpdir, [workspace, *read], os.path.expanduser("~")) if self.isolated else None
-        # RLIMIT_NPROC counts the user's tasks in the command's user namespace when it has one: then 256
-        # is the command's own bound; without one, every task of the user counts (see tasks_now)
+        isolation = (Isolation(tmpdir, [workspace, *read], os.path.expanduser("~")) if self.isolated
+                     else None)
+        # RLIMIT_NPROC counts the user's tasks in the command's user namespace when it has one: then
+        # 256 is the command's own bound; without one, every task of the user counts (see tasks_now)
         return Rules(self.abi, [workspace, tmpdir], read, cpu_seconds=max(1, int(timeout) + 1),
-                     max_processes=NEW_TASKS if isolation else tasks_now() + NEW_TASKS, file_bytes=self.file_bytes,
-                     isolation=isolation)
+                     max_processes=NEW_TASKS if isolation else tasks_now() + NEW_TASKS,
+                     file_bytes=self.file_bytes, isolation=isolation)
 
     def rules_for(self, workspace, tmpdir, timeout, cwd):
-        """The rules of one command, from those built once a run (the read list, /etc entry by entry, the
-        namespaces' mounts, the seccomp program, the Landlock ruleset): its TMPDIR added, its limits set.
-        Called under the lock, which is held until the child is forked: a ruleset is closed (rebuilt after
-        REBUILD_AFTER commands, so the rules of gone TMPDIRs do not pile up) only when no child is being made."""
+        """The rules of one command, from those built once a run (the read list, /etc entry by
+        entry, the namespaces' mounts, the seccomp program, the Landlock ruleset): its TMPDIR added,
+        its limits set. Called under the lock, which is held until the child is forked: a ruleset is
+        closed (rebuilt after REBUILD_AFTER commands, so the rules of gone TMPDIRs do not pile up)
+        only when no child is being made."""
         built = self._built.get(workspace)
         if built is None or built[1] >= REBUILD_AFTER:
             if built:
@@ -161,20 +180,22 @@ class Sandbox:
         return clean_environment(os.environ, tmpdir, workspace, self.extra_env)
 
     def with_read(self, paths):
-        """The same sandbox, with more paths the commands may read (a user hook's own scripts folder)."""
-        more = Sandbox(self.enabled, [*self.extra_read, *paths], self.file_bytes, self.extra_env, self._isolate)
+        """The same sandbox, with more paths the commands may read (a user hook's own scripts
+        folder)."""
+        more = (Sandbox(self.enabled, [*self.extra_read, *paths], self.file_bytes, self.extra_env,
+                        self._isolate))
         more._abi = self._abi
         return more
 
     def start(self, workspace, command, timeout, cwd=None, env_extra=None, **popen):
         """Start the command (confined when enabled); return (process, finish) where finish() ends
-        what it left behind, removes its TMPDIR, undoes changes to protected paths and returns notes.
-        `cwd`: where it starts when not the workspace (a user's own hook); `env_extra`: variables set
-        beside the allowlist (CLAUDE_PROJECT_DIR for a hook)."""
+        what it left behind, removes its TMPDIR, undoes changes to protected paths and returns
+        notes. `cwd`: where it starts when not the workspace (a user's own hook); `env_extra`:
+        variables set beside the allowlist (CLAUDE_PROJECT_DIR for a hook)."""
         if not self.enabled:
             env = {**os.environ, **env_extra} if env_extra else None
-            process = subprocess.Popen(command, shell=True, cwd=cwd or workspace, start_new_session=True, env=env,
-                                       **popen)
+            process = subprocess.Popen(command, shell=True, cwd=cwd or workspace,
+                                       start_new_session=True, env=env, **popen)
             return process, lambda timed_out=False, reap=True: []
         become_subreaper()
         adopted_before = child_lister()(os.getpid())
@@ -183,39 +204,46 @@ class Sandbox:
         tmpdir = tempfile.mkdtemp(prefix="tinyharness-tmp-")
         workspace = os.path.realpath(workspace)
         try:
-            with self._lock:  # the child has its own copy of the ruleset's descriptor, and closes it at exec
-                rules = self.rules_for(workspace, tmpdir, timeout, os.path.realpath(cwd) if cwd else workspace)
+            # the child has its own copy of the ruleset's descriptor, and closes it at exec
+            with self._lock:
+                rules = (self.rules_for(workspace, tmpdir, timeout,
+                                        os.path.realpath(cwd) if cwd else workspace))
                 env = {**self.env(tmpdir, workspace), **(env_extra or {})}
-                process = launch(["/bin/sh", "-c", command], rules, cwd=rules.cwd, start_new_session=True, env=env,
-                                 **popen)
-                LIVE.add(process.pid)  # under the lock: no other command's clean-up takes it for a leftover
+                process = launch(["/bin/sh", "-c", command], rules, cwd=rules.cwd,
+                                 start_new_session=True, env=env, **popen)
+                # under the lock: no other command's clean-up takes it for a leftover
+                LIVE.add(process.pid)
         except BaseException:
             remove_tmpdir(tmpdir)
             raise
-        return process, functools.partial(finish, process, adopted_before, tmpdir, workspace, before, contents)
+        return (process, functools.partial(finish, process, adopted_before, tmpdir, workspace,
+                                           before, contents))
 
 
-def finish(process, adopted_before, tmpdir, workspace, before, contents, timed_out=False, reap=True):
-    """After a confined command: end what it left, remove its TMPDIR, put the protected paths back; the notes.
-    `reap`: wait for the command (killed by now) here; False leaves it for the caller (chat counts the
-    commands an interruption stopped), and then it stays in LIVE, a child of ours."""
+def finish(process, adopted_before, tmpdir, workspace, before, contents, timed_out=False,
+           reap=True):
+    """After a confined command: end what it left, remove its TMPDIR, put the protected paths back;
+    the notes. `reap`: wait for the command (killed by now) here; False leaves it for the caller
+    (chat counts the commands an interruption stopped), and then it stays in LIVE, a child of
+    ours."""
     with LOCK:  # no child is between its start and its registration in LIVE
         left = end_everything(process.pid, adopted_before)
     if reap:
         process.wait()
         LIVE.discard(process.pid)
     remove_tmpdir(tmpdir)
-    notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running outside its "
-             "process group"] \
+    notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running outside "
+             "its process group"] \
         if left and not timed_out else []  # a timeout's message says so already
     try:
         undone = restore(workspace, before, contents)
     except RestoreFailed as e:  # never a note for the model: the user must know, and the run stops
         raise RestoreFailed(what_is_left(workspace, e)) from None
     if undone:
-        notes.append("[sandbox] protected paths were changed and have been put back: " + ", ".join(undone)
-                     + ". .git (its hooks, config and links) and the harness's own settings are for the user "
-                     "to change.")
+        notes.append("[sandbox] protected paths were changed and have been put back: "
+                     + ", ".join(undone)
+                     + ". .git (its hooks, config and links) and the harness's own settings are "
+                     "for the user to change.")
     return notes
 
 
@@ -226,7 +254,8 @@ def launch(argv, rules, **popen):
         try:
             return sandbox_clone.CloneStart(argv, rules, NAMESPACES, **popen)
         except OSError as e:
-            if sandbox_clone.works() is not False:  # not the clone refused: the command could not start
+            # not the clone refused: the command could not start
+            if sandbox_clone.works() is not False:
                 raise
             del e
     return subprocess.Popen(argv, preexec_fn=rules.apply_in_child, **popen)
@@ -240,96 +269,118 @@ def close_all(built):
 
 
 def what_is_left(workspace, error):
-    return (f"the sandbox could not check or put back the protected paths of {workspace} after a shell command "
-            f"({error}), so the run was stopped. They may still hold what the command left there: a git hook or "
-            "setting that runs a program at your next git command. Before you run git in that folder, check .git "
-            "(is it a folder?), .git/hooks, .git/config, .git/config.worktree, .git/commondir, .git/info/attributes, "
+    return (f"the sandbox could not check or put back the protected paths of {workspace} after a "
+            f"shell command ({error}), so the run was stopped. They may still hold what the "
+            "command left there: a git hook or setting that runs a program at your next git "
+            "command. Before you run git in that folder, check .git (is it a folder?), "
+            ".git/hooks, .git/config, .git/config.worktree, .git/commondir, .git/info/attributes, "
             ".git/modules/*/hooks and .git/modules/*/config, and .tinyharness/.")
 
 
 def workspace_problem(workspace, home=None, environ=None):
     """Why the harness must not run with this folder as its workspace, in one sentence, or None. The
     commands may write anything in the workspace, so it must not hold what runs or configures things
-    outside the sandbox later: the home folder (dotfiles, ~/.ssh, the harness's trust store), the XDG
-    config and data folders, or the harness's own code and the Python it runs on (a planted
-    `tinyharness/__init__.py` or a `.pth` file would run at the next launch, unconfined); nor be inside
-    a folder other programs read or run from (read_or_run_from). --workspace-anyway skips this check."""
+    outside the sandbox later: the home folder (dotfiles, ~/.ssh, the harness's trust store), the
+    XDG config and data folders, or the harness's own code and the Python it runs on (a planted
+    `tinyharness/__init__.py` or a `.pth` file would run at the next launch, unconfined); nor be
+    inside a folder other programs read or run from (read_or_run_from). --workspace-anyway skips
+    this check."""
     environ = os.environ if environ is None else environ
     home = os.path.realpath(home or os.path.expanduser("~"))
     workspace = os.path.realpath(workspace)
     guarded = [("your home folder", home),
-               ("your config folder (XDG_CONFIG_HOME)", xdg(environ, "XDG_CONFIG_HOME", home, ".config")),
-               ("your data folder (XDG_DATA_HOME)", xdg(environ, "XDG_DATA_HOME", home, ".local/share")),
+               ("your config folder (XDG_CONFIG_HOME)",
+                xdg(environ, "XDG_CONFIG_HOME", home, ".config")),
+               ("your data folder (XDG_DATA_HOME)",
+                xdg(environ, "XDG_DATA_HOME", home, ".local/share")),
                *settings_targets(environ, home),
                ("tinyharness's own code", os.path.dirname(os.path.realpath(__file__))),
                ("the Python environment tinyharness runs from", os.path.realpath(sys.prefix))]
     for what, path in guarded:
         if path == workspace or path.startswith(workspace.rstrip(os.sep) + os.sep):
-            return (f"the workspace {workspace} contains {what} ({path}), and shell commands may change anything in "
-                    "the workspace, including what runs outside the sandbox later; start tinyharness in a project "
-                    "folder that holds neither" + (" (install tinyharness outside it: pipx, or a virtualenv elsewhere)"
-                                                   if "own code" in what or "Python" in what else ""))
+            return (f"the workspace {workspace} contains {what} ({path}), and shell commands may "
+                    "change anything in the workspace, including what runs outside the sandbox "
+                    "later; start tinyharness in a project folder that holds neither"
+                    + (" (install tinyharness outside it: pipx, or a virtualenv elsewhere)"
+                                                   if "own code" in what or "Python" in what
+                                 else ""))
     for what, path in read_or_run_from(environ, home):
-        if workspace == path or workspace.startswith(path.rstrip(os.sep) + os.sep) and not holds(path, home):
-            return (f"the workspace {workspace} is {'inside ' * (workspace != path)}{what} ({path}), whose files "
-                    "other programs read as their settings or run, outside the sandbox; shell commands may change "
-                    "anything in the workspace; start tinyharness in a project folder")
+        if (workspace == path or workspace.startswith(path.rstrip(os.sep) + os.sep)
+            and not holds(path, home)):
+            return (f"the workspace {workspace} is {'inside ' * (workspace != path)}{what} "
+                    f"({path}), whose files other programs read as their settings or run, outside "
+                    "the sandbox; shell commands may change anything in the workspace; start "
+                    "tinyharness in a project folder")
     return None
 
 
 def read_or_run_from(environ, home):
     """(what, folder) of every folder whose files other programs read as their settings or run: a
     workspace inside one (~/.config/git, ~/.local/bin, ~/.ssh, the harness's own stores) would let a
-    command plant a core.fsmonitor, a fake `git`, a `Match exec` or a trusted.json for later; one that
-    is a folder on PATH, a program your shell finds by name."""
-    state, cache = xdg(environ, "XDG_STATE_HOME", home, ".local/state"), xdg(environ, "XDG_CACHE_HOME", home, ".cache")
+    command plant a core.fsmonitor, a fake `git`, a `Match exec` or a trusted.json for later; one
+    that is a folder on PATH, a program your shell finds by name."""
+    state, cache = (xdg(environ, "XDG_STATE_HOME", home,
+                        ".local/state"), xdg(environ, "XDG_CACHE_HOME", home, ".cache"))
     folders = [("your config folder (XDG_CONFIG_HOME; tinyharness's mcp.json too)",
                 xdg(environ, "XDG_CONFIG_HOME", home, ".config")),
                ("your data folder (XDG_DATA_HOME; tinyharness's sessions and trust answers too)",
                 xdg(environ, "XDG_DATA_HOME", home, ".local/share")),
-               ("your state folder (XDG_STATE_HOME)", state), ("your cache folder (XDG_CACHE_HOME)", cache),
-               ("~/.local/bin", os.path.join(home, ".local", "bin")), ("~/.ssh", os.path.join(home, ".ssh")),
-               ("your GnuPG folder", os.path.realpath(environ.get("GNUPGHOME") or os.path.join(home, ".gnupg")))]
+               ("your state folder (XDG_STATE_HOME)", state),
+               ("your cache folder (XDG_CACHE_HOME)", cache),
+               ("~/.local/bin", os.path.join(home, ".local", "bin")),
+               ("~/.ssh", os.path.join(home, ".ssh")),
+               ("your GnuPG folder", os.path.realpath(environ.get("GNUPGHOME")
+                                                      or os.path.join(home, ".gnupg")))]
     folders += dot_folders(home)
-    for variable in ("PATH", "PYTHONPATH"):  # what a shell finds by name; what every Python start imports
+    # what a shell finds by name; what every Python start imports
+    for variable in ("PATH", "PYTHONPATH"):
         on_it = [p for p in environ.get(variable, "").split(os.pathsep) if os.path.isabs(p)]
         folders += [(f"a folder on {variable}", os.path.realpath(p)) for p in on_it]
     return folders
 
 
 def dot_folders(home):
-    """(what, folder) of each folder directly in home whose name starts with a dot: some program's settings
-    (~/.claude, whose settings.json names hooks this harness runs, ~/.aws, ~/.kube, ~/.cursor...)."""
+    """(what, folder) of each folder directly in home whose name starts with a dot: some program's
+    settings (~/.claude, whose settings.json names hooks this harness runs, ~/.aws, ~/.kube,
+    ~/.cursor...)."""
     try:
-        names = sorted(n for n in os.listdir(home) if n.startswith(".") and os.path.isdir(os.path.join(home, n)))
+        names = (sorted(n for n in os.listdir(home) if n.startswith(".")
+                        and os.path.isdir(os.path.join(home, n))))
     except OSError:
         return []
-    return [(f"~/{name}, a folder of some program's settings", os.path.realpath(os.path.join(home, name)))
-            for name in names]
+    return [(f"~/{name}, a folder of some program's settings",
+             os.path.realpath(os.path.join(home, name))) for name in names]
 
 
 def settings_targets(environ, home):
-    """(what, real folder) of the settings folders this harness reads at every start, where they really are:
-    `~/.config/tinyharness` may be a link into a dotfiles folder, and a workspace that holds that folder
-    would let a command write the mcp.json or hooks that the next run anywhere starts, unconfined."""
-    config, data = xdg(environ, "XDG_CONFIG_HOME", home, ".config"), xdg(environ, "XDG_DATA_HOME", home, ".local/share")
-    folders = [("tinyharness's settings (its mcp.json and hooks.json)", os.path.join(config, "tinyharness")),
+    """(what, real folder) of the settings folders this harness reads at every start, where they
+    really are: `~/.config/tinyharness` may be a link into a dotfiles folder, and a workspace that
+    holds that folder would let a command write the mcp.json or hooks that the next run anywhere
+    starts, unconfined."""
+    config, data = (xdg(environ, "XDG_CONFIG_HOME", home,
+                        ".config"), xdg(environ, "XDG_DATA_HOME", home, ".local/share"))
+    folders = [("tinyharness's settings (its mcp.json and hooks.json)",
+                os.path.join(config, "tinyharness")),
                ("tinyharness's sessions and trust answers", os.path.join(data, "tinyharness")),
-               ("your Claude Code settings (~/.claude: its hooks run here too)", os.path.join(home, ".claude"))]
+               ("your Claude Code settings (~/.claude: its hooks run here too)",
+                os.path.join(home, ".claude"))]
     # where they are not links, read_or_run_from refuses a workspace in or below them
-    return [(what, os.path.realpath(path)) for what, path in folders if os.path.realpath(path) != path]
+    return [(what, os.path.realpath(path)) for what, path in folders
+            if os.path.realpath(path) != path]
 
 
 def holds(folder, home):
-    """Whether folder is the home folder or above it (a PATH with `~` or `/` in it): then only the folder
-    itself is refused as a workspace, not every project below it (PATH is not searched below a folder)."""
+    """Whether folder is the home folder or above it (a PATH with `~` or `/` in it): then only the
+    folder itself is refused as a workspace, not every project below it (PATH is not searched below
+    a folder)."""
     return home == folder or home.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def linked_outside(workspace, limit=20_000):
-    """(how many, one of them) of the workspace's regular files that are hard links with a name outside it
-    (more links than names found inside): the kernel sees the workspace's name, so a command may change
-    the file for the other name too. The walk stops after `limit` entries (a huge tree is not scanned)."""
+    """(how many, one of them) of the workspace's regular files that are hard links with a name
+    outside it (more links than names found inside): the kernel sees the workspace's name, so a
+    command may change the file for the other name too. The walk stops after `limit` entries (a huge
+    tree is not scanned)."""
     names, seen = {}, 0
     for folder, subfolders, files in os.walk(workspace):
         for name in files:
@@ -348,14 +399,16 @@ def linked_outside(workspace, limit=20_000):
 
 
 def hard_link_note(workspace):
-    """The line said once at start when the workspace holds hard links to files outside it, or None."""
+    """The line said once at start when the workspace holds hard links to files outside it, or
+    None."""
     count, example = linked_outside(workspace)
     if not count:
         return None
     more = f" and {count - 1} more file{'s' * (count > 2)}" if count > 1 else ""
     linked = "are hard links to files" if more else "is a hard link to a file"
-    return (f"[sandbox] not covered: {example}{more} in the workspace {linked} outside it: a command that writes "
-            "into one changes the file outside too (the kernel sees the workspace's name); copy it to break the link")
+    return (f"[sandbox] not covered: {example}{more} in the workspace {linked} outside it: a "
+            "command that writes into one changes the file outside too (the kernel sees the "
+            "workspace's name); copy it to break the link")
 
 
 def xdg(environ, name, home, default):
@@ -364,21 +417,24 @@ def xdg(environ, name, home, default):
 
 
 REFUSALS = ("Permission denied", "Operation not permitted", "Errno 13", "Errno 1]")
-HINT = ("[sandbox] this command ran in the sandbox: it may write only in the workspace and $TMPDIR, read only the "
-        "system and the workspace (the home folder, /tmp and /run may look empty), open no network connection and signal no process outside, so a refusal above may "
-        "be the sandbox's. Do not look for a way around it; if the task needs more, say so in your answer.")
+HINT = ("[sandbox] this command ran in the sandbox: it may write only in the workspace and "
+        "$TMPDIR, read only the system and the workspace (the home folder, /tmp and /run may look "
+        "empty), open no network connection and signal no process outside, so a refusal above may "
+        "be the sandbox's. Do not look for a way around it; if the task needs more, say so in your "
+        "answer.")
 
 
 def hint_for(output):
-    """The sandbox's one-line explanation, for an output that shows a refusal; None otherwise. A small
-    model that reads only 'Permission denied' tries sudo, or another path; this tells it why."""
+    """The sandbox's one-line explanation, for an output that shows a refusal; None otherwise. A
+    small model that reads only 'Permission denied' tries sudo, or another path; this tells it
+    why."""
     return HINT if any(word in output for word in REFUSALS) else None
 
 
 def remove_tmpdir(tmpdir):
     """The command's private TMPDIR, removed whatever modes the command left in it: a folder made
-    unreadable or unwritable (chmod 000) gets its owner's rights back as the walk reaches it. Every process
-    of the command is gone by now, and the walk follows no link."""
+    unreadable or unwritable (chmod 000) gets its owner's rights back as the walk reaches it. Every
+    process of the command is gone by now, and the walk follows no link."""
     try:
         os.rmdir(tmpdir)  # most commands leave it empty: 2 ms cheaper than rmtree
         return
@@ -388,7 +444,8 @@ def remove_tmpdir(tmpdir):
     while folders:
         folder = folders.pop()
         try:
-            os.chmod(folder, 0o700)  # a folder found by scandir below, never a link (is_dir without following)
+            # a folder found by scandir below, never a link (is_dir without following)
+            os.chmod(folder, 0o700)
             with os.scandir(folder) as entries:
                 folders += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
         except OSError:
@@ -396,14 +453,16 @@ def remove_tmpdir(tmpdir):
     shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-HELPER_USAGE = "usage: python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp DIR] -- PROGRAM [ARGS...]"
+HELPER_USAGE = ("usage: python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp "
+                "DIR] -- PROGRAM [ARGS...]")
 
 
 def helper_main(argv):
-    """`python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp DIR] -- PROGRAM ARGS...`:
-    apply the rules to this process, then exec PROGRAM in WORKSPACE (the other way to get the rules into
-    a child). --tmp: a private folder made by the caller, who removes it; without it, TMPDIR is the
-    workspace (never the shared /tmp: that would open every other user's and program's files there)."""
+    """`python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp DIR] -- PROGRAM
+    ARGS...`: apply the rules to this process, then exec PROGRAM in WORKSPACE (the other way to get
+    the rules into a child). --tmp: a private folder made by the caller, who removes it; without it,
+    TMPDIR is the workspace (never the shared /tmp: that would open every other user's and program's
+    files there)."""
     if len(argv) < 4 or argv[0] != "--exec" or "--" not in argv:
         print(HELPER_USAGE, file=sys.stderr)
         return 2
@@ -416,7 +475,7 @@ def helper_main(argv):
     if problem or not program:
         print(f"error: {problem or 'no program to run'}", file=sys.stderr)
         return 1
-    Rules(landlock_abi(), [workspace, tmpdir], [workspace, *read_paths(value("--read"))], cpu_seconds=600,
-          max_processes=tasks_now() + NEW_TASKS).build().apply()
+    Rules(landlock_abi(), [workspace, tmpdir], [workspace, *read_paths(value("--read"))],
+          cpu_seconds=600, max_processes=tasks_now() + NEW_TASKS).build().apply()
     os.chdir(workspace)
     os.execvpe(program[0], program, clean_environment(os.environ, tmpdir, workspace))

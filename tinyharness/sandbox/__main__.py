@@ -1,4 +1,5 @@
-"""`python -m tinyharness.sandbox`: the helper that applies the sandbox and execs (see sandbox/__init__.py)."""
+"""`python -m tinyharness.sandbox`: the helper that applies the sandbox and execs (see
+sandbox/__init__.py)."""
 import sys
 
 from . import helper_main

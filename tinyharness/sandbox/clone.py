@@ -28,17 +28,19 @@ import signal
 import subprocess
 
 
-SYS_CLONE3 = 435  # the same number on every architecture (system calls added since Linux 5.3 share one table)
+# the same number on every architecture (system calls added since Linux 5.3 share one table)
+SYS_CLONE3 = 435
 SIGCHLD = int(signal.SIGCHLD)  # the signal the parent gets when the child ends, as after fork()
 _state = {"works": None}  # None until the first clone says
-NEEDED = ("args", "env", "pass_fds", "start_new_session", "p2cread", "p2cwrite", "c2pread", "c2pwrite", "errread",
-          "errwrite")
+NEEDED = ("args", "env", "pass_fds", "start_new_session", "p2cread", "p2cwrite", "c2pread",
+          "c2pwrite", "errread", "errwrite")
 
 
 class CloneArgs(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_uint64) for name in ("flags", "pidfd", "child_tid", "parent_tid", "exit_signal",
-                                                     "stack", "stack_size", "tls", "set_tid", "set_tid_size",
-                                                     "cgroup")]
+    _fields_ = [(name, ctypes.c_uint64) for name in ("flags", "pidfd", "child_tid", "parent_tid",
+                                                     "exit_signal",
+                                                     "stack", "stack_size", "tls", "set_tid",
+                                                     "set_tid_size", "cgroup")]
 
 
 def works():
@@ -47,12 +49,15 @@ def works():
 
 
 def clone(flags):
-    """fork(), into new namespaces: the child's pid in the parent, 0 in the child. OSError when refused."""
-    locked = ctypes.PyDLL(None, use_errno=True)  # PyDLL: the interpreter lock stays held across the call
+    """fork(), into new namespaces: the child's pid in the parent, 0 in the child. OSError when
+    refused."""
+    # PyDLL: the interpreter lock stays held across the call
+    locked = ctypes.PyDLL(None, use_errno=True)
     locked.syscall.restype = ctypes.c_long
     args = CloneArgs(flags=flags, exit_signal=SIGCHLD)
     ctypes.pythonapi.PyOS_BeforeFork()
-    pid = locked.syscall(ctypes.c_long(SYS_CLONE3), ctypes.byref(args), ctypes.c_size_t(ctypes.sizeof(args)))
+    pid = (locked.syscall(ctypes.c_long(SYS_CLONE3), ctypes.byref(args),
+                          ctypes.c_size_t(ctypes.sizeof(args))))
     if pid == 0:
         ctypes.pythonapi.PyOS_AfterFork_Child()
         return 0
@@ -64,9 +69,11 @@ def clone(flags):
 
 
 def write_id_maps(pid):
-    """The child's user namespace maps our own uid and gid to themselves (setgroups denied first)."""
+    """The child's user namespace maps our own uid and gid to themselves (setgroups denied
+    first)."""
     uid, gid = os.geteuid(), os.getegid()
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                       ("gid_map", f"{gid} {gid} 1")):
         fd = os.open(f"/proc/{pid}/{name}", os.O_WRONLY | os.O_CLOEXEC)
         try:
             os.write(fd, text.encode())
@@ -75,7 +82,8 @@ def write_id_maps(pid):
 
 
 class CloneStart(subprocess.Popen):
-    """Popen that starts `args` as PID 1 of new namespaces, confined by `rules` (sandbox_rules.Rules)."""
+    """Popen that starts `args` as PID 1 of new namespaces, confined by `rules`
+    (sandbox_rules.Rules)."""
 
     def __init__(self, args, rules, flags, **popen):
         self._rules, self._flags = rules, flags
@@ -83,11 +91,13 @@ class CloneStart(subprocess.Popen):
 
     def _execute_child(self, *args, **kwargs):
         try:  # Popen's private method: a Python whose names differ goes the two-fork way
-            given = inspect.signature(subprocess.Popen._execute_child).bind(self, *args, **kwargs).arguments
+            signature = inspect.signature(subprocess.Popen._execute_child)
+            given = signature.bind(self, *args, **kwargs).arguments
             given = {name: given[name] for name in NEEDED} | {"close": self._close_pipe_fds}
         except (TypeError, KeyError, AttributeError) as e:
             _state["works"] = False
-            raise OSError(38, f"this Python's Popen is not the one sandbox_clone knows: {e}") from None
+            raise OSError(38, "this Python's Popen is not the one sandbox_clone knows: "
+                              f"{e}") from None
         ready_read, ready_write = os.pipe()
         try:
             pid = clone(self._flags)
@@ -111,8 +121,8 @@ class CloneStart(subprocess.Popen):
             os.close(ready_write)
         _state["works"] = True
         self.pid, self._child_created = pid, True
-        given["close"](*(given[name] for name in ("p2cread", "p2cwrite", "c2pread", "c2pwrite", "errread",
-                                                  "errwrite")))
+        given["close"](*(given[name] for name in ("p2cread", "p2cwrite", "c2pread", "c2pwrite",
+                                                  "errread", "errwrite")))
 
 
 def in_the_child(given, rules, ready):
@@ -128,17 +138,20 @@ def in_the_child(given, rules, ready):
                 os.dup2(fd, target)
         if given["start_new_session"]:
             os.setsid()
-        for name in ("SIGPIPE", "SIGXFSZ"):  # Python ignores them; a shell's commands expect the default
+        # Python ignores them; a shell's commands expect the default
+        for name in ("SIGPIPE", "SIGXFSZ"):
             if hasattr(signal, name):
                 signal.signal(getattr(signal, name), signal.SIG_DFL)
         rules.apply(cloned=True)
         keep = sorted({0, 1, 2, *given["pass_fds"]})
-        for low, high in zip(keep, keep[1:] + [os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 20]):
+        for low, high in zip(keep, keep[1:]
+                             + [os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 20]):
             os.closerange(low + 1, high)
         argv = given["args"]
         os.execve(argv[0], argv, os.environ if given["env"] is None else given["env"])
     except BaseException as e:
         try:
-            os.write(2, f"[sandbox] could not confine the command, so it did not run: {e}\n".encode())
+            os.write(2, "[sandbox] could not confine the command, so it did not run: "
+                        f"{e}\n".encode())
         finally:
             os._exit(126)

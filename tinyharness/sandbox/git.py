@@ -1,28 +1,29 @@
 """`.git` and `.tinyharness`: what runs later, outside the sandbox, is put back after each command.
 
 The problem: Landlock grants and never carves, so `.git` cannot be made read-only inside a writable
-workspace, and git runs programs named in it (core.fsmonitor, hooks, filters) at the user's next `git`,
-outside any sandbox. The mechanism: the harness snapshots, before the command, everything git reads to
-run code - `config`, `config.worktree`, `commondir`, `gitdir`, `info/attributes`, every `hooks/` folder,
-at any depth (submodules in `.git/modules/*`, linked worktrees in `.git/worktrees/*`), every symbolic
-link in `.git`, and `.git`'s own identity (its inode) - and afterwards puts it back: `.git` moved (`mv
-.git .git-real` plus a `gitdir:` file) is found by its inode and moved back, a `.git` file or link
-appearing where there was none is removed, a changed file is restored, a new hook removed (a new
-`*.sample` file, which git never runs, may stay), a config kept only when every key it gained is harmless
-(`user.name`, `remote.origin.url`...: a key that runs a program, like `core.fsmonitor` or
-`core.hooksPath`, is never on that list). A folder the command made unreadable (`chmod 111 .git/hooks`)
-is given back to its owner before the check and its mode restored after. If the check or the restore
-fails (no file descriptors left, a full disk), RestoreFailed stops the run with exit status 1 and the
-console says what to check: the model is never told "all is well". The file tools refuse any path
-through a `.git` or `.tinyharness` component, at any depth (protected_path), also when a link inside
-the workspace (`g -> .git`) leads there.
+workspace, and git runs programs named in it (core.fsmonitor, hooks, filters) at the user's next
+`git`, outside any sandbox. The mechanism: the harness snapshots, before the command, everything git
+reads to run code - `config`, `config.worktree`, `commondir`, `gitdir`, `info/attributes`, every
+`hooks/` folder, at any depth (submodules in `.git/modules/*`, linked worktrees in
+`.git/worktrees/*`), every symbolic link in `.git`, and `.git`'s own identity (its inode) - and
+afterwards puts it back: `.git` moved (`mv .git .git-real` plus a `gitdir:` file) is found by its
+inode and moved back, a `.git` file or link appearing where there was none is removed, a changed
+file is restored, a new hook removed (a new `*.sample` file, which git never runs, may stay), a
+config kept only when every key it gained is harmless (`user.name`, `remote.origin.url`...: a key
+that runs a program, like `core.fsmonitor` or `core.hooksPath`, is never on that list). A folder the
+command made unreadable (`chmod 111 .git/hooks`) is given back to its owner before the check and its
+mode restored after. If the check or the restore fails (no file descriptors left, a full disk),
+RestoreFailed stops the run with exit status 1 and the console says what to check: the model is
+never told "all is well". The file tools refuse any path through a `.git` or `.tinyharness`
+component, at any depth (protected_path), also when a link inside the workspace (`g -> .git`) leads
+there.
 
 What it cannot do: objects, refs and logs are not watched (they run nothing); a `.git` made by the
 command in a sub-folder is not watched (run git there only if you made it); a hook planted and
-triggered within one command (`... > .git/hooks/pre-commit && git commit`) runs before it is undone, but
-inside the sandbox; what is undone is what would run later, outside it. Hooks a repository keeps in the
-workspace (`core.hooksPath = .husky`) and files another tool runs later (a Makefile) are the command's
-to change.
+triggered within one command (`... > .git/hooks/pre-commit && git commit`) runs before it is undone,
+but inside the sandbox; what is undone is what would run later, outside it. Hooks a repository keeps
+in the workspace (`core.hooksPath = .husky`) and files another tool runs later (a Makefile) are the
+command's to change.
 """
 import hashlib
 import os
@@ -31,37 +32,46 @@ import stat
 import time
 from pathlib import Path
 
-PROTECTED_TOPS = (".git", ".tinyharness")  # the file tools write nothing through these names, at any depth
-# Inside .git, what makes git run a program: its config (core.fsmonitor, core.hooksPath, includes, filters,
-# aliases), the per-worktree config, the hooks, the links that make git read config and hooks from
-# another folder (commondir, gitdir), info/attributes (which names a filter or diff driver). All of these,
-# at any depth: submodules live in .git/modules/*/ and linked worktrees in .git/worktrees/*/, each a git
-# folder of its own. What ordinary git work changes and git never runs is not watched: objects, refs, logs.
+# the file tools write nothing through these names, at any depth
+PROTECTED_TOPS = (".git", ".tinyharness")
+# Inside .git, what makes git run a program: its config (core.fsmonitor, core.hooksPath, includes,
+# filters, aliases), the per-worktree config, the hooks, the links that make git read config and
+# hooks from another folder (commondir, gitdir), info/attributes (which names a filter or diff
+# driver). All of these, at any depth: submodules live in .git/modules/*/ and linked worktrees in
+# .git/worktrees/*/, each a git folder of its own. What ordinary git work changes and git never runs
+# is not watched: objects, refs, logs.
 GIT_WATCHED = {"config", "config.worktree", "commondir", "gitdir", "hooks", "attributes"}
 GIT_SKIPPED = {"objects", "refs", "logs", "lfs", "rr-cache"}
-GIT_IDENTITY, MODES = ":git-identity", ":modes"  # not paths: the .git folder's inode, and every folder's mode
+# not paths: the .git folder's inode, and every folder's mode
+GIT_IDENTITY, MODES = ":git-identity", ":modes"
 # git config keys a command may add: none of them runs a program (core.fsmonitor, core.hooksPath,
-# core.sshCommand, core.worktree, *.textconv, filter.*, alias.*, include.* ... are not here, so adding one is undone)
-HARMLESS_CONFIG = {"core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates",
-                   "core.ignorecase", "core.precomposeunicode", "core.symlinks", "user.name", "user.email",
-                   "init.defaultbranch", "branch.*.remote", "branch.*.merge", "remote.*.url", "remote.*.fetch"}
+# core.sshCommand, core.worktree, *.textconv, filter.*, alias.*, include.* ... are not here, so
+# adding one is undone)
+HARMLESS_CONFIG = {"core.repositoryformatversion", "core.filemode", "core.bare",
+                   "core.logallrefupdates",
+                   "core.ignorecase", "core.precomposeunicode", "core.symlinks", "user.name",
+                   "user.email",
+                   "init.defaultbranch", "branch.*.remote", "branch.*.merge", "remote.*.url",
+                   "remote.*.fetch"}
 
 
-KNOWN = {}  # path -> (stamp_of its lstat, sha256, bytes or None): what a settled watched file held when read
-KNOWN_BYTES = 1 << 20  # bytes of a file kept beside its digest (a bigger one is read again when its bytes are wanted)
+# path -> (stamp_of its lstat, sha256, bytes or None): what a settled watched file held when read
+KNOWN = {}
+KNOWN_BYTES = 1 << 20  # a file's bytes kept beside its digest; a bigger one is read again
 SETTLED_NS = 2_000_000_000  # a file changed this recently when read is read again next time
 
 
 class RestoreFailed(BaseException):
-    """The harness could not check or put back the protected paths after a command. Not an Exception:
-    no tool-level `except Exception` may turn it into a result the model reads; the run stops (exit 1)
-    and the message tells the user what may be left."""
+    """The harness could not check or put back the protected paths after a command. Not an
+    Exception: no tool-level `except Exception` may turn it into a result the model reads; the run
+    stops (exit 1) and the message tells the user what may be left."""
 
 
 def protected_path(path):
-    """The protected name a workspace-relative path goes through, or None: what the file tools refuse.
-    Any component counts, not only the first (`sub/.git/hooks/x`, `.git/modules/a/hooks/x`), and a path
-    that IS `.git` (a file `gitdir: elsewhere` makes git read another folder's config)."""
+    """The protected name a workspace-relative path goes through, or None: what the file tools
+    refuse. Any component counts, not only the first (`sub/.git/hooks/x`, `.git/modules/a/hooks/x`),
+    and a path that IS `.git` (a file `gitdir: elsewhere` makes git read another folder's
+    config)."""
     for part in Path(path).parts:
         if part.lower() in PROTECTED_TOPS:  # .GIT is .git on a case-insensitive file system
             return part
@@ -69,12 +79,13 @@ def protected_path(path):
 
 
 def snapshot(workspace, contents=None, fix=False):
-    """{relative path: ("file", sha256, mode) | ("link", target) | ("dir",)} for .tinyharness and what git
-    reads to run code under .git, plus the .git folder's identity and every folder's mode. `contents`, when
-    given, receives each file's bytes (the state to put back: the user's own files). `fix`: first give
-    back to the owner any folder or file the command made unreadable (`chmod 111 .git/hooks` would hide
-    a planted hook from the check, not from git). After the command only digests are taken, in chunks:
-    a 1 GiB file planted there costs time, not the harness's memory."""
+    """{relative path: ("file", sha256, mode) | ("link", target) | ("dir",)} for .tinyharness and
+    what git reads to run code under .git, plus the .git folder's identity and every folder's mode.
+    `contents`, when given, receives each file's bytes (the state to put back: the user's own
+    files). `fix`: first give back to the owner any folder or file the command made unreadable
+    (`chmod 111 .git/hooks` would hide a planted hook from the check, not from git). After the
+    command only digests are taken, in chunks: a 1 GiB file planted there costs time, not the
+    harness's memory."""
     seen, modes = {}, {}
     tiny = Path(workspace, ".tinyharness")
     seen[".tinyharness"] = state_of(tiny, ".tinyharness", contents, fix)
@@ -91,8 +102,9 @@ def snapshot(workspace, contents=None, fix=False):
 
 
 def walk(folder, key, seen, modes, contents, fix, everything):
-    """Record the watched entries under `folder` (all of them when `everything`: .tinyharness, a hooks
-    folder). A folder that cannot be listed even after `fix` cannot be checked: RestoreFailed."""
+    """Record the watched entries under `folder` (all of them when `everything`: .tinyharness, a
+    hooks folder). A folder that cannot be listed even after `fix` cannot be checked:
+    RestoreFailed."""
     if fix:
         give_back(folder, 0o700)
     modes[key] = stat.S_IMODE(os.lstat(folder).st_mode)
@@ -102,7 +114,8 @@ def walk(folder, key, seen, modes, contents, fix, everything):
         raise RestoreFailed(f"could not list {key}: {e.strerror}") from None
     for entry in entries:
         child = f"{key}/{entry.name}"
-        if entry.is_symlink():  # a link anywhere in .git may lead git's reads elsewhere: always watched
+        # a link anywhere in .git may lead git's reads elsewhere: always watched
+        if entry.is_symlink():
             seen[child] = ("link", os.readlink(entry.path))
         elif entry.is_dir(follow_symlinks=False):
             if not everything and entry.name in GIT_SKIPPED:
@@ -126,8 +139,9 @@ def give_back(path, bits):
 
 
 def state_of(path, key, contents=None, fix=False):
-    """("link", target) | ("file", sha256, mode) | ("dir",) | ("other",) | None, from one lstat: this runs
-    twice per command on every watched entry, so it is the sandbox's per-command cost (benchmarks.sandbox)."""
+    """("link", target) | ("file", sha256, mode) | ("dir",) | ("other",) | None, from one lstat:
+    this runs twice per command on every watched entry, so it is the sandbox's per-command cost
+    (benchmarks.sandbox)."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -149,11 +163,12 @@ def stamp_of(info):
 
 
 def known_digest(path, key, contents, info):
-    """digest_of, or what the file held when it was last read, if its inode, size, times and mode are the
-    same and it had been left alone for a while then (KNOWN): most watched files (hooks/*.sample, config)
-    never change, and reading them twice a command was most of the snapshot's time. A write moves ctime,
-    which no command can set back; one within the clock's tick of the read could keep it, so a file
-    changed less than SETTLED_NS before it was read is read again (git's rule for "racily clean" files)."""
+    """digest_of, or what the file held when it was last read, if its inode, size, times and mode
+    are the same and it had been left alone for a while then (KNOWN): most watched files
+    (hooks/*.sample, config) never change, and reading them twice a command was most of the
+    snapshot's time. A write moves ctime, which no command can set back; one within the clock's tick
+    of the read could keep it, so a file changed less than SETTLED_NS before it was read is read
+    again (git's rule for "racily clean" files)."""
     known = KNOWN.get(str(path))
     if known and known[0] == stamp_of(info) and (contents is None or known[2] is not None):
         if contents is not None:
@@ -165,13 +180,15 @@ def known_digest(path, key, contents, info):
     if info.st_ctime_ns < read_at - SETTLED_NS and info.st_mtime_ns < read_at - SETTLED_NS:
         if len(KNOWN) > 10_000:
             KNOWN.clear()
-        KNOWN[str(path)] = (stamp_of(info), digest, box.get(key) if info.st_size <= KNOWN_BYTES else None)
+        kept = box.get(key) if info.st_size <= KNOWN_BYTES else None
+        KNOWN[str(path)] = (stamp_of(info), digest, kept)
     return digest
 
 
 def digest_of(path, key, contents):
-    """The file's sha256, read in chunks without following a link or blocking on a FIFO swapped in since
-    the lstat (a parallel command may still be running); `contents` receives its bytes when given."""
+    """The file's sha256, read in chunks without following a link or blocking on a FIFO swapped in
+    since the lstat (a parallel command may still be running); `contents` receives its bytes when
+    given."""
     digest, chunks = hashlib.sha256(), []
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     with open(fd, "rb") as f:
@@ -210,27 +227,30 @@ def config_is_harmless(before, after):
 
 def harmless_new_hook(key, old, new):
     """git init makes .git, and .git/hooks full of *.sample files; git never runs those. (What it
-    puts in .git is judged like everything else in there: a config with only harmless keys stays.)"""
+    puts in .git is judged like everything else in there: a config with only harmless keys
+    stays.)"""
     if key == ".git" and old is None and new == ("dir",):
         return True
     if old is not None or new is None or not key.startswith(".git/"):
         return False
     parts = key.split("/")
     in_hooks = "hooks" in parts[1:-1]
-    return (parts[-1] == "hooks" and new == ("dir",)) or (in_hooks and key.endswith(".sample") and new[0] == "file")
+    return ((parts[-1] == "hooks" and new == ("dir",))
+            or (in_hooks and key.endswith(".sample") and new[0] == "file"))
 
 
 def restore(workspace, before, contents):
-    """Undo every change under the protected paths (`before` and `contents` from snapshot); return what
-    was undone, one line each. First .git itself: the folder it was (moved back if the command moved it,
-    whatever was put in its place removed), or no .git if there was none. The harness runs with all the
-    user's rights here, so it never works through a link the command may have planted: a path with a
-    symbolic link on its way is left alone (the link itself is a change, and is undone). Raises
-    RestoreFailed when it cannot check or put back (the caller stops the run)."""
+    """Undo every change under the protected paths (`before` and `contents` from snapshot); return
+    what was undone, one line each. First .git itself: the folder it was (moved back if the command
+    moved it, whatever was put in its place removed), or no .git if there was none. The harness runs
+    with all the user's rights here, so it never works through a link the command may have planted:
+    a path with a symbolic link on its way is left alone (the link itself is a change, and is
+    undone). Raises RestoreFailed when it cannot check or put back (the caller stops the run)."""
     try:
         before, undone = put_git_back(workspace, before)
         after = snapshot(workspace, fix=True)
-        if not undone and after == before:  # most commands: every digest, link, mode and .git's identity as they were
+        # most commands: every digest, link, mode and .git's identity as they were
+        if not undone and after == before:
             return undone
         for key in sorted(set(before) | set(after), key=len, reverse=True):  # the deepest first
             old, new = before.get(key), after.get(key)
@@ -239,42 +259,50 @@ def restore(workspace, before, contents):
                 continue
             if no_link_on_the_way(workspace, key):
                 remove(Path(workspace, key))
-            undone.append(f"{key} ({'created' if old is None else 'deleted' if new is None else 'changed'})")
+            how = 'created' if old is None else 'deleted' if new is None else 'changed'
+            undone.append(f"{key} ({how})")
         for key in sorted(before, key=len):  # the shallowest first: folders before what they hold
             path = Path(workspace, key)
-            if not key.startswith(":") and before[key] != state_of(path, key) and no_link_on_the_way(workspace, key):
+            if (not key.startswith(":") and before[key] != state_of(path, key)
+                and no_link_on_the_way(workspace, key)):
                 put_back(path, before[key], contents.get(key))
-        for key, mode in sorted(before.get(MODES, {}).items(), key=lambda kv: -len(kv[0])):  # chmod 111 undone
+        # chmod 111 undone
+        for key, mode in sorted(before.get(MODES, {}).items(), key=lambda kv: -len(kv[0])):
             path = Path(workspace, key)
             if no_link_on_the_way(workspace, key) and path.is_dir() and not path.is_symlink() and \
                     stat.S_IMODE(path.lstat().st_mode) != mode:
                 os.chmod(path, mode)
         return undone
     except OSError as e:
-        raise RestoreFailed(f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")) from None
+        raise RestoreFailed(f"{e.strerror or e}"
+                            + (f": {e.filename}" if e.filename else "")) from None
 
 
 def put_git_back(workspace, before):
-    """(the snapshot to compare with, what was undone) after making .git the folder it was. The command
-    may have moved it (`mv .git .git-real`) and put a `gitdir: .git-real` file or another folder in its
-    place: the original is found by its inode, anywhere in the workspace, and moved back."""
+    """(the snapshot to compare with, what was undone) after making .git the folder it was. The
+    command may have moved it (`mv .git .git-real`) and put a `gitdir: .git-real` file or another
+    folder in its place: the original is found by its inode, anywhere in the workspace, and moved
+    back."""
     identity = before.get(GIT_IDENTITY)
     git = Path(workspace, ".git")
     if identity is None or is_folder(git, identity):
         return before, []
     original = find_folder(workspace, identity)
     if original is None:
-        if git.is_dir() and not git.is_symlink():  # deleted, and a new repository made: judged as new
+        # deleted, and a new repository made: judged as new
+        if git.is_dir() and not git.is_symlink():
             return {k: v for k, v in before.items() if k != ".git" and not k.startswith(".git/")}, \
                    [".git (deleted and made again: the new one is checked as new)"]
         if os.path.lexists(git):
             remove(git)
         return {k: v for k, v in before.items() if k != ".git" and not k.startswith(".git/")}, \
-               [".git (deleted by the command; only its settings and hooks are watched, so it cannot be put back)"]
+               [".git (deleted by the command; only its settings and hooks are watched, so it "
+                "cannot be put back)"]
     if os.path.lexists(git):
         remove(git)
     os.rename(original, git)
-    return before, [f".git (moved to {Path(original).relative_to(workspace).as_posix()}; moved back)"]
+    return (before, [f".git (moved to {Path(original).relative_to(workspace).as_posix()}; moved "
+                     "back)"])
 
 
 def is_folder(path, identity):
@@ -286,7 +314,8 @@ def is_folder(path, identity):
 
 
 def find_folder(workspace, identity, budget=200_000):
-    """The folder with this (device, inode) under the workspace, or None (looked for in `budget` entries)."""
+    """The folder with this (device, inode) under the workspace, or None (looked for in `budget`
+    entries)."""
     for top, dirs, _ in os.walk(workspace):
         for name in dirs:
             budget -= 1
@@ -310,12 +339,14 @@ def harmless_config(workspace, key, old, new, contents):
 
 
 def no_link_on_the_way(workspace, key):
-    """True when every folder between the workspace and `key` is a real folder, not a symbolic link."""
+    """True when every folder between the workspace and `key` is a real folder, not a symbolic
+    link."""
     path = Path(workspace)
     for part in Path(key).parts[:-1]:
         path = path / part
         if path.is_symlink() or not path.is_dir():
-            return not path.exists() and not path.is_symlink()  # missing: put_back will make real folders
+            # missing: put_back will make real folders
+            return not path.exists() and not path.is_symlink()
     return True
 
 

@@ -5,9 +5,10 @@ one of them could keep working after the model was told the command is over. Wit
 (sandbox/namespaces.py) the kernel ends them all. Without one, the mechanism is the process group:
 seccomp refuses `setsid` and `setpgid`, so everything the command starts stays in its group, and the
 one `killpg` at its end is exact: the kernel fails a fork that races with a group kill, so even a
-fork-and-exit chain (thousands of generations a second) cannot outrun it, where a sweep of the process
-tree can be outrun. As a second net the harness is a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`)
-and walks `/proc` for every descendant and every orphan it adopted during the command, and kills them.
+fork-and-exit chain (thousands of generations a second) cannot outrun it, where a sweep of the
+process tree can be outrun. As a second net the harness is a child subreaper
+(`prctl(PR_SET_CHILD_SUBREAPER)`) and walks `/proc` for every descendant and every orphan it adopted
+during the command, and kills them.
 
 What it cannot do: without namespaces, a program that insists on a session of its own (a daemon,
 `setsid`) does not start. Only the command's own descendants are ended: a process of the user's
@@ -21,11 +22,13 @@ import time
 from .syscalls import prctl
 
 PR_SET_CHILD_SUBREAPER = 36
-# The children the harness started that run now (sandboxed commands, hooks: several hooks of one event run
-# together): a child started after another command began is not that command's leftover, and is never
-# killed - nor reaped, which would leave its owner's Popen.wait an exit status 0 it never had.
+# The children the harness started that run now (sandboxed commands, hooks: several hooks of one
+# event run together): a child started after another command began is not that command's leftover,
+# and is never killed - nor reaped, which would leave its owner's Popen.wait an exit status 0 it
+# never had.
 LIVE = set()
-LOCK = threading.Lock()  # held to start a child and register it, and to look for leftovers: never in between
+# held to start a child and register it, and to look for leftovers: never in between
+LOCK = threading.Lock()
 
 
 def become_subreaper():
@@ -52,7 +55,8 @@ def parents():
 
 def child_lister():
     """A function pid -> its children, for one look at the process tree. /proc/PID/task/TID/children
-    (one file per thread) reads only the tree we care about; without it, the whole /proc is read once."""
+    (one file per thread) reads only the tree we care about; without it, the whole /proc is read
+    once."""
     if os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
         return children_from_proc
     table = parents()
@@ -84,10 +88,11 @@ def tree(roots, children):
 
 
 def end_everything(command_pid, adopted_before):
-    """Kill the command's whole tree and every orphan the harness adopted while it ran, again until none
-    is left (a process can fork between one look and the kill), then reap the orphans that became ours
-    (the command itself is left for Popen.wait). Returns how many of them had left the command's
-    process group (setsid, setpgid, a daemon): those the plain group kill would have missed."""
+    """Kill the command's whole tree and every orphan the harness adopted while it ran, again until
+    none is left (a process can fork between one look and the kill), then reap the orphans that
+    became ours (the command itself is left for Popen.wait). Returns how many of them had left the
+    command's process group (setsid, setpgid, a daemon): those the plain group kill would have
+    missed."""
     me, escaped = os.getpid(), set()
     for _ in range(100):
         children, others = child_lister(), set(LIVE) - {command_pid}
@@ -103,7 +108,8 @@ def end_everything(command_pid, adopted_before):
         time.sleep(0.001)
     for pid in child_lister()(me) - adopted_before - {command_pid} - set(LIVE):
         try:
-            os.kill(pid, signal.SIGKILL)  # a child of ours cannot have been replaced: a zombie, or now dying
+            # a child of ours cannot have been replaced: a zombie, or now dying
+            os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)  # collected, or it stays a zombie for as long as the harness runs
         except (ChildProcessError, ProcessLookupError):
             pass
@@ -114,11 +120,11 @@ def kill_if_still_ours(pid, tree_pids, command_pid):
     """SIGKILL the process if it is still in the command's tree; True when it had left the command's
     process group (the plain group kill would have missed it).
 
-    Between the look at /proc and the kill, the process may end and be reaped, and its number given to
-    a stranger: with pid_max at 32768 and a busy machine, numbers come round in minutes. So the kill
-    goes through a pidfd (it names one process, never its successor), opened before the check that the
-    process is still ours: its parent is in the tree, or its group is the command's. A process that is
-    being reaped reads as group 0: gone, not escaped."""
+    Between the look at /proc and the kill, the process may end and be reaped, and its number given
+    to a stranger: with pid_max at 32768 and a busy machine, numbers come round in minutes. So the
+    kill goes through a pidfd (it names one process, never its successor), opened before the check
+    that the process is still ours: its parent is in the tree, or its group is the command's. A
+    process that is being reaped reads as group 0: gone, not escaped."""
     try:
         handle = os.pidfd_open(pid)
     except (AttributeError, OSError):

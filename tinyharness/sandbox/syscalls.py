@@ -21,7 +21,8 @@ libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 
 
 def syscall(number, *args):
-    result = libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    result = (libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) if isinstance(a, int)
+                                                    else a for a in args]))
     if result < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
@@ -29,7 +30,8 @@ def syscall(number, *args):
 
 
 def prctl(option, *args):
-    padded = [ctypes.c_ulong(a) if isinstance(a, int) else a for a in args] + [ctypes.c_ulong(0)] * (4 - len(args))
+    padded = ([ctypes.c_ulong(a) if isinstance(a, int) else a for a in args]
+              + [ctypes.c_ulong(0)] * (4 - len(args)))
     if libc.prctl(ctypes.c_int(option), *padded) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))

@@ -7,11 +7,12 @@ every write, and a crash in the middle of the rewrite can leave half a file.
 
 The mechanism. A session is a JSON Lines file, one event per line, only ever appended to:
 
-    {"format": "tinyharness-session", "version": 1, "id": ..., "folder": ..., "started": ..., "model": ...}
+    {"format": "tinyharness-session", "version": 1, "id": ..., "folder": ..., "started": ...,
+     "model": ...}
     {"type": "user", "time": ..., "message": {"role": "user", "content": "..."}}
     {"type": "assistant", "time": ..., "message": {...}, "usage": {"prompt_tokens": ...}}
     {"type": "tool", "time": ..., "message": {"role": "tool", "tool_call_id": ..., "content": ...}}
-    {"type": "notice", "time": ..., "text": "Interrupted: ..."}        (seen by the user, never sent)
+    {"type": "notice", "time": ..., "text": "Interrupted: ..."}      (seen by the user, never sent)
     {"type": "compaction", "time": ..., "summary": {...}, "replaced": [...whole messages...]}
     {"type": "clear", "time": ...}                                      (/clear: start afresh)
     {"type": "end", "time": ..., "reason": "quit"}
@@ -21,7 +22,8 @@ an old file. Each event is written and flushed when it happens: a crash loses at
 written. Appending is cheap (the size of one message), and old lines never change, so a file being
 written is always a valid prefix of the final one. Loading replays the events into the message list;
 a line that does not parse (a cut last line, a corrupt byte) ends the replay there, with a warning,
-and the damaged file is kept beside the repaired one (`ID.jsonl.damaged`) before the session goes on.
+and the damaged file is kept beside the repaired one (`ID.jsonl.damaged`) before the session goes
+on.
 
 Where: `$XDG_DATA_HOME/tinyharness/sessions/`, or `~/.local/share/tinyharness/sessions/` (the XDG
 base directory rule), one file per session named by its id (time first, so names sort by age).
@@ -29,11 +31,12 @@ base directory rule), one file per session named by its id (time first, so names
 A session file is input like any other: it may be hand-edited, come from another tool or another
 version, or be something else under the same name. Only a regular file is opened (a FIFO would block
 the reader forever), every field of the header and of each event is checked when it is read (a
-`"id": 5`, a null folder, a list where a text belongs, a nesting too deep to parse), and an event that
-fails the check is a damaged line like a cut one. A writer holds an exclusive lock (flock) on the file
-for its whole life, so a second `chat --resume` of the same session is refused, with the process id
-of the one that has it, instead of interleaving its events. A write that fails (a full disk, a
-read-only or removed folder) is said once on stderr, with what was not saved; the run goes on.
+`"id": 5`, a null folder, a list where a text belongs, a nesting too deep to parse), and an event
+that fails the check is a damaged line like a cut one. A writer holds an exclusive lock (flock) on
+the file for its whole life, so a second `chat --resume` of the same session is refused, with the
+process id of the one that has it, instead of interleaving its events. A write that fails (a full
+disk, a read-only or removed folder) is said once on stderr, with what was not saved; the run goes
+on.
 
 Where it lives. Writing (the format's header, opening, locking, appending) is sessions/writer.py;
 the checks on every field read back are sessions/checks.py; this module reads, repairs, resumes and
@@ -56,8 +59,8 @@ from .checks import event_problem, header_problem
 from .writer import (MESSAGE_TYPES, SessionError, SessionWriter, claim, json_line, open_regular,
                      read_regular, sessions_dir)
 
-UNANSWERED = ("ERROR: the session file holds no result for this call (the run ended, or the file was cut, "
-              "before it was written); it may or may not have run.")
+UNANSWERED = ("ERROR: the session file holds no result for this call (the run ended, or the file "
+              "was cut, before it was written); it may or may not have run.")
 LIST_LIMIT = 50          # `tinyharness sessions` shows this many, newest first (--all: every one)
 WIDTH = 100              # and fits its lines in this many columns
 
@@ -75,14 +78,15 @@ class Session:
         return self.path.stem  # the name `sessions` lists and `--resume` finds
 
     def messages(self):
-        """Replay the events into the history the model would see now. A server refuses a call without
-        its result and a result without its call, which a file from elsewhere (or a crash between a call
-        and its result) can hold: a result that answers no open call is left out, and an open call gets
-        UNANSWERED as its result before the next message."""
+        """Replay the events into the history the model would see now. A server refuses a call
+        without its result and a result without its call, which a file from elsewhere (or a crash
+        between a call and its result) can hold: a result that answers no open call is left out, and
+        an open call gets UNANSWERED as its result before the next message."""
         messages, open_calls = [], []
 
         def close_calls():
-            messages.extend({"role": "tool", "tool_call_id": call_id, "content": UNANSWERED} for call_id in open_calls)
+            messages.extend({"role": "tool", "tool_call_id": call_id,
+                             "content": UNANSWERED} for call_id in open_calls)
             open_calls.clear()
         for event in self.events:
             kind = event.get("type")
@@ -93,10 +97,12 @@ class Session:
                     messages.append(message)
             elif kind in MESSAGE_TYPES and isinstance(message, dict):
                 close_calls()
-                if kind == "assistant" and message.get("content") is None:  # a file from elsewhere: servers want ""
+                # a file from elsewhere: servers want ""
+                if kind == "assistant" and message.get("content") is None:
                     message = {**message, "content": ""}
                 messages.append(message)
-                open_calls[:] = [c["id"] for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+                open_calls[:] = ([c["id"] for c in message.get("tool_calls") or []
+                                  if isinstance(c, dict)])
             elif kind == "compaction":
                 close_calls()
                 replaced = len(event.get("replaced") or [])
@@ -120,17 +126,19 @@ class Session:
 
 
 def message_text(message):
-    """A message's text, whether its content is a string or a list of parts (an image beside text)."""
+    """A message's text, whether its content is a string or a list of parts (an image beside
+    text)."""
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, list):
-        return " ".join(part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
+        return (" ".join(part["text"] for part in content if isinstance(part, dict)
+                         and isinstance(part.get("text"), str)))
     return content if isinstance(content, str) else ""
 
 
 def parse(data, path):
-    """A Session from the bytes of a session file. A line that is not a whole JSON object, or an event
-    that fails its check, ends the reading there: everything before it is kept and `warning` says what
-    was lost. A file without a usable header is a SessionError."""
+    """A Session from the bytes of a session file. A line that is not a whole JSON object, or an
+    event that fails its check, ends the reading there: everything before it is kept and `warning`
+    says what was lost. A file without a usable header is a SessionError."""
     lines = data.split(b"\n")
     header, events = None, []
     for number, line in enumerate(lines, 1):
@@ -145,8 +153,8 @@ def parse(data, path):
         if problem and header is None:
             raise SessionError(f"{path} is not a usable tinyharness session: {problem}")
         if problem:
-            warning = (f"warning: {path} is damaged at line {number} ({problem}); the session goes on from the "
-                       f"{len(events)} events before it.")
+            warning = (f"warning: {path} is damaged at line {number} ({problem}); the session goes "
+                       f"on from the {len(events)} events before it.")
             return Session(path, header, events, warning, number - 1)
         if header is None:
             header = item
@@ -158,7 +166,8 @@ def parse(data, path):
 
 
 def load(path):
-    """Read a session file (a regular file only: a FIFO under a session's name is an error, not a hang)."""
+    """Read a session file (a regular file only: a FIFO under a session's name is an error, not a
+    hang)."""
     path = Path(path)
     try:
         data = read_regular(path)
@@ -169,7 +178,8 @@ def load(path):
 
 def repair(session, fd):
     """Keep the damaged file as ID.jsonl.damaged and rewrite the readable events in place (the same
-    file, so the lock held on it stays good), so what is appended next is not stuck behind a broken line."""
+    file, so the lock held on it stays good), so what is appended next is not stuck behind a broken
+    line."""
     damaged = session.path.with_name(session.path.name + ".damaged")
     data = os.pread(fd, os.fstat(fd).st_size, 0)
     copy = open_regular(damaged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -194,7 +204,8 @@ def resume(path, err=None):
             try:
                 repair(session, fd)
             except OSError as e:
-                print(printable(f"warning: the damaged session {path} could not be repaired ({e.strerror or e})"),
+                print(printable(f"warning: the damaged session {path} could not be repaired "
+                                f"({e.strerror or e})"),
                       file=err or sys.stderr)
     except BaseException:
         os.close(fd)
@@ -202,8 +213,9 @@ def resume(path, err=None):
     writer = SessionWriter(session.path, written=len(session.messages()), fd=fd, err=err)
     if not writable(fd):
         writer.failed = "the file is read-only"
-        print(printable(f"warning: the session {path} is read-only: what is said from here on is not saved in it "
-                        "(--transcript PATH can keep a copy elsewhere)."), file=writer.err, flush=True)
+        print(printable(f"warning: the session {path} is read-only: what is said from here on is "
+                        "not saved in it (--transcript PATH can "
+                        "keep a copy elsewhere)."), file=writer.err, flush=True)
     return session, writer
 
 
@@ -216,7 +228,8 @@ def all_sessions(directory=None):
     """Every session file, newest first (the id starts with the time)."""
     folder = Path(directory or sessions_dir())
     try:
-        return sorted(folder.glob("*.jsonl"), key=lambda p: p.name, reverse=True) if folder.is_dir() else []
+        return (sorted(folder.glob("*.jsonl"), key=lambda p: p.name, reverse=True)
+                if folder.is_dir() else [])
     except OSError:
         return []
 
@@ -248,12 +261,15 @@ def find(session_id, directory=None):
     if session_id.endswith(".jsonl"):
         session_id = session_id[:-len(".jsonl")]
     matches = [p for p in all_sessions(directory) if p.stem == session_id]
-    matches = matches or [p for p in all_sessions(directory) if session_id and p.stem.startswith(session_id)]
+    matches = (matches
+               or [p for p in all_sessions(directory) if session_id
+                   and p.stem.startswith(session_id)])
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise SessionError(f"no session with the id {session_id!r} in {Path(directory or sessions_dir())}; "
-                           "`tinyharness sessions` lists them")
+        raise SessionError(f"no session with the id {session_id!r} in "
+                           f"{Path(directory or sessions_dir())}; `tinyharness sessions` lists "
+                           "them")
     raise SessionError(f"{session_id!r} starts {len(matches)} session ids; give more of it")
 
 
@@ -293,11 +309,13 @@ def listing(directory=None, limit=LIST_LIMIT, folder=None):
         tasks = session.user_tasks()
         first = " ".join((tasks[0] if tasks else "").split())
         rows.append((path.stem, str(len(tasks)), home_short(session.header["folder"]), first,
-                     session.header["folder"], session.header.get("model")))  # the last two: for --json
+                     # the last two: for --json
+                     session.header["folder"], session.header.get("model")))
     return rows, skipped, left_out
 
 
-def sessions_command(directory=None, out=print, show_all=False, here=False, err=None, as_json=False):
+def sessions_command(directory=None, out=print, show_all=False, here=False, err=None,
+                     as_json=False):
     folder = str(Path.cwd().resolve()) if here else None
     rows, skipped, left_out = listing(directory, None if show_all else LIST_LIMIT, folder)
     err = err or (lambda text: print(text, file=sys.stderr))
@@ -305,8 +323,8 @@ def sessions_command(directory=None, out=print, show_all=False, here=False, err=
         err(printable(f"note: skipped {name}: {reason}"))
     if as_json:  # for scripts: one object per session, newest first, nothing else on stdout
         for session_id, turns, _, first, whole_folder, model in rows:
-            out(json.dumps({"id": session_id, "turns": int(turns), "folder": whole_folder, "model": model,
-                            "first_task": first}, ensure_ascii=False))
+            out(json.dumps({"id": session_id, "turns": int(turns), "folder": whole_folder,
+                            "model": model, "first_task": first}, ensure_ascii=False))
         return 0
     if not rows:
         where = f" started in {folder}" if here else ""
@@ -317,18 +335,19 @@ def sessions_command(directory=None, out=print, show_all=False, here=False, err=
     folder_width = min(28, max(len(printable(r[2])) for r in rows + [head]))
     task_width = max(10, WIDTH - id_width - 5 - folder_width - 6)
     for row in [head] + rows:
-        cells = [printable(row[0]).ljust(id_width), row[1].rjust(5), cut_left(printable(row[2]), folder_width).ljust(
+        cells = [printable(row[0]).ljust(id_width), row[1].rjust(5),
+                 cut_left(printable(row[2]), folder_width).ljust(
             folder_width), cut_right(printable(row[3]), task_width)]
         out("  ".join(cells).rstrip())
     if left_out:
-        out(f"({left_out} older session{'s' if left_out != 1 else ''} not listed; `tinyharness sessions --all` "
-            "lists every one)")
+        out(f"({left_out} older session{'s' if left_out != 1 else ''} not listed; `tinyharness "
+            "sessions --all` lists every one)")
     return 0
 
 
 class TranscriptWriter:
-    """--transcript PATH: the whole history as JSON, rewritten whenever messages were added. A write that
-    fails warns once on `err` and the run goes on without it."""
+    """--transcript PATH: the whole history as JSON, rewritten whenever messages were added. A write
+    that fails warns once on `err` and the run goes on without it."""
 
     def __init__(self, path, err=None):
         self.path, self.err, self.failed = path, err or sys.stderr, None
@@ -337,11 +356,13 @@ class TranscriptWriter:
         if not self.path or self.failed:
             return
         try:
-            write_text(self.path, json.dumps(messages, indent=2))  # filedoor.py: no link, no FIFO, temp and rename
+            # filedoor.py: no link, no FIFO, temp and rename
+            write_text(self.path, json.dumps(messages, indent=2))
         except OSError as e:
             self.failed = e.strerror or str(e)
-            print(printable(f"warning: the transcript {self.path} could not be written ({self.failed}): it is not "
-                            f"kept from here on ({len(messages)} messages so far); the run goes on."),
+            print(printable(f"warning: the transcript {self.path} could not be written "
+                            f"({self.failed}): it is not kept from here on ({len(messages)} "
+                            "messages so far); the run goes on."),
                   file=self.err, flush=True)
 
 
@@ -370,10 +391,12 @@ class UsageTap:
 
 
 def start_or_warn(folder, model, err):
-    """A new session, or None with a warning when the data folder cannot be written (the work goes on)."""
+    """A new session, or None with a warning when the data folder cannot be written (the work goes
+    on)."""
     try:
         return SessionWriter.start(Path(folder).resolve(), model)
     except (OSError, SessionError) as e:
-        print(f"warning: cannot write a session in {sessions_dir()} ({e.strerror or e}); going on without one",
+        print(f"warning: cannot write a session in {sessions_dir()} ({e.strerror or e}); going on "
+              "without one",
               file=err)
         return None

@@ -7,8 +7,8 @@ belongs, or recurse past Python's limit on a nesting too deep.
 The mechanism. Each function says why a piece cannot be used (a short text) or None: the header
 (`header_problem`: the format name, the version, its texts), a message (`message_problem`: role,
 content as text or parts, tool calls with ids and names), an event (`event_problem`: its type and
-the fields that type carries). sessions/__init__.py treats an event with a problem as a damaged line: the
-replay stops there, with a warning.
+the fields that type carries). sessions/__init__.py treats an event with a problem as a damaged
+line: the replay stops there, with a warning.
 
 What it cannot do. It checks shape, not truth: a well-formed file can still hold a conversation
 that never happened.
@@ -24,7 +24,8 @@ def header_problem(header):
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         return "its first line is not a session header"
     if header.get("version") != VERSION:
-        return f"it is of format version {printable(str(header.get('version'))[:20])}; this tinyharness reads version {VERSION}"
+        return (f"it is of format version {printable(str(header.get('version'))[:20])}; this "
+                f"tinyharness reads version {VERSION}")
     for key in HEADER_TEXTS:
         if not isinstance(header.get(key), str):
             return f"its header's {key!r} is not a text"
@@ -38,8 +39,8 @@ def is_text(value, optional=False):
 
 
 def content_problem(content, optional, parts=False):
-    """What servers take (the strict scripted server's rules, testing/rules.py): a text; null only where
-    OPTIONAL; a list of text and image parts only where PARTS (a user message)."""
+    """What servers take (the strict scripted server's rules, testing/rules.py): a text; null only
+    where OPTIONAL; a list of text and image parts only where PARTS (a user message)."""
     if is_text(content, optional):
         return None
     if not (parts and isinstance(content, list)):
@@ -72,7 +73,8 @@ def message_problem(message, role=None):
     if role and message["role"] != role:
         return f"a {role} event holding a {printable(message['role'])} message"
     kind = message["role"]
-    problem = content_problem(message.get("content"), optional=kind == "assistant", parts=kind == "user")
+    problem = (content_problem(message.get("content"), optional=kind == "assistant",
+                               parts=kind == "user"))
     if problem:
         return problem
     if kind == "assistant":
@@ -110,7 +112,8 @@ def event_problem(event):
     if kind in MESSAGE_TYPES:
         usage = event.get("usage")
         if usage is not None and not (isinstance(usage, dict) and all(
-                isinstance(v, (int, float, dict, type(None))) and not isinstance(v, bool) for v in usage.values())):
+                isinstance(v, (int, float, dict, type(None)))
+                and not isinstance(v, bool) for v in usage.values())):
             return "a usage that is not an object of counts"
         return message_problem(event.get("message"), kind)
     if kind == "notice":
@@ -120,7 +123,8 @@ def event_problem(event):
     if kind == "subagent":
         return messages_problem(event.get("messages"))
     if kind == "end":
-        return None if is_text(event.get("reason"), optional=True) else "an end reason that is not a text"
+        return (None if is_text(event.get("reason"), optional=True)
+                else "an end reason that is not a text")
     if kind == "clear":
         return None
     return f"an event of unknown type {printable(kind[:40])!r}"

@@ -33,8 +33,8 @@ MESSAGE_TYPES = ("system", "user", "assistant", "tool")
 
 def json_line(obj):
     """One event as one line of JSON, readable UTF-8 where it can be. Model text can hold a lone
-    surrogate, which UTF-8 cannot encode: then the line is written with ASCII escapes, still valid JSON
-    that reads back to the same text."""
+    surrogate, which UTF-8 cannot encode: then the line is written with ASCII escapes, still valid
+    JSON that reads back to the same text."""
     line = json.dumps(obj, ensure_ascii=False)
     try:
         line.encode("utf-8")
@@ -50,7 +50,8 @@ class SessionError(Exception):
 def sessions_dir():
     """$XDG_DATA_HOME/tinyharness/sessions, or ~/.local/share/tinyharness/sessions."""
     base = os.environ.get("XDG_DATA_HOME", "")
-    if not os.path.isabs(base):  # the XDG rule: a relative path is invalid (it would land in the workspace)
+    # the XDG rule: a relative path is invalid (it would land in the workspace)
+    if not os.path.isabs(base):
         base = os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "tinyharness" / "sessions"
 
@@ -61,10 +62,11 @@ def now():
 
 def new_id():
     """Time first (names sort by age), then random letters (two sessions in one second differ)."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+    return (datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S-")
+            + secrets.token_hex(3))
 
 
-# --- Opening: regular files only, one writer at a time ---------------------------------------------
+# --- Opening: regular files only, one writer at a time --------------------------------------------
 
 def open_regular(path, flags, mode=0o600):
     """os.open that never blocks on a FIFO or a device and refuses anything but a regular file."""
@@ -90,7 +92,8 @@ def lock_holder(fd):
         with open("/proc/locks", encoding="ascii", errors="replace") as file:
             for line in file:
                 fields = line.split()
-                if "FLOCK" in fields and where in line + " " and fields[4].isdigit() and int(fields[4]) != os.getpid():
+                if ("FLOCK" in fields and where in line + " " and fields[4].isdigit()
+                    and int(fields[4]) != os.getpid()):
                     return int(fields[4])
     except (OSError, IndexError):
         pass
@@ -106,8 +109,9 @@ def lock(fd, path):
         pid = lock_holder(fd)
         os.close(fd)
         who = f"process {pid}" if pid else "another process"
-        raise SessionError(f"the session {Path(path).stem} is open in {who} (a tinyharness chat or run); two "
-                           "writers would interleave its events. End that one first, or start a new chat"
+        raise SessionError(f"the session {Path(path).stem} is open in {who} (a tinyharness chat or "
+                           "run); two writers would interleave its events. End that one first, or "
+                           "start a new chat"
                            ) from None
 
 
@@ -128,9 +132,10 @@ def claim(path):
 
 
 class SessionWriter:
-    """Appends events to one session file. `sync(messages)` writes every message added to the history
-    since the last sync, so it can be called as often as the loop likes (run_agent's on_update).
-    A failed write warns once on `err` and the writer keeps nothing more: the run goes on."""
+    """Appends events to one session file. `sync(messages)` writes every message added to the
+    history since the last sync, so it can be called as often as the loop likes (run_agent's
+    on_update). A failed write warns once on `err` and the writer keeps nothing more: the run goes
+    on."""
 
     def __init__(self, path, header=None, written=0, fd=None, err=None):
         self.path = Path(path)
@@ -138,11 +143,13 @@ class SessionWriter:
         self.failed = None       # why the file stopped being written, once it did
         if fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # 0600: everything the model saw
+            # 0600: everything the model saw
+            fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             lock(fd, self.path)
         self.fd = fd
         self.written = written   # how many messages of the history are already in the file
-        self.usage = {}          # the usage of the latest model call, attached to the next assistant event
+        # the usage of the latest model call, attached to the next assistant event
+        self.usage = {}
         if header:
             self.write(header)
 
@@ -166,14 +173,16 @@ class SessionWriter:
         try:
             while data:
                 data = data[os.write(self.fd, data):]
-            if os.fstat(self.fd).st_nlink == 0:  # the file (or its folder) was removed: the write went nowhere
+            # the file (or its folder) was removed: the write went nowhere
+            if os.fstat(self.fd).st_nlink == 0:
                 raise OSError(errno.ENOENT, "the file was removed")
         except OSError as e:
             self.failed = e.strerror or str(e)
             kind = event.get("type", "header")
-            print(printable(f"warning: the session {self.path} could not be written ({self.failed}): this "
-                            f"{kind} event and everything after it are not saved in it; the run goes on "
-                            "(--transcript PATH can keep a copy elsewhere)."), file=self.err, flush=True)
+            print(printable(f"warning: the session {self.path} could not be written "
+                            f"({self.failed}): this {kind} event and everything after it are not "
+                            "saved in it; the run goes on (--transcript PATH can keep a copy "
+                            "elsewhere)."), file=self.err, flush=True)
 
     def event(self, kind, **fields):
         self.write({"type": kind, "time": now(), **fields})
@@ -211,7 +220,8 @@ class SessionWriter:
 
 
 class StreamWriter(SessionWriter):
-    """The same events, one JSON object per line, on an open text stream instead of a file (run --json)."""
+    """The same events, one JSON object per line, on an open text stream instead of a file (run
+    --json)."""
 
     def __init__(self, out):  # no file, no lock: the stream is the caller's
         self.out, self.path, self.err, self.failed, self.fd = out, Path("-"), sys.stderr, None, None

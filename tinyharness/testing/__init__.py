@@ -94,19 +94,24 @@ __all__ = ["ScriptedServer", "estimate_tokens", "load_script", "main", "request_
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="python -m tinyharness.testing",
-                                     description="Serve canned model replies over the OpenAI chat API.")
+                                     description="Serve canned model replies over the OpenAI chat "
+                                                 "API.")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--script", help="JSON file: a list of replies")
     source.add_argument("--vision", action="store_true",
-                        help="play a vision model that names the colours of the halves of each PNG it is sent")
+                        help="play a vision model that names the colours of the halves of each PNG "
+                             "it is sent")
     parser.add_argument("--drop-images", action="store_true",
-                        help="ignore every image, as Ollama does for gemma4 e2b/e4b (tokens count without them)")
+                        help="ignore every image, as Ollama does for gemma4 e2b/e4b (tokens count "
+                             "without them)")
     parser.add_argument("--lenient", action="store_true",
-                        help="answer every request; by default one a real server would refuse gets its HTTP 400/500")
-    parser.add_argument("--no-usage", action="store_true", help="never report token usage, like some servers")
+                        help="answer every request; by default one a real server would refuse gets "
+                             "its HTTP 400/500")
+    parser.add_argument("--no-usage", action="store_true",
+                        help="never report token usage, like some servers")
     parser.add_argument("--context-window", type=int, metavar="TOKENS",
-                        help="overflow like llama-cpp-python past this many prompt tokens: HTTP 400 with both numbers "
-                             "unstreamed, an empty 200 stream streamed")
+                        help="overflow like llama-cpp-python past this many prompt tokens: HTTP "
+                             "400 with both numbers unstreamed, an empty 200 stream streamed")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--model", default="qwen3:8b", help="model name listed by /v1/models")
@@ -134,4 +139,5 @@ def main(argv=None) -> int:
     with ScriptedServer(**replies, drop_images=args.drop_images, host=args.host, port=args.port,
                         model=args.model, strict=not args.lenient, send_usage=not args.no_usage,
                         context_window=args.context_window) as srv:
-        return serve_until_ctrl_c(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C to stop.")
+        return (serve_until_ctrl_c(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C "
+                                   "to stop."))

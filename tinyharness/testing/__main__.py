@@ -1,4 +1,5 @@
-"""`python -m tinyharness.testing`: the scripted model server until Ctrl-C (see testing/__init__.py)."""
+"""`python -m tinyharness.testing`: the scripted model server until Ctrl-C (see
+testing/__init__.py)."""
 import sys
 
 from . import main

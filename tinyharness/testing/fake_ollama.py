@@ -4,10 +4,11 @@ The problem. A harness that speaks Ollama's own API is only tested if something 
 Ollama does, including how Ollama *refuses*: a request that real Ollama rejects must be rejected
 here too, or a test passes on a shape that breaks on the first real run.
 
-The mechanism. `OllamaServer` is a ScriptedServer (same script or policy, same recorded
-`requests`, and the same /v1 route, as real Ollama has both) that also answers the native routes.
-Every /api/chat body is checked before a reply is taken (the shape rules live in testing/rules.py,
-beside the /v1 ones), each rule with the Ollama source it comes from (ollama/ollama: api/types.go, server/routes.go, server/prompt.go, llm/llama_server.go):
+The mechanism. `OllamaServer` is a ScriptedServer (same script or policy, same recorded `requests`,
+and the same /v1 route, as real Ollama has both) that also answers the native routes. Every
+/api/chat body is checked before a reply is taken (the shape rules live in testing/rules.py, beside
+the /v1 ones), each rule with the Ollama source it comes from (ollama/ollama: api/types.go,
+server/routes.go, server/prompt.go, llm/llama_server.go):
 
 - `messages[].content` must be a string (api/types.go: Message.Content is a Go string, a list is
   "cannot unmarshal array"); images travel in `images`, a list of bare base64 strings (a Go
@@ -42,11 +43,11 @@ Answers: `message.content` (always a string), `message.thinking` (only when thin
 characters, as Ollama 0.12.10+ writes them (server/routes.go toolCallId; `call_ids=False` plays an
 older Ollama without ids), `done_reason` ("length" when the script says so), and the counts
 `prompt_eval_count` / `eval_count` (estimated like the /v1 route, an image counted as image tokens
-as there, or from the reply's `usage`). Streaming is NDJSON: thinking and text pieces, then each tool
-call whole in its own line (or, with calls_in_last_frame=True, only in the final `done: true` line),
-then the final line. A reply's `stream_error` sends an `{"error": ...}` line instead of the rest;
-`drop` stops half-way. `/api/show` reports the model's shape (layers, heads, head size) as real
-Ollama does, so the KV cache's size can be worked out.
+as there, or from the reply's `usage`). Streaming is NDJSON: thinking and text pieces, then each
+tool call whole in its own line (or, with calls_in_last_frame=True, only in the final `done: true`
+line), then the final line. A reply's `stream_error` sends an `{"error": ...}` line instead of the
+rest; `drop` stops half-way. `/api/show` reports the model's shape (layers, heads, head size) as
+real Ollama does, so the KV cache's size can be worked out.
 
 Personalities (`PERSONALITIES`, `tinyharness fake-server --ollama NAME`): healthy (qwen3:8b with
 tools and thinking), no-model (nothing pulled: every model is a 404), no-tools (gemma3:4b, which
@@ -71,14 +72,18 @@ from .rules import check_request, option_problem, rule_of
 VERSION = "0.12.10"     # the first with tool-call ids; truncate/shift came in 0.12.6
 THINK_LEVELS = ("high", "medium", "low", "max")
 QWEN3_8B_SHAPE = {"block_count": 36, "embedding_length": 4096, "attention.head_count": 32,
-                  "attention.head_count_kv": 8, "attention.key_length": 128, "attention.value_length": 128}
+                  "attention.head_count_kv": 8, "attention.key_length": 128,
+                  "attention.value_length": 128}
 HEALTHY_MODEL = {"capabilities": ["completion", "tools", "thinking"], "context_length": 40960,
-                 "family": "qwen3", "parameter_size": "8.2B", "loaded_context": 4096, "shape": QWEN3_8B_SHAPE}
+                 "family": "qwen3", "parameter_size": "8.2B", "loaded_context": 4096,
+                 "shape": QWEN3_8B_SHAPE}
 PERSONALITIES = {
     "healthy": {"models": {"qwen3:8b": HEALTHY_MODEL}},
     "no-model": {"models": {}},
-    "no-tools": {"models": {"gemma3:4b": {"capabilities": ["completion", "vision"], "context_length": 131072,
-                                          "family": "gemma3", "parameter_size": "4.3B", "loaded_context": 4096}}},
+    "no-tools": {"models": {"gemma3:4b": {"capabilities": ["completion", "vision"],
+                                          "context_length": 131072,
+                                          "family": "gemma3", "parameter_size": "4.3B",
+                                          "loaded_context": 4096}}},
     "no-usage": {"models": {"qwen3:8b": HEALTHY_MODEL}, "usage": False},
 }
 
@@ -90,7 +95,8 @@ class OllamaServer(ScriptedServer):
     def __init__(self, script=None, policy=None, *, models=None, usage=True, call_ids=True,
                  calls_in_last_frame=False, personality=None, **kwargs):
         chosen = dict(PERSONALITIES[personality]) if personality else {}
-        models = chosen.get("models", models if models is not None else PERSONALITIES["healthy"]["models"])
+        models = (chosen.get("models", models if models is not None
+                             else PERSONALITIES["healthy"]["models"]))
         usage = chosen.get("usage", usage)
         if script is None and policy is None:
             policy = obliging_policy
@@ -99,8 +105,10 @@ class OllamaServer(ScriptedServer):
         super().__init__(script, policy, **kwargs)
         self.models, self.call_ids = dict(models), call_ids
         self.calls_in_last_frame = calls_in_last_frame
-        self.truncated = []         # (request index, messages dropped) of each prompt cut as Ollama cuts it
-        # Refused requests land in self.rejected as (request index, status, rule, message), like /v1's.
+        # (request index, messages dropped) of each prompt cut as Ollama cuts it
+        self.truncated = []
+        # Refused requests land in self.rejected as (request index, status, rule, message), like
+        # /v1's.
 
     @property
     def usage(self):
@@ -116,9 +124,11 @@ class OllamaServer(ScriptedServer):
         model = self.models.get(body.get("model"))
         fault = None
         if model is None:
-            fault = 404, "ollama: model not pulled", f"model \"{body.get('model')}\" not found, try pulling it first"
+            fault = (404, "ollama: model not pulled",
+                     f"model \"{body.get('model')}\" not found, try pulling it first")
         elif body.get("tools") and "tools" not in model.get("capabilities", []):
-            fault = 400, "ollama: no tools capability", f"registry.ollama.ai/library/{body['model']} does not support tools"
+            fault = (400, "ollama: no tools capability",
+                     f"registry.ollama.ai/library/{body['model']} does not support tools")
         if fault:
             self.record_rejection(body, headers, *fault)
             return {"status": fault[0], "body": error_body(fault[2])}, "", 0
@@ -140,24 +150,28 @@ class OllamaServer(ScriptedServer):
 
 
 def obliging_policy(body, index):
-    """A healthy model in one rule: call the first tool offered (required args = "ok"), then finish."""
+    """A healthy model in one rule: call the first tool offered (required args = "ok"), then
+    finish."""
     messages = body.get("messages") or []
     tools = body.get("tools") or []
     if tools and messages and messages[-1].get("role") == "user":
         function = tools[0].get("function") or {}
         required = (function.get("parameters") or {}).get("required") or []
-        return {"tool_calls": [{"name": function.get("name", ""), "arguments": {k: "ok" for k in required}}]}
+        arguments = {k: "ok" for k in required}
+        return {"tool_calls": [{"name": function.get("name", ""), "arguments": arguments}]}
     return "Done."
 
 
-# --- Routing (OllamaServer.answer_native: the scripted server's handler hands it every /api/* path) -
+# --- Routing (OllamaServer.answer_native: the scripted server's handler hands it every /api/* path)
+# -
 
 def answer_native(handler, method, path, data):
     """Answer one /api/* request on a ScriptedServer's connection. A plain ScriptedServer is an
     OpenAI-style server only, so it answers 404 there, like llama.cpp or vLLM."""
     owner = handler.server.owner
     if not isinstance(owner, OllamaServer):
-        return handler.send_json(404, error_body(f"no route for {method} {path}", "invalid_request_error"))
+        error = error_body(f"no route for {method} {path}", "invalid_request_error")
+        return handler.send_json(404, error)
     route = {("GET", "/api/version"): lambda: (200, {"version": VERSION}),
              ("GET", "/api/tags"): lambda: (200, tags(owner)),
              ("GET", "/api/ps"): lambda: (200, running(owner)),
@@ -181,14 +195,16 @@ def parse_body(data):
 
 def tags(owner):
     return {"models": [{"name": name, "model": name, "size": 5_200_000_000,
-                        "details": {"family": m.get("family", ""), "parameter_size": m.get("parameter_size", "")}}
+                        "details": {"family": m.get("family", ""),
+                                    "parameter_size": m.get("parameter_size", "")}}
                        for name, m in owner.models.items()]}
 
 
 def running(owner):
     """/api/ps: the loaded models and the context length they were loaded with (Ollama's default
     for requests that set no num_ctx, e.g. everything over /v1)."""
-    return {"models": [{"name": name, "model": name, "context_length": m.get("loaded_context", 4096)}
+    return {"models": [{"name": name, "model": name,
+                        "context_length": m.get("loaded_context", 4096)}
                        for name, m in owner.models.items()]}
 
 
@@ -214,12 +230,15 @@ def chat(handler, owner, body):
         return handler.send_json(400, {"error": "invalid request body"})
     if refusal(handler, owner, body):
         return None
-    if not body["messages"]:                                                 # routes.go: load the model
+    # routes.go: load the model
+    if not body["messages"]:
         with owner._lock:
             owner.requests.append(body)
             owner.headers.append(handler.headers)
-        return handler.send_json(200, {"model": body.get("model"), "created_at": now(), "done": True,
-                                       "message": {"role": "assistant", "content": ""}, "done_reason": "load"})
+        return handler.send_json(200, {"model": body.get("model"), "created_at": now(),
+                                       "done": True,
+                                       "message": {"role": "assistant", "content": ""},
+                                       "done_reason": "load"})
     return answer(handler, owner, body, owner.models[body["model"]])
 
 
@@ -227,22 +246,26 @@ def refusal(handler, owner, body):
     """True when Ollama refuses the request (the refusal is sent here), False when it takes it."""
     think = body.get("think")
     if think is not None and not isinstance(think, bool) and think not in THINK_LEVELS:
-        return reject(handler, owner, body, 400, "ollama: think is a bool or a level",   # api/types.go ThinkValue
-                      f"invalid think value: {json.dumps(think)} (must be \"high\", \"medium\", \"low\", \"max\", "
-                      "true, or false)")
+        # api/types.go ThinkValue
+        return reject(handler, owner, body, 400, "ollama: think is a bool or a level",
+                      f"invalid think value: {json.dumps(think)} (must be \"high\", \"medium\", "
+                      "\"low\", \"max\", true, or false)")
     model = owner.models.get(body.get("model"))
     if model is None:
         return reject(handler, owner, body, 404, "ollama: model not pulled",
                       f"model \"{body.get('model')}\" not found, try pulling it first")
     capabilities = model.get("capabilities", [])
-    if think not in (None, False, "") and "thinking" not in capabilities:     # routes.go: before the tools check
+    # routes.go: before the tools check
+    if think not in (None, False, "") and "thinking" not in capabilities:
         return reject(handler, owner, body, 400, "ollama: no thinking capability",
                       f"\"{body['model']}\" does not support thinking")
-    if body.get("tools") and "tools" not in capabilities:                    # routes.go scheduleRunner
+    # routes.go scheduleRunner
+    if body.get("tools") and "tools" not in capabilities:
         return reject(handler, owner, body, 400, "ollama: no tools capability",
                       f"registry.ollama.ai/library/{body['model']} does not support tools")
     option = option_problem(body.get("options"))
-    if option:                                                               # api/types.go FromMap -> HTTP 500
+    # api/types.go FromMap -> HTTP 500
+    if option:
         return reject(handler, owner, body, 500, "ollama: options are typed", option)
     problem = check_request(body)
     if problem:
@@ -251,20 +274,24 @@ def refusal(handler, owner, body):
 
 
 def answer(handler, owner, body, model):
-    """The scripted reply to a request Ollama takes, on the prompt its window leaves (NDJSON or one object)."""
+    """The scripted reply to a request Ollama takes, on the prompt its window leaves (NDJSON or one
+    object)."""
     window = window_of(body, model)
     seen, dropped = fitted(body, window)
-    if dropped is None:                                                      # truncate: false, and it does not fit
+    if dropped is None:  # truncate: false, and it does not fit
         tokens = native_prompt_tokens(body["messages"], body.get("tools"))
-        inner = {"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",
-                           "type": "exceed_context_size_error", "n_prompt_tokens": tokens, "n_ctx": window}}
-        return reject(handler, owner, body, 400, "ollama: truncate false and the prompt is past num_ctx",
-                      json.dumps(inner))
+        inner = {"error": {"code": 400, "message": "the request exceeds the available context "
+                                                   "size, try increasing it",
+                           "type": "exceed_context_size_error", "n_prompt_tokens": tokens,
+                           "n_ctx": window}}
+        return reject(handler, owner, body, 400,
+                      "ollama: truncate false and the prompt is past num_ctx", json.dumps(inner))
     if dropped:
         with owner._lock:
             owner.truncated.append((len(owner.requests), dropped))
     reply, _, _ = owner._take_reply(seen, handler.headers)
-    if dropped:                                       # recorded as sent; the "model" saw the cut version
+    # recorded as sent; the "model" saw the cut version
+    if dropped:
         with owner._lock:
             owner.requests[-1] = body
     if isinstance(reply, str):
@@ -272,11 +299,14 @@ def answer(handler, owner, body, model):
     if reply.get("delay"):
         time.sleep(reply["delay"])
     if reply.get("status") is not None:
-        return handler.send_fault(reply["status"], reply.get("body") or {"error": f"scripted: HTTP {reply['status']}"})
+        return (handler.send_fault(reply["status"], reply.get("body")
+                                   or {"error": f"scripted: HTTP {reply['status']}"}))
     frames = native_frames(owner, seen, reply)   # the counts are of the prompt the model saw
-    if reply.get("stream_error") is not None:        # e.g. the runner died: an error line, no done line
+    # e.g. the runner died: an error line, no done line
+    if reply.get("stream_error") is not None:
         frames = frames[:1] + [{"error": reply["stream_error"]}]
-    elif reply.get("drop") is not None:              # the connection breaks: about half, no done line
+    # the connection breaks: about half, no done line
+    elif reply.get("drop") is not None:
         frames = frames[: max(1, len(frames) // 2)]
     if body.get("stream", True):
         return send_ndjson(handler, frames)
@@ -292,19 +322,21 @@ def now():
 def window_of(body, model):
     """num_ctx of the request, else what the model is loaded with (Ollama's default)."""
     num_ctx = (body.get("options") or {}).get("num_ctx")
-    return int(num_ctx) if isinstance(num_ctx, (int, float)) and not isinstance(num_ctx, bool) and num_ctx >= 1 \
-        else model.get("loaded_context", 4096)
+    usable = isinstance(num_ctx, (int, float)) and not isinstance(num_ctx, bool) and num_ctx >= 1
+    return int(num_ctx) if usable else model.get("loaded_context", 4096)
 
 
 def native_prompt_tokens(messages, tools):
     """The prompt's tokens as the /v1 route counts them: characters/4 of the messages and tools as
-    JSON, each image as its image tokens (scripted_images.image_stand_in), not as its base64 text."""
+    JSON, each image as its image tokens (scripted_images.image_stand_in), not as its base64
+    text."""
     plain, images = [], 0
     for message in messages:
         if isinstance(message, dict) and message.get("images"):
             plain.append({k: v for k, v in message.items() if k != "images"})
             for image in message["images"] if isinstance(message["images"], list) else []:
-                stand_in = image_stand_in(f"data:image/png;base64,{image}") if isinstance(image, str) else None
+                stand_in = (image_stand_in(f"data:image/png;base64,{image}")
+                            if isinstance(image, str) else None)
                 images += len(stand_in) if stand_in else 4 * IMAGE_BASE_TOKENS
         else:
             plain.append(message)
@@ -347,9 +379,10 @@ def native_frames(owner, body, reply):
     size = owner.fragment_size
     model = owner.models.get(body.get("model")) or {}
     think = body.get("think")
-    thinking = think not in (False, "") and "thinking" in model.get("capabilities", [])  # omitted: on (routes.go)
-    frames = [frame({"content": "", "thinking": p}) for p in pieces(reply.get("reasoning") or "", size)] \
-        if thinking else []
+    # omitted: on (routes.go)
+    thinking = think not in (False, "") and "thinking" in model.get("capabilities", [])
+    frames = [frame({"content": "", "thinking": p})
+              for p in pieces(reply.get("reasoning") or "", size)] if thinking else []
     frames += [frame({"content": p}) for p in pieces(reply.get("content") or "", size)]
     calls = []
     for i, call in enumerate(reply.get("tool_calls") or []):
@@ -367,7 +400,8 @@ def native_frames(owner, body, reply):
 
 
 def ollama_call_id(owner):
-    """"call_" + 8 characters of [a-z0-9], as server/routes.go toolCallId writes them (deterministic here)."""
+    """"call_" + 8 characters of [a-z0-9], as server/routes.go toolCallId writes them (deterministic
+    here)."""
     number = owner._new_call_id()
     return "call_" + hashlib.sha256(number.encode()).hexdigest()[:8]
 
@@ -377,14 +411,18 @@ def counts(owner, body, reply, calls):
         return {}
     usage = reply.get("usage")
     if isinstance(usage, dict):
-        return {k: usage[o] for k, o in (("prompt_eval_count", "prompt_tokens"), ("eval_count", "completion_tokens"))
+        return {k: usage[o] for k, o in (("prompt_eval_count", "prompt_tokens"),
+                                         ("eval_count", "completion_tokens"))
                 if o in usage}
     said = (reply.get("content") or "") + (reply.get("reasoning") or "") + json.dumps(calls)
     options = body.get("options")
     cap = options.get("num_predict") if isinstance(options, dict) else None
-    cut = reply.get("finish_reason") == "length" and isinstance(cap, int) and not isinstance(cap, bool) and cap > 0
-    return {"prompt_eval_count": native_prompt_tokens(body.get("messages") or [], body.get("tools")),
-            "eval_count": cap if cut else estimate_tokens(said), "total_duration": 1_000_000}  # a cut ran to the cap
+    cut = (reply.get("finish_reason") == "length" and isinstance(cap, int)
+           and not isinstance(cap, bool) and cap > 0)
+    return {"prompt_eval_count": native_prompt_tokens(body.get("messages")
+                                                      or [], body.get("tools")),
+            # a cut ran to the cap
+            "eval_count": cap if cut else estimate_tokens(said), "total_duration": 1_000_000}
 
 
 def pieces(text, size):
@@ -393,7 +431,8 @@ def pieces(text, size):
 
 def merged_message(frames):
     """A non-streamed answer: the frames' message parts put together, as Ollama sends it."""
-    message = {"role": "assistant", "content": "".join(f["message"].get("content", "") for f in frames)}
+    message = {"role": "assistant",
+               "content": "".join(f["message"].get("content", "") for f in frames)}
     thinking = "".join(f["message"].get("thinking", "") for f in frames)
     if thinking:
         message["thinking"] = thinking
@@ -418,5 +457,5 @@ def serve(personality="healthy", port=0):
     """`tinyharness fake-server --ollama NAME`: serve until Ctrl+C."""
     with OllamaServer(personality=personality, port=port) as srv:
         models = ", ".join(srv.models) or "no models"
-        return serve_until_ctrl_c(f"Scripted Ollama ({personality}: {models}) on {srv.root_url} (native /api/* "
-                                  f"and {srv.base_url}). Press Ctrl+C to stop.")
+        return serve_until_ctrl_c(f"Scripted Ollama ({personality}: {models}) on {srv.root_url} "
+                                  f"(native /api/* and {srv.base_url}). Press Ctrl+C to stop.")

@@ -1,4 +1,5 @@
-"""Images for the scripted server: tiny PNGs, what an image costs in tokens, and a scripted vision model.
+"""Images for the scripted server: tiny PNGs, what an image costs in tokens, and a scripted vision
+model.
 
 The problem. Testing a harness's pictures (view_image, an MCP tool's screenshot) needs images whose
 content is known, a server that charges a realistic number of tokens for them (hundreds, not the
@@ -47,7 +48,8 @@ def _png_chunk(kind: bytes, data: bytes) -> bytes:
 
 
 def make_png(rows) -> bytes:
-    """A real PNG from rows of (r, g, b) tuples: 8-bit RGB, not interlaced, filter 0 on every row."""
+    """A real PNG from rows of (r, g, b) tuples: 8-bit RGB, not interlaced, filter 0 on every
+    row."""
     height, width = len(rows), len(rows[0]) if rows else 0
     if not width or any(len(row) != width for row in rows):
         raise ValueError("make_png needs at least one row, all rows the same non-zero length")
@@ -148,7 +150,8 @@ def decode_data_uri(url):
 
 def _image_url(part):
     """The URL of an image_url content part, or None when `part` is something else."""
-    if isinstance(part, dict) and part.get("type") == "image_url" and isinstance(part.get("image_url"), dict):
+    if (isinstance(part, dict) and part.get("type") == "image_url"
+        and isinstance(part.get("image_url"), dict)):
         url = part["image_url"].get("url")
         return url if isinstance(url, str) else None
     return None
@@ -158,7 +161,8 @@ def _contents(messages):
     """The list-shaped contents of a messages list (text-only messages have a plain string)."""
     if not isinstance(messages, list):
         return []
-    return [m["content"] for m in messages if isinstance(m, dict) and isinstance(m.get("content"), list)]
+    return ([m["content"] for m in messages if isinstance(m, dict)
+             and isinstance(m.get("content"), list)])
 
 
 def image_stand_in(url):
@@ -193,7 +197,8 @@ def without_image_parts(body: dict) -> dict:
     if not isinstance(messages, list):
         return body
     stripped = [{**m, "content": [p for p in m["content"] if _image_url(p) is None]}
-                if isinstance(m, dict) and isinstance(m.get("content"), list) else m for m in messages]
+                if isinstance(m, dict) and isinstance(m.get("content"), list)
+                else m for m in messages]
     return {**body, "messages": stripped}
 
 

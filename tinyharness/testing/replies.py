@@ -1,4 +1,5 @@
-"""What a scripted model says, in the OpenAI chat-completions shape: the replies of the scripted server.
+"""What a scripted model says, in the OpenAI chat-completions shape: the replies of the scripted
+server.
 
 The problem. A test of a harness needs a "model" whose every answer is known in advance, down to the
 bytes: the text, the tool calls and their argument strings, the usage counts, the finish reason, and
@@ -66,28 +67,34 @@ def normalise_reply(reply) -> dict:
 
 
 def normalise_reaction(reply: dict) -> dict:
-    """A reply that depends on what the model reads: {"react": [{"if_result_contains": TEXT, "reply": R}, ...,
-    {"reply": R}]}. The first choice whose TEXT is in the last tool result (or that names none) is the reply."""
+    """A reply that depends on what the model reads: {"react": [{"if_result_contains": TEXT,
+    "reply": R}, ..., {"reply": R}]}. The first choice whose TEXT is in the last tool result (or
+    that names none) is the reply."""
     choices = reply["react"]
     if set(reply) != {"react"} or not isinstance(choices, list) or not choices:
-        raise ValueError('a reactive reply is {"react": [{"if_result_contains": TEXT, "reply": REPLY}, ...]}')
+        raise ValueError('a reactive reply is {"react": [{"if_result_contains": TEXT, "reply": '
+                         'REPLY}, ...]}')
     checked = []
     for choice in choices:
-        if not isinstance(choice, dict) or "reply" not in choice or set(choice) - {"if_result_contains", "reply"} \
-                or not isinstance(choice.get("if_result_contains", ""), str) or "react" in choice["reply"]:
-            raise ValueError(f'each reaction is {{"if_result_contains": TEXT, "reply": REPLY}}: {choice!r}')
+        if not isinstance(choice, dict) or "reply" not in choice \
+                or set(choice) - {"if_result_contains", "reply"} \
+                or not isinstance(choice.get("if_result_contains", ""), str) \
+                or "react" in choice["reply"]:
+            raise ValueError(f'each reaction is {{"if_result_contains": TEXT, "reply": REPLY}}: '
+                             f'{choice!r}')
         checked.append({**choice, "reply": normalise_reply(choice["reply"])})
     return {"react": checked}
 
 
 def reacted(reply: dict, body: dict) -> dict | str:
-    """A reactive reply resolved against the request: the stand-in model decides from the last tool result it
-    reads, as a real one does (so two harnesses whose results differ get different replies). Any other reply
-    as it is; a str when no choice matches."""
+    """A reactive reply resolved against the request: the stand-in model decides from the last tool
+    result it reads, as a real one does (so two harnesses whose results differ get different
+    replies). Any other reply as it is; a str when no choice matches."""
     if "react" not in reply:
         return reply
     messages = body.get("messages") or []
-    results = [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
+    results = ([m.get("content") for m in messages if isinstance(m, dict)
+                and m.get("role") == "tool"])
     last = results[-1] if results and isinstance(results[-1], str) else ""
     for choice in reply["react"]:
         if choice.get("if_result_contains", "") in last:
@@ -122,7 +129,8 @@ def build_tool_calls(reply: dict, new_call_id) -> list:
     calls = []
     for i, call in enumerate(reply.get("tool_calls") or []):
         arguments = call.get("arguments", {})
-        if not isinstance(arguments, str):      # a str is sent as-is: that is how tests send bad JSON
+        # a str is sent as-is: that is how tests send bad JSON
+        if not isinstance(arguments, str):
             arguments = json.dumps(arguments)
         if reply.get("malformed_arguments"):
             arguments = arguments[: len(arguments) // 2]   # cut in half: never valid JSON
@@ -132,8 +140,9 @@ def build_tool_calls(reply: dict, new_call_id) -> list:
 
 
 def build_usage(reply: dict, calls: list, prompt: str, cached_chars: int, cap=None) -> dict:
-    """The usage block: estimated counts, unless the reply overrides it (False: no usage at all). A reply
-    scripted as cut at the length limit ran to the request's cap (`max_tokens`), as a real server's does."""
+    """The usage block: estimated counts, unless the reply overrides it (False: no usage at all). A
+    reply scripted as cut at the length limit ran to the request's cap (`max_tokens`), as a real
+    server's does."""
     if reply.get("usage") is False:
         return None
     if reply.get("usage") is not None:
@@ -141,7 +150,8 @@ def build_usage(reply: dict, calls: list, prompt: str, cached_chars: int, cap=No
     said = (reply.get("content") or "") + (reply.get("reasoning") or "")
     said += "".join(c["function"]["name"] + c["function"]["arguments"] for c in calls)
     p, c = estimate_tokens(prompt), estimate_tokens(said)
-    if reply.get("finish_reason") == "length" and isinstance(cap, int) and not isinstance(cap, bool) and cap > 0:
+    if (reply.get("finish_reason") == "length" and isinstance(cap, int)
+        and not isinstance(cap, bool) and cap > 0):
         c = cap
     return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c,
             "prompt_tokens_details": {"cached_tokens": cached_chars // 4}}
@@ -157,15 +167,18 @@ def build_completion(reply: dict, calls: list, head: dict, usage, null_content: 
     # Beside tool calls OpenAI, vLLM and llama.cpp send `content: null`, Ollama sends "". An
     # explicit None in the script is always passed through.
     content = reply.get("content", "")
-    message = {"role": "assistant", "content": None if calls and null_content and not content else content}
+    message = ({"role": "assistant", "content": None if calls and null_content and not content
+                else content})
     if reply.get("reasoning"):
         message["reasoning"] = reply["reasoning"]          # Ollama /v1 spelling
     if calls:
         message["tool_calls"] = calls
-        if legacy_fields:                                  # llama-cpp-python: the deprecated single call too
+        # llama-cpp-python: the deprecated single call too
+        if legacy_fields:
             message["function_call"] = dict(calls[0]["function"])
     answer = {**head, "object": "chat.completion",
-              "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(reply, calls)}]}
+              "choices": [{"index": 0, "message": message,
+                           "finish_reason": finish_reason(reply, calls)}]}
     return answer if usage is None else {**answer, "usage": usage}
 
 
@@ -202,7 +215,8 @@ def build_stream(reply: dict, calls: list, head: dict, usage: dict, size: int) -
     for call in calls:
         index = 0 if reply.get("index_zero") else call["index"]   # Ollama quirk: all index 0
         if reply.get("whole_tool_calls") or reply.get("no_index"):  # Ollama: one call, one chunk
-            whole = {k: v for k, v in call.items() if k != "index"} if reply.get("no_index") else {**call, "index": index}
+            whole = ({k: v for k, v in call.items() if k != "index"} if reply.get("no_index")
+                     else {**call, "index": index})
             events.append(chunk({"tool_calls": [whole]}))
             continue
         opening = {"index": index, "id": call["id"], "type": "function",
@@ -210,7 +224,8 @@ def build_stream(reply: dict, calls: list, head: dict, usage: dict, size: int) -
         events.append(chunk({"tool_calls": [opening]}))
         for p in pieces(call["function"]["arguments"], size):     # later fragments carry no id
             fragment = {"index": index, "function": {"arguments": p}}
-            if reply.get("repeat_fragments"):   # llama-cpp-python: index, id and name every time, and nulls
+            # llama-cpp-python: index, id and name every time, and nulls
+            if reply.get("repeat_fragments"):
                 fragment = {"index": index, "id": call["id"], "type": "function",
                             "function": {"name": call["function"]["name"], "arguments": p}}
                 events.append(chunk({"role": None, "content": None, "tool_calls": [fragment]}))

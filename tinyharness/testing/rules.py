@@ -1,4 +1,5 @@
-"""Strict mode: what real model servers refuse, checked the way they check it, each rule with its source.
+"""Strict mode: what real model servers refuse, checked the way they check it, each rule with its
+source.
 
 The problem. A harness can send a request that a lenient test server answers and a real server
 refuses: `content: null` beside tool calls, arguments as an object where a JSON string belongs, a
@@ -7,9 +8,9 @@ on one server and not another.
 
 The mechanism. Each function here reads a request body and returns the rules it breaks, in the words
 the real server would answer with and with the HTTP status it would use, so the scripted servers can
-refuse the request as that server does. The rules come from four servers, each cited beside its rule:
-OpenAI's API reference (roles; every tool call answered, each result answering a call), vLLM (whose
-chat templates pair results to calls the same way), llama-cpp-python (pydantic types in
+refuse the request as that server does. The rules come from four servers, each cited beside its
+rule: OpenAI's API reference (roles; every tool call answered, each result answering a call), vLLM
+(whose chat templates pair results to calls the same way), llama-cpp-python (pydantic types in
 llama_cpp/llama_types.py and llama_cpp/server/types.py: HTTP 500 with pydantic's text) for the
 OpenAI-style `/v1/chat/completions`, and Ollama (ollama/ollama: api/types.go, openai/openai.go) for
 its /v1 shim's argument parsing and for its native `/api/chat` (`check_request`, `option_problem`).
@@ -23,9 +24,10 @@ import base64
 import binascii
 import json
 
-# --- The OpenAI-style /v1/chat/completions: OpenAI, vLLM, llama-cpp-python, Ollama's /v1 ------------
-# Each rule names the server that enforces it and answers like that server does. A harness that
-# passes these runs against all of them; one that breaks a rule would fail on that server.
+# --- The OpenAI-style /v1/chat/completions: OpenAI, vLLM, llama-cpp-python, Ollama's /v1
+# ------------ Each rule names the server that enforces it and answers like that server does. A
+# harness that passes these runs against all of them; one that breaks a rule would fail on that
+# server.
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -44,24 +46,30 @@ def tool_call_problems(i: int, calls) -> list:
     object (openai/openai.go, fromChatRequest: HTTP 400 "invalid tool call arguments")."""
     if not isinstance(calls, list):
         return [(500, "llama-cpp-python: tool_calls is a list",
-                 pydantic_error(f"messages.{i}.typed-dict.tool_calls", "Input should be a valid list", "list_type", calls))]
+                 pydantic_error(f"messages.{i}.typed-dict.tool_calls",
+                                "Input should be a valid list", "list_type", calls))]
     problems = []
     for n, call in enumerate(calls):
         at = f"messages.{i}.typed-dict.tool_calls.{n}"
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(call, dict) or not isinstance(function, dict):
-            problems.append((500, "llama-cpp-python: a tool call is {id, type, function: {name, arguments}}",
-                             pydantic_error(at, "Input should be a valid dictionary", "dict_type", call)))
+            shape = "llama-cpp-python: a tool call is {id, type, function: {name, arguments}}"
+            problems.append((500, shape, pydantic_error(at, "Input should be a valid dictionary",
+                                                        "dict_type", call)))
             continue
         for where, value, rule in ((f"{at}.id", call.get("id"), "the call id is a string"),
-                                   (f"{at}.function.name", function.get("name"), "the tool name is a string"),
-                                   (f"{at}.function.arguments", function.get("arguments"), "arguments are a JSON string")):
+                                   (f"{at}.function.name", function.get("name"),
+                                    "the tool name is a string"),
+                                   (f"{at}.function.arguments", function.get("arguments"),
+                                    "arguments are a JSON string")):
             if not isinstance(value, str):
                 problems.append((500, f"llama-cpp-python: {rule}",
-                                 pydantic_error(where, "Input should be a valid string", "string_type", value)))
+                                 pydantic_error(where, "Input should be a valid string",
+                                                "string_type", value)))
         if call.get("type") != "function":
             problems.append((500, "llama-cpp-python: a tool call's type is \"function\"",
-                             pydantic_error(f"{at}.type", "Input should be 'function'", "literal_error", call.get("type"))))
+                             pydantic_error(f"{at}.type", "Input should be 'function'",
+                                            "literal_error", call.get("type"))))
         arguments = function.get("arguments")
         if isinstance(arguments, str):
             try:
@@ -69,7 +77,8 @@ def tool_call_problems(i: int, calls) -> list:
             except ValueError:
                 parsed = None
             if not isinstance(parsed, dict):
-                problems.append((400, "ollama: arguments parse to a JSON object", "invalid tool call arguments"))
+                problems.append((400, "ollama: arguments parse to a JSON object",
+                                 "invalid tool call arguments"))
     return problems
 
 
@@ -82,17 +91,22 @@ def content_problems(i: int, role: str, content) -> list:
     if role == "user" and isinstance(content, list) and all(
             isinstance(p, dict) and p.get("type") in ("text", "image_url") for p in content):
         return []
-    kind = "a string" if role in ("assistant", "tool") else "a string or null" + (" or parts" if role == "user" else "")
+    kind = ("a string" if role in ("assistant", "tool") else "a string or null"
+            + (" or parts" if role == "user" else ""))
     return [(500, f"llama-cpp-python: {role} content is {kind}",
-             pydantic_error(f"messages.{i}.typed-dict.content", "Input should be a valid string", "string_type", content))]
+             pydantic_error(f"messages.{i}.typed-dict.content", "Input should be a valid string",
+                            "string_type", content))]
 
 
 def request_problems(body) -> list:
-    """Every rule of a real server this request breaks, as (HTTP status, rule, the server's message)."""
+    """Every rule of a real server this request breaks, as (HTTP status, rule, the server's
+    message)."""
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list) or not messages:      # all servers
-        return [(400, "openai: messages is a non-empty list", "'messages' must be a non-empty array")]
-    problems, unanswered = [], None     # unanswered: ids of the last assistant's calls without a result
+        return ([(400, "openai: messages is a non-empty list",
+                  "'messages' must be a non-empty array")])
+    # unanswered: ids of the last assistant's calls without a result
+    problems, unanswered = [], None
     for i, m in enumerate(messages):
         role = m.get("role") if isinstance(m, dict) else None
         if role not in ROLES:
@@ -110,7 +124,8 @@ def request_problems(body) -> list:
         if role == "assistant" and m.get("tool_calls") is not None:
             problems += tool_call_problems(i, m["tool_calls"])
             calls = m["tool_calls"] if isinstance(m["tool_calls"], list) else []
-            unanswered = {c.get("id") for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)}
+            unanswered = ({c.get("id") for c in calls if isinstance(c, dict)
+                           and isinstance(c.get("id"), str)})
         if role == "tool":
             problems += tool_result_problems(i, m.get("tool_call_id"), unanswered)
     if unanswered:
@@ -120,31 +135,36 @@ def request_problems(body) -> list:
 
 def unanswered_problem(unanswered):
     return (400, "openai/vllm: every tool call is answered before the next message",
-            "An assistant message with 'tool_calls' must be followed by tool messages responding to "
-            "each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+            "An assistant message with 'tool_calls' must be followed by tool messages responding "
+            "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
             + ", ".join(sorted(unanswered)))
 
 
 def tool_result_problems(i, call_id, unanswered):
-    """A tool message answers one call of the assistant message before it (taken off `unanswered`)."""
+    """A tool message answers one call of the assistant message before it (taken off
+    `unanswered`)."""
     if not isinstance(call_id, str):             # llama_types.py ChatCompletionRequestToolMessage
         return [(500, "llama-cpp-python: a tool message has a tool_call_id string",
-                 pydantic_error(f"messages.{i}.typed-dict.tool_call_id", "Input should be a valid string",
-                                "string_type", call_id))]
+                 pydantic_error(f"messages.{i}.typed-dict.tool_call_id",
+                                "Input should be a valid string", "string_type", call_id))]
     if unanswered is None or call_id not in unanswered:
         # OpenAI's API; vLLM's templates pair results to calls by this id the same way.
-        return [(400, "openai/vllm: a tool message answers a call of the assistant message before it",
-                 f"Invalid parameter: messages with role 'tool' must be a response to a preceding "
-                 f"message with 'tool_calls' (tool_call_id {json.dumps(call_id)[:60]} matches none)")]
+        return [(400, "openai/vllm: a tool message answers a call of the assistant message before "
+                      "it",
+                 "Invalid parameter: messages with role 'tool' must be a response to a preceding "
+                 f"message with 'tool_calls' (tool_call_id {json.dumps(call_id)[:60]} matches "
+                 "none)")]
     unanswered.discard(call_id)
     return []
 
 
-# --- Ollama's native /api/chat (ollama/ollama: api/types.go) ----------------------------------------
-# Ollama binds the body into Go structs: a wrong type is a JSON unmarshal error, answered HTTP 400
-# with Go's own words (ollama_problem), and options are typed when the runner is scheduled (HTTP 500).
+# --- Ollama's native /api/chat (ollama/ollama: api/types.go)
+# ---------------------------------------- Ollama binds the body into Go structs: a wrong type is a
+# JSON unmarshal error, answered HTTP 400 with Go's own words (ollama_problem), and options are
+# typed when the runner is scheduled (HTTP 500).
 
-INTEGER_OPTIONS = ("num_ctx", "num_predict", "num_keep", "seed", "top_k", "num_batch", "num_gpu", "num_thread")
+INTEGER_OPTIONS = ("num_ctx", "num_predict", "num_keep", "seed", "top_k", "num_batch", "num_gpu",
+                   "num_thread")
 
 
 def option_problem(options):
@@ -171,14 +191,18 @@ def check_request(body):
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(message, dict):
-            return f"json: cannot unmarshal {type(message).__name__} into Go struct field ChatRequest.messages of type api.Message"
+            return (f"json: cannot unmarshal {type(message).__name__} into Go struct field "
+                    "ChatRequest.messages of type api.Message")
         if not isinstance(message.get("role", ""), str):
-            return f"json: cannot unmarshal {json_type(message['role'])} into Go struct field Message.messages.role of type string"
-        role = message.get("role", "").lower()            # api/types.go Message.UnmarshalJSON: lowercased
+            return (f"json: cannot unmarshal {json_type(message['role'])} into Go struct field "
+                    "Message.messages.role of type string")
+        # api/types.go Message.UnmarshalJSON: lowercased
+        role = message.get("role", "").lower()
         if not isinstance(message.get("content", ""), str):
             return (f"json: cannot unmarshal {json_type(message['content'])} into Go struct field "
                     "Message.messages.content of type string")
-        problem = check_images(message.get("images"), where) or check_calls(message.get("tool_calls"), where)
+        problem = (check_images(message.get("images"), where)
+                   or check_calls(message.get("tool_calls"), where))
         if problem:
             return problem
         if role == "assistant":
@@ -190,18 +214,21 @@ def check_request(body):
                 return (f"{where}: a tool result's tool_call_id must be one of the calls before it "
                         f"({ids_so_far}), got {call_id!r}")
             if call_id is None and (not isinstance(name, str) or name not in calls_so_far):
-                return (f"{where}: a tool result must name the call it answers with tool_call_id or tool_name (one "
-                        f"of {calls_so_far}), got {name!r}")
+                return (f"{where}: a tool result must name the call it answers with tool_call_id "
+                        f"or tool_name (one of {calls_so_far}), got {name!r}")
     return None
 
 
-RULES = (("arguments", "ollama: arguments are an object"), ("images", "ollama: images are bare base64"),
-         ("content", "ollama: content is a string"), ("tool result", "ollama: a tool result names its call"),
+RULES = (("arguments", "ollama: arguments are an object"),
+         ("images", "ollama: images are bare base64"),
+         ("content", "ollama: content is a string"),
+         ("tool result", "ollama: a tool result names its call"),
          ("role", "ollama: role is a string"))
 
 
 def rule_of(problem):
-    """A short name for the rule a refused request broke (recorded in `rejected`, like /v1's rules)."""
+    """A short name for the rule a refused request broke (recorded in `rejected`, like /v1's
+    rules)."""
     return next((rule for word, rule in RULES if word in problem), "ollama: request shape")
 
 
@@ -209,10 +236,12 @@ def check_images(images, where):
     if images is None:
         return None
     if not isinstance(images, list):
-        return f"json: cannot unmarshal {json_type(images)} into Go struct field Message.messages.images of type []api.ImageData"
+        return (f"json: cannot unmarshal {json_type(images)} into Go struct field "
+                "Message.messages.images of type []api.ImageData")
     for image in images:
         if not isinstance(image, str):
-            return f"json: cannot unmarshal {json_type(image)} into Go struct field Message.messages.images of type []byte"
+            return (f"json: cannot unmarshal {json_type(image)} into Go struct field "
+                    "Message.messages.images of type []byte")
         try:
             base64.b64decode(image, validate=True)
         except (binascii.Error, ValueError):
@@ -230,10 +259,12 @@ def check_calls(calls, where):
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             return f"{where}: each tool call needs function.name"
         if not isinstance(function.get("arguments", {}), dict):
-            return (f"json: cannot unmarshal {json_type(function['arguments'])} into Go struct field "
-                    "ToolCallFunction.messages.tool_calls.function.arguments of type api.ToolCallFunctionArguments")
+            return (f"json: cannot unmarshal {json_type(function['arguments'])} into Go struct "
+                    "field ToolCallFunction.messages.tool_calls.function.arguments of type "
+                    "api.ToolCallFunctionArguments")
     return None
 
 
 def json_type(value):
-    return {str: "string", list: "array", dict: "object", bool: "bool", type(None): "null"}.get(type(value), "number")
+    return ({str: "string", list: "array", dict: "object", bool: "bool",
+             type(None): "null"}.get(type(value), "number"))

@@ -64,7 +64,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def send_json(self, status: int, obj, raw: str | bytes | None = None):
         data = raw if raw is not None else json_text(obj)
-        data = data if isinstance(data, bytes) else data.encode("utf-8", errors="surrogatepass")  # bytes: e.g. bad UTF-8
+        # bytes: e.g. bad UTF-8
+        data = data if isinstance(data, bytes) else data.encode("utf-8", errors="surrogatepass")
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -73,11 +74,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         path = self.path.split("?")[0].rstrip("/")
-        if path.startswith("/api/"):                # a native dialect's routes (testing/fake_ollama.py), if the owner has one
+        # a native dialect's routes (testing/fake_ollama.py), if the owner has one
+        if path.startswith("/api/"):
             return self.server.owner.answer_native(self, "GET", path, None)
         owner = self.server.owner
-        if path == "/props" and owner.context_window and owner.announce_window:   # llama.cpp's server
-            return self.send_json(200, {"default_generation_settings": {"n_ctx": owner.context_window},
+        # llama.cpp's server
+        if path == "/props" and owner.context_window and owner.announce_window:
+            window = {"n_ctx": owner.context_window}
+            return self.send_json(200, {"default_generation_settings": window,
                                         "build_info": "scripted"})
         if path.endswith("/models"):
             model = {"id": self.server.owner.model, "object": "model", "owned_by": "tinyharness"}
@@ -91,8 +95,10 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0].rstrip("/")
         if path.startswith("/api/"):
             return self.server.owner.answer_native(self, "POST", path, data)
-        if not path.endswith("/v1/chat/completions"):        # like Ollama: a base URL without /v1 is a 404
-            return self.send_json(404, error_body(f"no route for POST {path}", "invalid_request_error"))
+        # like Ollama: a base URL without /v1 is a 404
+        if not path.endswith("/v1/chat/completions"):
+            error = error_body(f"no route for POST {path}", "invalid_request_error")
+            return self.send_json(404, error)
         try:
             body = json.loads(data)
         except ValueError:
@@ -107,8 +113,9 @@ class _Handler(BaseHTTPRequestHandler):
         rejection = owner._reject(body, self.headers) if owner.strict else None
         if rejection:                               # what a real server answers to this request
             status, rule, message = rejection
-            return self.send_json(status, {"error": {"message": message, "type": "invalid_request_error"
-                                                     if status == 400 else "internal_server_error", "rule": rule}})
+            kind = "invalid_request_error" if status == 400 else "internal_server_error"
+            error = {"message": message, "type": kind, "rule": rule}
+            return self.send_json(status, {"error": error})
         if owner.context_window and estimate_tokens(prompt_text(body)) >= owner.context_window:
             return self.send_overflow(owner, body)
         reply, prompt, cached_chars = owner._take_reply(body, self.headers)
@@ -125,7 +132,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self.send_json(200, None, raw=reply["raw"])
 
         calls = build_tool_calls(reply, owner._new_call_id)
-        usage = (build_usage(reply, calls, prompt, cached_chars, body.get("max_tokens")) if owner.send_usage
+        usage = (build_usage(reply, calls, prompt, cached_chars, body.get("max_tokens"))
+                 if owner.send_usage
                  else None)
         head = {"id": owner._new_completion_id(), "created": int(time.time()),
                 "model": body.get("model") or owner.model, "system_fingerprint": "fp_scripted"}
@@ -144,7 +152,8 @@ class _Handler(BaseHTTPRequestHandler):
         `len(prompt_tokens) >= n_ctx` (llama_cpp/llama.py, _create_completion) and its error handler
         (llama_cpp/server/errors.py, context_length_exceeded) rewrites that into OpenAI's words, a
         400 naming both numbers; streamed, the error is raised inside the generator after the 200
-        headers went out, so the client gets an empty event stream. Takes no reply from the script."""
+        headers went out, so the client gets an empty event stream. Takes no reply from the
+        script."""
         prompt = estimate_tokens(prompt_text(body))
         with owner._lock:
             owner.overflows.append(len(owner.requests))
@@ -158,11 +167,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         completion = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else 0
-        message = (f"This model's maximum context length is {owner.context_window} tokens. However, you requested "
-                   f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the completion). "
-                   "Please reduce the length of the messages or completion.")
-        self.send_json(400, {"error": {"message": message, "type": "invalid_request_error", "param": "messages",
-                                       "code": "context_length_exceeded"}})
+        message = (f"This model's maximum context length is {owner.context_window} tokens. "
+                   f"However, you requested {prompt + completion} tokens ({prompt} in the "
+                   f"messages, {completion} in the completion). Please reduce the length of the "
+                   "messages or completion.")
+        self.send_json(400, {"error": {"message": message, "type": "invalid_request_error",
+                                       "param": "messages", "code": "context_length_exceeded"}})
 
     def send_fault(self, status: int, body):
         """An HTTP error answer, e.g. Ollama's 404 for a model that was never pulled."""
@@ -238,7 +248,8 @@ class ScriptedServer:
     """A fake model server that replays a script (or asks a policy) and records every request."""
 
     def __init__(self, script=None, policy=None, *, host="127.0.0.1", port=0, model="qwen3:8b",
-                 fragment_size=7, drop_images=False, strict=True, null_content=True, legacy_fields=True,
+                 fragment_size=7, drop_images=False, strict=True, null_content=True,
+                 legacy_fields=True,
                  send_usage=True, stream_usage=True, context_window=None, announce_window=False):
         if script is not None and policy is not None:
             raise ValueError("give a script or a policy, not both")
@@ -248,13 +259,18 @@ class ScriptedServer:
         self.policy = policy
         self.host, self.port, self.model, self.fragment_size = host, port, model, fragment_size
         self.drop_images = drop_images  # ignore image parts, like Ollama with gemma4 e2b/e4b
-        self.strict = strict            # check every request like real servers do (see request_problems)
-        self.null_content, self.legacy_fields = null_content, legacy_fields   # the shape of tool-call replies
+        # check every request like real servers do (see request_problems)
+        self.strict = strict
+        # the shape of tool-call replies
+        self.null_content, self.legacy_fields = null_content, legacy_fields
         self.send_usage, self.stream_usage = send_usage, stream_usage
-        self.context_window = context_window   # tokens: a prompt this long overflows, as on llama-cpp-python
+        # tokens: a prompt this long overflows, as on llama-cpp-python
+        self.context_window = context_window
         self.overflows = []         # request indexes answered with an overflow
-        self.announce_window = announce_window   # GET /props tells it up front, as llama.cpp's server does
-        self.rejected = []          # (request index, status, rule, message) of each request strict mode refused
+        # GET /props tells it up front, as llama.cpp's server does
+        self.announce_window = announce_window
+        # (request index, status, rule, message) of each request strict mode refused
+        self.rejected = []
         self.requests = []          # parsed bodies of every POST to chat/completions, in order
         self.headers = []           # their HTTP headers, same order (case-insensitive .get())
         self.replies_sent = 0       # replies taken from the script or the policy (faults included)
@@ -262,7 +278,8 @@ class ScriptedServer:
         self._previous_prompt = ""
         self._call_count = 0
         self._completion_count = 0
-        self._answered = 0          # requests that got a reply (a refused one takes none from the script)
+        # requests that got a reply (a refused one takes none from the script)
+        self._answered = 0
         self._httpd = None
         self._thread = None
 
@@ -277,7 +294,8 @@ class ScriptedServer:
         self._httpd = _HTTPServer((self.host, self.port), self)
         self.port = self._httpd.server_address[1]  # the real port when 0 asked for any free one
         # A short poll interval makes stop() quick: shutdown() waits for the loop to notice.
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.02},
                                         name=f"scripted-server-{self.port}", daemon=True)
         self._thread.start()
         return self
@@ -298,8 +316,8 @@ class ScriptedServer:
         self.stop()
 
     def answer_native(self, handler, method, path, data):
-        """An /api/* request. This server speaks the OpenAI dialect only, so it answers 404 there, like
-        llama.cpp or vLLM; a subclass that plays another server's own API overrides this."""
+        """An /api/* request. This server speaks the OpenAI dialect only, so it answers 404 there,
+        like llama.cpp or vLLM; a subclass that plays another server's own API overrides this."""
         handler.send_json(404, error_body(f"no route for {method} {path}", "invalid_request_error"))
 
     # Called from handler threads; the lock keeps counters and the request order consistent.
@@ -312,7 +330,8 @@ class ScriptedServer:
             index, self._answered = self._answered, self._answered + 1
             self.requests.append(body)
             self.headers.append(headers)
-            cached_chars = common_prefix_length(prompt, self._previous_prompt) if self._previous_prompt else 0
+            cached_chars = (common_prefix_length(prompt, self._previous_prompt)
+                            if self._previous_prompt else 0)
             self._previous_prompt = prompt
             if self.policy is None:
                 if index >= len(self.script):
@@ -323,7 +342,8 @@ class ScriptedServer:
         return self._ask_policy(seen, index), prompt, cached_chars
 
     def _reject(self, body: dict, headers):
-        """Strict mode: record a request a real server would refuse; return (status, rule, message)."""
+        """Strict mode: record a request a real server would refuse; return (status, rule,
+        message)."""
         problems = request_problems(body)
         if not problems:
             return None
@@ -360,10 +380,11 @@ class ScriptedServer:
 
 
 def serve_until_ctrl_c(banner):
-    """Say where the server (already started) listens, then keep it serving until Ctrl+C; exit code 0.
-    The command lines of testing, fake_ollama and the eval's scripted models end here."""
+    """Say where the server (already started) listens, then keep it serving until Ctrl+C; exit code
+    0. The command lines of testing, fake_ollama and the eval's scripted models end here."""
     try:
-        print(banner, flush=True)       # inside: a Ctrl+C that comes while it is written stops it alike
+        # inside: a Ctrl+C that comes while it is written stops it alike
+        print(banner, flush=True)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:

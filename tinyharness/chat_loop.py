@@ -1,0 +1,183 @@
+"""The chat's prompt loop: commands, messages, Ctrl-C and the end of input.
+
+The problem. A conversation (chat.py's Conversation) answers one message at a time; around it a
+person types, pastes, presses Ctrl-C in the middle of a turn or at the prompt, and a pipe simply
+ends. Each of these must leave the session whole and the terminal usable: a turn cut by Ctrl-C
+must not leave a tool call without its result, nor its commands running.
+
+The mechanism. `Chat.run` reads a line at a time: a /command goes to `command`, text to `message`.
+Ctrl-C during a turn stops it (`stop_commands` kills the process groups of the shell tool's
+commands, not the MCP servers), gives the unanswered calls a result and keeps the conversation;
+at the prompt it only clears the line. SIGTERM and SIGHUP (Terminated) end the chat with the
+session saved; so does the end of input.
+
+What it cannot do. It stops the commands it started, not what they handed off to other sessions
+(a daemon, a `nohup`); stop_commands reads /proc, so it works on Linux only.
+"""
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from .chat_input import BLOCK
+from .console import printable
+from .guards import Stopped
+from .llm import LLMError
+from .run_end import Terminated
+
+HELP = f"""Type a message and press Enter. A line ending with \\ continues on the next line;
+a line holding only {BLOCK} starts a block that ends at the next {BLOCK} line.
+  /help          this help
+  /compact       summarise the conversation so far and go on from the summary
+  /clear         forget the conversation (the session file keeps it)
+  /model NAME    talk to another model from the next message on
+  /save [PATH]   write the conversation as a JSON transcript (default: chat-<session id>.json)
+  /quit          end the session (so does Ctrl-D)
+Ctrl-C stops the current turn (the model call or the running command) and returns to the prompt."""
+
+
+def stop_commands():
+    """Kill the process group of every child of this process: the shell tool's commands (each leads
+    a group of its own, so the terminal's Ctrl-C did not reach them) - except the MCP servers, which
+    serve the whole chat, not this turn. Linux only: it reads /proc."""
+    from .mcp.client import running_pids
+    me, killed, servers = os.getpid(), 0, running_pids()
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return 0
+    for pid in map(int, entries):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            # the name in parentheses may hold spaces
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if parent == me and pid not in servers:
+                os.killpg(pid, signal.SIGKILL)
+                # reap it now: nobody else will wait for a command the loop abandoned
+                os.waitpid(pid, 0)
+                killed += 1
+        except (OSError, ValueError, IndexError):
+            continue
+    return killed
+
+
+class Chat:
+    """The prompt loop: commands, messages, Ctrl-C and the end of input."""
+
+    def __init__(self, conversation, client, printer, stream, interactive, out=None):
+        self.conversation, self.client = conversation, client
+        self.printer, self.stream = printer, stream
+        self.interactive, self.out = interactive, out or sys.stdout
+        conversation.end_line = printer.end_line
+        # what the last message ended with, for a pipe's exit status
+        self.status, self.last_answer = 0, None
+
+    def say(self, text):
+        print(printable(text), file=self.out, flush=True)
+
+    def command(self, text):
+        """Run a /command; return False when the session should end."""
+        name, _, rest = text.strip().partition(" ")
+        rest = rest.strip()
+        if name in ("/quit", "/exit"):
+            return False
+        if name == "/help":
+            self.say(HELP)
+        elif name == "/compact":
+            self.conversation.compact("asked for with /compact")
+        elif name == "/clear":
+            self.conversation.clear()
+            self.say("The conversation is cleared; the session file keeps what was said.")
+        elif name == "/model":
+            if not rest:
+                self.say(f"The model is {self.client.model}. /model NAME changes it.")
+            else:
+                self.client.model = rest
+                self.conversation.notice(f"[model] from the next message on: {rest}")
+        elif name == "/save":
+            writer = self.conversation.writer
+            path = rest or f"chat-{writer.id if writer else time.strftime('%Y%m%d-%H%M%S')}.json"
+            try:
+                self.conversation.save(path)
+                self.say(f"Saved the conversation to {path}")
+            except OSError as e:
+                self.say(f"Cannot save to {path}: {e.strerror or e}")
+        else:
+            self.say(f"Unknown command {name}; /help lists the commands.")
+        return True
+
+    def message(self, text, image=None):
+        """Send one message and print its answer (or why it stopped), the way `run` prints them."""
+        self.printer.since_tool = ""
+        try:
+            answer = self.last_answer = self.conversation.send(text, self.printer.echo, image=image)
+            self.printer.end_line()
+            if not self.stream or answer.strip() != self.printer.since_tool.strip():
+                self.say(answer)
+            self.status = 0
+        except LLMError as e:
+            self.printer.end_line()
+            self.conversation.notice(f"error: {e}")
+            if "context" in str(e).lower():  # an overflow: the door's message says so
+                self.conversation.notice("(/compact replaces the older messages with a summary; "
+                                         "/clear starts afresh)")
+            self.status = 1
+        except Stopped as e:
+            self.printer.end_line()
+            self.say(f"Stopped: {e}. The task is NOT confirmed complete.")
+            self.say(e.done)
+            self.status = 3
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated), which end the chat
+            self.printer.end_line()
+            killed = stop_commands()
+            ends = isinstance(e, Terminated) or not self.interactive
+            self.status = e.code if isinstance(e, Terminated) else 130
+            stopped = f"Terminated ({e.name})" if isinstance(e, Terminated) else "Interrupted"
+            killed_note = f" and {killed} running command(s) killed" if killed else ""
+            after = (f"; the session ends (exit {self.status})." if ends else
+                     "; the conversation is kept. Type your next message.")
+            self.conversation.notice(f"{stopped}: the turn was stopped{killed_note}{after}")
+            if ends:
+                raise
+
+    def run(self, reader, first=None, image=None):
+        """Read and answer messages until /quit or the end of input. Returns (exit status, end
+        reason)."""
+        try:
+            if first:
+                self.message(first, image)
+        except Terminated as e:
+            return e.code, f"terminated by {e.name}"
+        while True:
+            try:
+                text = reader.message()
+            except EOFError:
+                if self.interactive:
+                    print(file=self.out)
+                return self.status, "end of input"
+            except Terminated as e:  # SIGTERM, SIGHUP at the prompt: the chat ends, saved
+                self.conversation.warn(f"Terminated ({e.name}).")
+                return e.code, f"terminated by {e.name}"
+            except KeyboardInterrupt:  # Ctrl-C at the prompt: a fresh line, like a shell
+                print("^C", file=self.out, flush=True)
+                continue
+            if not text.strip():
+                continue
+            if text.strip().startswith("/"):
+                try:
+                    if not self.command(text):
+                        return self.status, "quit"
+                except Terminated as e:
+                    return e.code, f"terminated by {e.name}"
+                # e.g. during /compact's summary: nothing was replaced yet
+                except KeyboardInterrupt:
+                    self.conversation.notice("Interrupted: the command was stopped; the "
+                                             "conversation is unchanged.")
+                continue
+            try:
+                self.message(text)
+            except Terminated as e:
+                return e.code, f"terminated by {e.name}"
+            except KeyboardInterrupt:
+                return 130, "interrupted"
