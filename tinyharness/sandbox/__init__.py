@@ -79,6 +79,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import weakref
 
 from .env import clean_environment
@@ -250,7 +251,11 @@ def finish(process, adopted_before, tmpdir, workspace, before, contents, timed_o
 def launch(argv, rules, **popen):
     """Popen of the confined command: cloned straight into its namespaces (one copy of the harness,
     sandbox/clone.py) where that works, else forked with the rules applied in preexec_fn."""
-    if rules.isolation is not None and sandbox_clone.works() is not False:
+    # A raw clone3 takes none of the C library's fork-time locks (its allocator's, the loader's):
+    # with other threads running, the child could wait on one held at that instant. Only a harness
+    # with one thread clones; one with more (parallel calls, hooks run together) forks.
+    if rules.isolation is not None and sandbox_clone.works() is not False and \
+            threading.active_count() == 1:
         try:
             return sandbox_clone.CloneStart(argv, rules, NAMESPACES, **popen)
         except OSError as e:

@@ -16,10 +16,11 @@ writes the child's uid and gid maps (a process may not write its own here), then
 mounts its file system view, applies Landlock, seccomp and the limits, and execs.
 
 What it cannot do: run where clone3 is missing (Linux before 5.3) or refused (a container's seccomp
-profile): then the first command finds out, and every command goes the two-fork way (`works`). The C
-library's fork takes its allocator's locks first; a raw clone3 cannot: a thread of the harness that
-was inside malloc without the interpreter lock at that moment (none of ours allocates without it)
-would leave the child waiting on a lock nobody releases, and the command's timeout would end it.
+profile): then the first command finds out, and every command goes the two-fork way (`works`).
+Be safe beside other threads: the C library's fork takes its allocator's and loader's locks
+first, a raw clone3 cannot, and a child could wait forever on one that another thread held at
+that instant; so only a harness with one thread clones (sandbox/__init__.py, `launch`), and one
+running parallel calls or hooks together forks, as before.
 """
 import ctypes
 import inspect
@@ -98,31 +99,45 @@ class CloneStart(subprocess.Popen):
             _state["works"] = False
             raise OSError(38, "this Python's Popen is not the one sandbox_clone knows: "
                               f"{e}") from None
-        ready_read, ready_write = os.pipe()
-        try:
-            pid = clone(self._flags)
-        except OSError:
-            _state["works"] = False
-            os.close(ready_read)
-            os.close(ready_write)
-            raise
-        if pid == 0:
-            os.close(ready_write)
-            in_the_child(given, self._rules, ready_read)  # never returns
-        os.close(ready_read)
-        try:
-            write_id_maps(pid)
-            os.write(ready_write, b"go")
-        except OSError:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise
-        finally:
-            os.close(ready_write)
+        pid = clone_and_start(self._flags, given, self._rules)
         _state["works"] = True
         self.pid, self._child_created = pid, True
         given["close"](*(given[name] for name in ("p2cread", "p2cwrite", "c2pread", "c2pwrite",
                                                   "errread", "errwrite")))
+
+
+def clone_and_start(flags, given, rules):
+    """Clone the child, write its id maps, let it go on, and return its pid once it has exec'd."""
+    ready_read, ready_write = os.pipe()
+    exec_read, exec_write = os.pipe()  # close-on-exec: at its end, the child has exec'd
+    try:
+        pid = clone(flags)
+    except OSError:
+        _state["works"] = False
+        for fd in (ready_read, ready_write, exec_read, exec_write):
+            os.close(fd)
+        raise
+    if pid == 0:
+        os.close(ready_write)
+        os.close(exec_read)
+        in_the_child(given, rules, ready_read)  # never returns
+    os.close(ready_read)
+    os.close(exec_write)
+    try:
+        write_id_maps(pid)
+        os.write(ready_write, b"go")
+    except OSError:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    finally:
+        os.close(ready_write)
+    # As Popen does: return once the child has exec'd, so that it holds none of our descriptors
+    # (another command's pipe it still held would keep that pipe open) when the caller goes on.
+    while os.read(exec_read, 512):
+        pass
+    os.close(exec_read)
+    return pid
 
 
 def in_the_child(given, rules, ready):
