@@ -94,6 +94,17 @@ class Edges:
             if limit:
                 raise self.stopped(limit, messages)
 
+    def run(self, call, tool, workspace, *more):
+        """tool(workspace, name, arguments, *more) for one call, between its [tool] line and its -> line. A call
+        the door could not read does not run: its result says what was wrong and what a valid call looks like."""
+        problem = self.show(call)
+        name, arguments = call["function"]["name"], call["function"]["arguments"]
+        result = garbled(problem) if problem else tool(workspace, name, arguments, *more)
+        self.ran(call, result)
+        answered = {"role": "tool", "tool_call_id": call["id"], "content": result}  # as the loop will answer it
+        save_transcript(self.transcript, self.messages + [answered])  # so a stop after this call still keeps it
+        return result
+
     def reply(self, messages, tools):
         """The model's reply, bounded by what is left of --max-seconds: a runaway reply is cut short, not
         waited for, and a reply that ran out of the run's time is a limit (exit 3), not a failure."""
@@ -135,17 +146,6 @@ class Edges:
         self.nudged = True
         messages += [message, {"role": "user", "content": EMPTY}]
         return True
-
-    def run(self, call, tool, workspace, *more):
-        """tool(workspace, name, arguments, *more) for one call, between its [tool] line and its -> line. A call
-        the door could not read does not run: its result says what was wrong and what a valid call looks like."""
-        problem = self.show(call)
-        name, arguments = call["function"]["name"], call["function"]["arguments"]
-        result = garbled(problem) if problem else tool(workspace, name, arguments, *more)
-        self.ran(call, result)
-        answered = {"role": "tool", "tool_call_id": call["id"], "content": result}  # as the loop will answer it
-        save_transcript(self.transcript, self.messages + [answered])  # so a stop after this call still keeps it
-        return result
 
     def problem(self, call):
         """What the door found wrong with a call of the last reply, or None."""

@@ -122,7 +122,8 @@ def test_a_list_behind_a_link_or_a_fifo_is_never_trusted(tmp_path, capsys):
 def test_a_server_list_is_read_capped_and_a_users_own_may_be_a_link(tmp_path):
     """A server list is read through the door: a workspace's that is 1 GiB is refused with its size, not read
     (it used to be read whole), and the user's own may be a link into a dotfiles folder, as managers make it."""
-    from tinyharness.mcp.config import CONFIG_CAP, load_config
+    from tinyharness.filedoor import CONFIG_CAP
+    from tinyharness.mcp.config import load_config
     workspace = tmp_path / "ws"
     workspace.mkdir()
     huge = workspace / ".mcp.json"

@@ -82,7 +82,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .console import warn
-from .filedoor import read_bytes
+from .filedoor import CONFIG_CAP, read_config
 from .hookdecide import MAX_OUTPUT, Verdict, decision
 from .hookrun import run_command
 
@@ -108,7 +108,6 @@ CLAUDE_TOOLS = {"shell": ("Bash",), "write_file": ("Write", "Edit", "MultiEdit")
 PATH_TOOLS = ("write_file", "read_file", "view_image", "list_dir")
 HOOKS_FILE = Path(".tinyharness") / "hooks.json"
 # Claude Code's project settings, then ours: each file's hooks run, each file trusted on its own.
-CONFIG_CAP = 1024 * 1024  # bytes: a hooks file is a page of JSON, not a place for a megabyte
 HOOK_FILES = (Path(".claude") / "settings.json", Path(".claude") / "settings.local.json",
               HOOKS_FILE)
 # Claude Code's hooks that are not a command: warned about, skipped
@@ -202,10 +201,8 @@ def load_file(path, claude_settings=False, own=False):
     same (no FIFO)."""
     if not path.is_file():
         raise HooksFileError(f"{HOOKS_FILE}: not a regular file")
-    real = path.resolve() if own else path
     try:  # the harness's one door: no link leading out, no FIFO
-        data, size = (read_bytes(real.name, CONFIG_CAP, str(real.parent)) if own
-                      else read_bytes(path, CONFIG_CAP))
+        data, size = read_config(path, own)
         if size > CONFIG_CAP:
             raise ValueError(f"it is {size:,} bytes, more than the {CONFIG_CAP:,} a hooks file may "
                              "have")

@@ -34,6 +34,7 @@ import sys
 from .sandbox.beneath import BENEATH, open_beneath
 
 # bytes of INSTRUCTIONS.md (and AGENTS.md, CLAUDE.md) that reach the prompt
+CONFIG_CAP = 1024 * 1024  # bytes of a hooks file or server list: a page of JSON, never a megabyte
 INSTRUCTIONS_CAP = 64 * 1024
 KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device",
          stat.S_IFBLK: "a device", stat.S_IFDIR: "a folder", stat.S_IFLNK: "a symbolic link"}
@@ -215,3 +216,13 @@ def read_workspace_text(workspace, name, cap=INSTRUCTIONS_CAP, err=None):
     if size > cap:
         text += f"\n[{name} is {size:,} bytes; only its first {cap // 1024} KiB were read]"
     return text
+
+
+def read_config(path, own, workspace=None):
+    """(at most CONFIG_CAP bytes, the whole size) of a hooks file or server list: the user's own
+    where its links lead (a dotfiles manager links it), a workspace's with no link leading out and
+    no FIFO, like every other read here."""
+    if own:
+        real = os.path.realpath(path)
+        return read_bytes(os.path.basename(real), CONFIG_CAP, os.path.dirname(real))
+    return read_bytes(os.path.abspath(path), CONFIG_CAP, workspace)

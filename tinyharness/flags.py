@@ -279,11 +279,11 @@ def image_from_flag(source, workspace):
 def linked_out_of_workspace(path, workspace):
     """The real place a path written inside the workspace leads to, when a link takes it out; else
     None."""
-    written, real, root = os.path.abspath(path), os.path.realpath(path), os.path.realpath(workspace)
-    within = lambda p, top: p == top or p.startswith(top.rstrip(os.sep) + os.sep)
-    if within(written, os.path.abspath(workspace)) or within(written, root):
-        return None if within(real, root) else real
-    return None
+    from .filedoor import inside
+    real = os.path.realpath(path)
+    if inside(os.path.abspath(path), workspace) is None or inside(real, workspace) is not None:
+        return None
+    return real
 
 
 def sandbox_from_args(args, parser):

@@ -28,7 +28,6 @@ from . import filedoor
 from .console import printable, warn
 from .named import named_digest, named_files, workspace_of
 
-CONFIG_CAP = 1 << 20  # a hooks or server list is a few hundred bytes; one of more is not read whole
 
 
 UNCONFINED = ("These commands run unconfined: outside the sandbox that confines the model's shell "
@@ -61,8 +60,9 @@ def fingerprint(path):
 def config_bytes(path):
     """The file's bytes, through the door: a link at its name, a FIFO or a device is refused
     (DoorError)."""
-    data, size = filedoor.read_bytes(os.path.abspath(path), CONFIG_CAP, workspace_of(path))
-    return data if size <= CONFIG_CAP else data + f"\n[{size} bytes]".encode()
+    data, size = filedoor.read_bytes(os.path.abspath(path), filedoor.CONFIG_CAP,
+                                      workspace_of(path))
+    return data if size <= filedoor.CONFIG_CAP else data + f"\n[{size} bytes]".encode()
 
 
 def _load():

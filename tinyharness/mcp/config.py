@@ -22,7 +22,7 @@ import shlex
 import stat
 from pathlib import Path
 
-from ..filedoor import read_bytes
+from ..filedoor import CONFIG_CAP, read_config
 from .client import CALL_TIMEOUT
 
 # no "__": it separates server and tool
@@ -77,7 +77,7 @@ def load_config(path, workspace=None):
     # workspace's
     own = workspace is None or os.path.realpath(workspace) not in map(str, path.resolve().parents)
     try:
-        raw, size = read_config(path, own, workspace)
+        raw, size = read_config(path, own, None if workspace is None else str(workspace))
         if size > CONFIG_CAP:
             raise OSError(f"it is {size:,} bytes, more than the {CONFIG_CAP:,} a server list may "
                           "have")
@@ -102,20 +102,6 @@ def load_config(path, workspace=None):
             config = vs_code_variables(config, folder, where, env_folder)
             configs[name] = parse_server(name, config, where)
     return configs
-
-
-# bytes: a server list is a page of JSON; a bigger file is refused, not read whole
-CONFIG_CAP = 1024 * 1024
-
-
-def read_config(path, own, workspace):
-    """(at most CONFIG_CAP bytes, the size) of a server list, through the file door: the user's own
-    file where its links lead (a dotfiles manager links it), a workspace's with no link out and no
-    FIFO."""
-    if own:
-        real = Path(os.path.realpath(path))
-        return read_bytes(real.name, CONFIG_CAP, str(real.parent))
-    return read_bytes(os.path.abspath(path), CONFIG_CAP, str(workspace))
 
 
 SSE_NOTE = (" (the old SSE transport is not supported; servers that have it usually speak http "
