@@ -57,63 +57,119 @@ def timed(function, runs):
     return statistics.median(times), sorted(times)[int(0.9 * (len(times) - 1))]
 
 
+def side_by_side(ways, runs, pause):
+    """{name: (median, p90)} of each way's calls, the ways taking turns: each round runs every way
+    once, starting one further along each time, so that a slow spell of a shared machine, or the
+    kernel's deferred clean-up of one command's namespaces, falls on every way alike. `pause`: seconds
+    of idle before each call, as a model's turn gives between two commands."""
+    for _, function in ways:  # warm-up: caches, the first fork of a big process
+        function()
+        function()
+    times = {name: [] for name, _ in ways}
+    for round_ in range(runs):
+        shift = round_ % len(ways)
+        for name, function in ways[shift:] + ways[:shift]:
+            time.sleep(pause)
+            started = time.perf_counter()
+            function()
+            times[name].append((time.perf_counter() - started) * 1000)
+    return {name: (statistics.median(t), sorted(t)[int(0.9 * (len(t) - 1))])
+            for name, t in times.items()}
+
+
 def row(name, median, p90, base=None):
     extra = f"   +{median - base:5.1f} ms" if base is not None else ""
-    print(f"  {name:<34} {median:6.1f} ms median  {p90:6.1f} ms p90{extra}")
+    print(f"  {name:<38} {median:6.1f} ms median  {p90:6.1f} ms p90{extra}")
+
+
+def the_ways(workspace, command):
+    """(name, one call) of each way to run the command, from the plain shell to the sandbox as used
+    and the ways it was run before."""
+    off, on, flat = sb.Sandbox(enabled=False), sb.Sandbox(), sb.Sandbox(isolate=False)
+    ways = [("plain shell (sandbox off)", lambda: shell(workspace, command, sandbox=off)),
+            ("sandbox on (clone3, as used)", lambda: shell(workspace, command, sandbox=on))]
+    if on.isolated and sandbox_clone.works():
+        ways.append(("  the same, leftovers looked for (before)", lambda: with_leftover_walk(
+            lambda: shell(workspace, command, sandbox=on))))
+        ways.append(("sandbox on, two forks (before)", lambda: the_two_fork_way(
+            lambda: shell(workspace, command, sandbox=on))))
+    if on.isolated:  # the namespaces' share: a user/mount/PID/network/IPC namespace, the mounts
+        ways.append(("sandbox on, without namespaces", lambda: shell(workspace, command, sandbox=flat)))
+    return ways
+
+
+def with_leftover_walk(function):
+    """As before 2026-12-03: /proc walked for what a command cloned as PID 1 left, which the kernel
+    has ended already."""
+    kept = sb.ended_with_pid_1
+    sb.ended_with_pid_1 = lambda process: None
+    try:
+        function()
+    finally:
+        sb.ended_with_pid_1 = kept
+
+
+def the_two_fork_way(function):
+    """The way before clone3: fork, unshare, a second fork for the PID namespace."""
+    sandbox_clone._state["works"] = False
+    try:
+        function()
+    finally:
+        sandbox_clone._state["works"] = True
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sandbox", description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=40, help="timed runs per way (default %(default)s)")
     parser.add_argument("--command", default="true", help="the shell command to run (default %(default)s)")
+    parser.add_argument("--pause", type=float, default=0, metavar="MS",
+                        help="idle time before each command, as a model's turn gives (default 0: back to back)")
     args = parser.parse_args(argv)
     problem = sb.unavailable_reason()
     print(f"kernel {os.uname().release}, Landlock ABI {sb.landlock_abi()}, {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.1f}, command {args.command!r}, {args.runs} runs each")
+          f"{os.getloadavg()[0]:.1f}, command {args.command!r}, {args.runs} runs each, the ways taking turns, "
+          f"{args.pause:g} ms between commands")
     with tempfile.TemporaryDirectory() as workspace:
         if shutil.which("git"):  # a repository, as most workspaces are: its hooks and config get snapshotted
             subprocess.run(["git", "init", "-q", workspace], check=True)
             # and settled, as a real one is: the snapshot keeps what a file unchanged for a while held
             # (sandbox/git.py, SETTLED_NS), so a repository made a moment ago would cost more than one in use
             time.sleep(SETTLED_NS / 1e9 + 0.2)
-        off, on = sb.Sandbox(enabled=False), sb.Sandbox()
-        plain = timed(lambda: shell(workspace, args.command, sandbox=off), args.runs)
-        row("plain shell (sandbox off)", *plain)
         if problem:
+            row("plain shell (sandbox off)", *timed(lambda: shell(workspace, args.command,
+                                                                  sandbox=sb.Sandbox(enabled=False)), args.runs))
             print(f"  the sandbox cannot run here: {problem}")
             return 1
-        assert shell(workspace, "true", sandbox=on) == "exit status 0 (no output)"
-        row("sandbox on (clone3, as used)", *timed(lambda: shell(workspace, args.command, sandbox=on), args.runs),
-            base=plain[0])
-        if on.isolated and sandbox_clone.works():  # the way before clone3, in the same run: fork, unshare, fork
-            sandbox_clone._state["works"] = False
-            two = sb.Sandbox()
-            row("sandbox on, two forks (before)", *timed(lambda: shell(workspace, args.command, sandbox=two),
-                                                         args.runs), base=plain[0])
-            sandbox_clone._state["works"] = True
-        if on.isolated:  # the namespaces' share: a user/mount/PID/network/IPC namespace, the mounts
-            flat = sb.Sandbox(isolate=False)
-            row("sandbox on, without namespaces", *timed(lambda: shell(workspace, args.command, sandbox=flat),
-                                                          args.runs), base=plain[0])
+        assert shell(workspace, "true", sandbox=sb.Sandbox()) == "exit status 0 (no output)"
+        results = side_by_side(the_ways(workspace, args.command), args.runs, args.pause / 1000)
+        plain = results.pop("plain shell (sandbox off)")
+        row("plain shell (sandbox off)", *plain)
+        for name, (median, p90) in results.items():
+            row(name, median, p90, base=plain[0])
         helper = [sys.executable, "-m", "tinyharness.sandbox", "--exec", workspace, "--", "/bin/sh", "-c", args.command]
         row("helper process (python --exec)",
             *timed(lambda: subprocess.run(helper, stdout=subprocess.DEVNULL, check=True, cwd=PACKAGE_ROOT), args.runs),
             base=plain[0])
-        print("the sandbox's own parts, alone:")
-        tmpdir = tempfile.mkdtemp()
-        row("prepare the rules + build ruleset", *timed(lambda: on.rules(workspace, tmpdir, 60).build().close(),
-                                                         args.runs))
-        real = os.path.realpath(workspace)
-        with on._lock:
-            row("  once a run; then per command", *timed(lambda: on.rules_for(real, tmpdir, 60, real), args.runs))
-        rules = on.rules(workspace, tmpdir, 60).build()
-        row("apply them the two-fork way (+ exit)", *timed(lambda: fork_and(rules.apply), args.runs))
-        row("fork this process (+ exit)", *timed(lambda: fork_and(lambda: None), args.runs))
-        row("walk /proc for leftovers", *timed(lambda: sb.end_everything(2 ** 22 + 1, set()), args.runs))
-        row("snapshot + compare protected paths", *timed(lambda: snapshot_and_compare(workspace), args.runs))
-        rules.close()
-        os.rmdir(tmpdir)
+        parts(workspace, args.runs)
     return 0
+
+
+def parts(workspace, runs):
+    """The sandbox's own parts, each timed alone."""
+    print("the sandbox's own parts, alone:")
+    on = sb.Sandbox()
+    tmpdir = tempfile.mkdtemp()
+    row("prepare the rules + build ruleset", *timed(lambda: on.rules(workspace, tmpdir, 60).build().close(), runs))
+    real = os.path.realpath(workspace)
+    with on._lock:
+        row("  once a run; then per command", *timed(lambda: on.rules_for(real, tmpdir, 60, real), runs))
+    rules = on.rules(workspace, tmpdir, 60).build()
+    row("apply them the two-fork way (+ exit)", *timed(lambda: fork_and(rules.apply), runs))
+    row("fork this process (+ exit)", *timed(lambda: fork_and(lambda: None), runs))
+    row("walk /proc for leftovers", *timed(lambda: sb.end_everything(2 ** 22 + 1, set()), runs))
+    row("snapshot + compare protected paths", *timed(lambda: snapshot_and_compare(workspace), runs))
+    rules.close()
+    os.rmdir(tmpdir)
 
 
 def snapshot_and_compare(workspace):

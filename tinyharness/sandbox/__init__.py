@@ -75,6 +75,7 @@ import functools
 import os
 import platform
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -228,7 +229,9 @@ def finish(process, adopted_before, tmpdir, workspace, before, contents, timed_o
     (chat counts the commands an interruption stopped), and then it stays in LIVE, a child of
     ours."""
     with LOCK:  # no child is between its start and its registration in LIVE
-        left = end_everything(process.pid, adopted_before)
+        left = ended_with_pid_1(process)
+        if left is None:
+            left = end_everything(process.pid, adopted_before)
     if reap:
         process.wait()
         LIVE.discard(process.pid)
@@ -246,6 +249,20 @@ def finish(process, adopted_before, tmpdir, workspace, before, contents, timed_o
                      + ". .git (its hooks, config and links) and the harness's own settings are "
                      "for the user to change.")
     return notes
+
+
+def ended_with_pid_1(process):
+    """0 for a command cloned as PID 1 of its PID namespace, once it is killed: the kernel ends
+    every process in there with it, and none can leave it, so there is nothing to look for. None
+    for another (its leftovers are looked for)."""
+    if not isinstance(process, sandbox_clone.CloneStart):
+        return None
+    if process.returncode is None:  # not reaped: the number is still this process's
+        try:
+            os.kill(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return 0
 
 
 def launch(argv, rules, **popen):
@@ -456,31 +473,3 @@ def remove_tmpdir(tmpdir):
         except OSError:
             continue
     shutil.rmtree(tmpdir, ignore_errors=True)
-
-
-HELPER_USAGE = ("usage: python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp "
-                "DIR] -- PROGRAM [ARGS...]")
-
-
-def helper_main(argv):
-    """`python -m tinyharness.sandbox --exec WORKSPACE [--read PATH]... [--tmp DIR] -- PROGRAM
-    ARGS...`: apply the rules to this process, then exec PROGRAM in WORKSPACE (the other way to get
-    the rules into a child). --tmp: a private folder made by the caller, who removes it; without it,
-    TMPDIR is the workspace (never the shared /tmp: that would open every other user's and program's
-    files there)."""
-    if len(argv) < 4 or argv[0] != "--exec" or "--" not in argv:
-        print(HELPER_USAGE, file=sys.stderr)
-        return 2
-    split = argv.index("--")
-    options, program = argv[1:split], argv[split + 1:]
-    workspace = os.path.realpath(options[0])
-    value = lambda name: [options[i + 1] for i, o in enumerate(options[:-1]) if o == name]
-    tmpdir = os.path.realpath((value("--tmp") or [workspace])[-1])
-    problem = unavailable_reason()
-    if problem or not program:
-        print(f"error: {problem or 'no program to run'}", file=sys.stderr)
-        return 1
-    Rules(landlock_abi(), [workspace, tmpdir], [workspace, *read_paths(value("--read"))],
-          cpu_seconds=600, max_processes=tasks_now() + NEW_TASKS).build().apply()
-    os.chdir(workspace)
-    os.execvpe(program[0], program, clean_environment(os.environ, tmpdir, workspace))

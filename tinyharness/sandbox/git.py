@@ -105,9 +105,11 @@ def walk(folder, key, seen, modes, contents, fix, everything):
     """Record the watched entries under `folder` (all of them when `everything`: .tinyharness, a
     hooks folder). A folder that cannot be listed even after `fix` cannot be checked:
     RestoreFailed."""
-    if fix:
+    info = os.lstat(folder)
+    if fix and info.st_mode & 0o700 != 0o700:
         give_back(folder, 0o700)
-    modes[key] = stat.S_IMODE(os.lstat(folder).st_mode)
+        info = os.lstat(folder)
+    modes[key] = stat.S_IMODE(info.st_mode)
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError as e:
@@ -152,7 +154,7 @@ def state_of(path, key, contents=None, fix=False):
         return ("dir",)
     if not stat.S_ISREG(info.st_mode):
         return ("other",)  # a FIFO or socket planted there: a change
-    if fix:
+    if fix and info.st_mode & 0o400 != 0o400:
         give_back(path, 0o400)
         info = os.lstat(path)
     return ("file", known_digest(path, key, contents, info), info.st_mode)
