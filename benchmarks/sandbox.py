@@ -79,34 +79,25 @@ def side_by_side(ways, runs, pause):
 
 def row(name, median, p90, base=None):
     extra = f"   +{median - base:5.1f} ms" if base is not None else ""
-    print(f"  {name:<38} {median:6.1f} ms median  {p90:6.1f} ms p90{extra}")
+    print(f"  {name:<42} {median:6.1f} ms median  {p90:6.1f} ms p90{extra}")
 
 
 def the_ways(workspace, command):
     """(name, one call) of each way to run the command, from the plain shell to the sandbox as used
     and the ways it was run before."""
     off, on, flat = sb.Sandbox(enabled=False), sb.Sandbox(), sb.Sandbox(isolate=False)
+    cloned = sb.Sandbox()
+    cloned._spawners.failed = True  # no spawner: each command cloned into namespaces of its own
     ways = [("plain shell (sandbox off)", lambda: shell(workspace, command, sandbox=off)),
-            ("sandbox on (clone3, as used)", lambda: shell(workspace, command, sandbox=on))]
+            ("sandbox on (the run's spawner, as used)", lambda: shell(workspace, command, sandbox=on))]
     if on.isolated and sandbox_clone.works():
-        ways.append(("  the same, leftovers looked for (before)", lambda: with_leftover_walk(
-            lambda: shell(workspace, command, sandbox=on))))
-        ways.append(("sandbox on, two forks (before)", lambda: the_two_fork_way(
-            lambda: shell(workspace, command, sandbox=on))))
+        ways.append(("sandbox on, cloned each command (before)",
+                     lambda: shell(workspace, command, sandbox=cloned)))
+        ways.append(("sandbox on, two forks (before that)", lambda: the_two_fork_way(
+            lambda: shell(workspace, command, sandbox=cloned))))
     if on.isolated:  # the namespaces' share: a user/mount/PID/network/IPC namespace, the mounts
         ways.append(("sandbox on, without namespaces", lambda: shell(workspace, command, sandbox=flat)))
     return ways
-
-
-def with_leftover_walk(function):
-    """As before 2026-12-03: /proc walked for what a command cloned as PID 1 left, which the kernel
-    has ended already."""
-    kept = sb.ended_with_pid_1
-    sb.ended_with_pid_1 = lambda process: None
-    try:
-        function()
-    finally:
-        sb.ended_with_pid_1 = kept
 
 
 def the_two_fork_way(function):

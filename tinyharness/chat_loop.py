@@ -42,7 +42,9 @@ def stop_commands():
     a group of its own, so the terminal's Ctrl-C did not reach them) - except the MCP servers, which
     serve the whole chat, not this turn. Linux only: it reads /proc."""
     from .mcp.client import running_pids
-    me, killed, servers = os.getpid(), 0, running_pids()
+    from .sandbox.spawner import RESIDENT
+    # the MCP servers serve the whole chat; a spawner waiting for commands is none
+    me, killed, servers = os.getpid(), 0, running_pids() | set(RESIDENT)
     try:
         entries = [e for e in os.listdir("/proc") if e.isdigit()]
     except OSError:

@@ -19,6 +19,7 @@ from pathlib import Path
 from .sandbox import Sandbox, hint_for
 from .sandbox.beneath import BENEATH, open_beneath
 from .sandbox.git import protected_path
+from .sandbox.spawner import Spawned
 from .imageload import ImageError, load_image
 from .vision import image_part, view_image_result
 
@@ -198,7 +199,7 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
     problem = sandbox.problem()
     if problem:
         return f"ERROR: {problem}"
-    process, finish = sandbox.start(workspace, command, timeout,
+    process, finish = sandbox.start(workspace, command, timeout, reuse=True,
                                     stdin=subprocess.DEVNULL,  # waiting for input: end-of-file
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     output = Output()
@@ -210,11 +211,11 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
     except subprocess.TimeoutExpired:
         timed_out = True
     except BaseException:  # Ctrl-C: the command's own session missed the terminal's signal
-        kill_group(process.pid)
+        interrupt(process)
         finish(True, reap=False)  # and what left the group, the private TMPDIR, the protected paths
         # the shell itself is left for the caller to reap (chat counts the commands it stopped)
         raise
-    kill_group(process.pid)  # also what it left in the background: it would hold the pipe open
+    end_group(process)  # also what it left in the background: it would hold the pipe open
     notes = finish(timed_out)  # sandboxed: every process it left, the protected paths put back
     status = process.wait()
     # unsandboxed, a child that left the group (setsid) can keep the pipe open: stop reading
@@ -236,6 +237,8 @@ def wait(process, timeout):
     """process.wait(timeout), without its polling: Popen.wait with a timeout sleeps in growing steps
     and can notice the end of a quick command milliseconds late. A pidfd (Linux 5.3) becomes
     readable the moment the process ends."""
+    if isinstance(process, Spawned):  # the spawner says when it ends
+        return process.wait(timeout)
     try:
         pidfd = os.pidfd_open(process.pid)
     except (AttributeError, OSError):  # not Linux, or an old kernel
@@ -262,6 +265,22 @@ class Output:
                 self.dropped += len(self.tail) - KEEP_BYTES
                 self.tail = self.tail[-KEEP_BYTES:]
         pipe.close()
+
+
+def end_group(process):
+    """Kill the command's process group (a command the spawner started: all it started)."""
+    if isinstance(process, Spawned):
+        process.kill()
+    else:
+        kill_group(process.pid)
+
+
+def interrupt(process):
+    """Ctrl-C: kill the command, and leave it for chat to reap and count (`stop_commands`)."""
+    if isinstance(process, Spawned):
+        process.interrupt()
+    else:
+        kill_group(process.pid)
 
 
 def kill_group(pid):

@@ -75,7 +75,6 @@ import functools
 import os
 import platform
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -91,9 +90,11 @@ from .namespaces import NAMESPACES, Isolation, namespaces_work
 from .reaping import LIVE, LOCK, become_subreaper, child_lister, end_everything
 from .rules import FILE_BYTES, NEW_TASKS, Rules, read_paths, tasks_now
 from .seccomp import syscall_filter
+from .spawner import Spawner, Spawners
 
 # commands; then the ruleset is built afresh (each command's TMPDIR adds one rule)
 REBUILD_AFTER = 256
+SPAWNER_SECONDS = 24 * 3600  # the spawner's own CPU limit: each command sets its own
 
 
 def unavailable_reason(abi=None, machine=None):
@@ -131,8 +132,8 @@ class Sandbox:
         self.extra_env = list(extra_env)  # --sandbox-env: more variable names passed on
         self._abi, self._isolate = None, isolate  # isolate: None = namespaces where they work
         # workspace -> [Rules built once a run, commands started]
-        self._built, self._lock = {}, LOCK
-        weakref.finalize(self, close_all, self._built)
+        self._built, self._lock, self._spawners = {}, LOCK, Spawners()
+        weakref.finalize(self, close_all, self._built, self._spawners)
 
     @property
     def isolated(self):
@@ -189,11 +190,13 @@ class Sandbox:
         more._abi = self._abi
         return more
 
-    def start(self, workspace, command, timeout, cwd=None, env_extra=None, **popen):
+    def start(self, workspace, command, timeout, cwd=None, env_extra=None, reuse=False, **popen):
         """Start the command (confined when enabled); return (process, finish) where finish() ends
         what it left behind, removes its TMPDIR, undoes changes to protected paths and returns
         notes. `cwd`: where it starts when not the workspace (a user's own hook); `env_extra`:
-        variables set beside the allowlist (CLAUDE_PROJECT_DIR for a hook)."""
+        variables set beside the allowlist (CLAUDE_PROJECT_DIR for a hook); `reuse`: the shell
+        tool's call (stdin from /dev/null, stdout and stderr one pipe), which the run's spawner may
+        take (sandbox/spawner.py)."""
         if not self.enabled:
             env = {**os.environ, **env_extra} if env_extra else None
             process = subprocess.Popen(command, shell=True, cwd=cwd or workspace,
@@ -203,23 +206,45 @@ class Sandbox:
         adopted_before = child_lister()(os.getpid())
         contents = {}
         before = snapshot(workspace, contents)
-        tmpdir = tempfile.mkdtemp(prefix="tinyharness-tmp-")
         workspace = os.path.realpath(workspace)
-        try:
-            # the child has its own copy of the ruleset's descriptor, and closes it at exec
-            with self._lock:
-                rules = (self.rules_for(workspace, tmpdir, timeout,
-                                        os.path.realpath(cwd) if cwd else workspace))
+        with self._lock:
+            spawner = (self._spawners.for_command(workspace, self.start_spawner)
+                       if reuse and self.isolated and not (cwd or env_extra) else None)
+            tmpdir = (spawner.new_tmpdir() if spawner
+                      else tempfile.mkdtemp(prefix="tinyharness-tmp-"))
+            try:
                 env = {**self.env(tmpdir, workspace), **(env_extra or {})}
-                process = launch(["/bin/sh", "-c", command], rules, cwd=rules.cwd,
-                                 start_new_session=True, env=env, **popen)
-                # under the lock: no other command's clean-up takes it for a leftover
-                LIVE.add(process.pid)
-        except BaseException:
-            remove_tmpdir(tmpdir)
-            raise
+                process = spawner and spawner.run(command, env, workspace, int(timeout) + 1)
+                if process is None:
+                    process = self.clone_or_fork(workspace, command, timeout, cwd, env, tmpdir,
+                                                 popen)
+            except BaseException:
+                remove_tmpdir(tmpdir)
+                raise
         return (process, functools.partial(finish, process, adopted_before, tmpdir, workspace,
                                            before, contents))
+
+    def clone_or_fork(self, workspace, command, timeout, cwd, env, tmpdir, popen):
+        """The command started on its own (sandbox/clone.py, or the two-fork way). Under the
+        lock: no other command's clean-up takes it for a leftover before it is in LIVE."""
+        # the child has its own copy of the ruleset's descriptor, and closes it at exec
+        rules = self.rules_for(workspace, tmpdir, timeout,
+                               os.path.realpath(cwd) if cwd else workspace)
+        process = launch(["/bin/sh", "-c", command], rules, cwd=rules.cwd, start_new_session=True,
+                         env=env, **popen)
+        LIVE.add(process.pid)
+        return process
+
+    def start_spawner(self, workspace, root):
+        """The run's spawner for this workspace, started as a sandboxed command whose TMPDIR is
+        `root` (it holds each command's)."""
+        rules = self.rules_for(workspace, root, SPAWNER_SECONDS, workspace)
+        env = self.env(root, workspace)
+        spawner = Spawner.start(lambda argv, **popen: launch(argv, rules, cwd=rules.cwd,
+                                                               start_new_session=True, env=env,
+                                                               **popen), root)
+        LIVE.add(spawner.process.pid)
+        return spawner
 
 
 def finish(process, adopted_before, tmpdir, workspace, before, contents, timed_out=False,
@@ -229,9 +254,7 @@ def finish(process, adopted_before, tmpdir, workspace, before, contents, timed_o
     (chat counts the commands an interruption stopped), and then it stays in LIVE, a child of
     ours."""
     with LOCK:  # no child is between its start and its registration in LIVE
-        left = ended_with_pid_1(process)
-        if left is None:
-            left = end_everything(process.pid, adopted_before)
+        left = 0 if nothing_to_look_for(process) else end_everything(process.pid, adopted_before)
     if reap:
         process.wait()
         LIVE.discard(process.pid)
@@ -248,21 +271,19 @@ def finish(process, adopted_before, tmpdir, workspace, before, contents, timed_o
                      + ", ".join(undone)
                      + ". .git (its hooks, config and links) and the harness's own settings are "
                      "for the user to change.")
+    if hasattr(process, "release"):
+        process.release()
     return notes
 
 
-def ended_with_pid_1(process):
-    """0 for a command cloned as PID 1 of its PID namespace, once it is killed: the kernel ends
-    every process in there with it, and none can leave it, so there is nothing to look for. None
-    for another (its leftovers are looked for)."""
-    if not isinstance(process, sandbox_clone.CloneStart):
-        return None
-    if process.returncode is None:  # not reaped: the number is still this process's
-        try:
-            os.kill(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return 0
+def nothing_to_look_for(process):
+    """Whether what the command left was ended with it, so that no walk of /proc looks for it: a
+    command cloned as PID 1 of its PID namespace (killed now, if it was not), or one the spawner
+    started (it killed the rest)."""
+    if not hasattr(process, "end_namespace"):
+        return False
+    process.end_namespace()
+    return True
 
 
 def launch(argv, rules, **popen):
@@ -283,8 +304,9 @@ def launch(argv, rules, **popen):
     return subprocess.Popen(argv, preexec_fn=rules.apply_in_child, **popen)
 
 
-def close_all(built):
-    """Close the rulesets a Sandbox built (when it is gone, or at exit)."""
+def close_all(built, spawners):
+    """Close the rulesets a Sandbox built and end its spawners (when it is gone, or at exit)."""
+    spawners.close(remove_tmpdir)
     for rules, _ in built.values():
         rules.close()
     built.clear()
@@ -462,6 +484,9 @@ def remove_tmpdir(tmpdir):
         return
     except OSError:
         pass
+    if os.path.islink(tmpdir):  # in the spawner's folder a command may swap its TMPDIR for a link
+        os.unlink(tmpdir)
+        return
     folders = [tmpdir]
     while folders:
         folder = folders.pop()

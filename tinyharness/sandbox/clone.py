@@ -106,6 +106,16 @@ class CloneStart(subprocess.Popen):
                                                   "errread", "errwrite")))
 
 
+    def end_namespace(self):
+        """Once it is killed, the kernel ends every process of its PID namespace (it is their PID
+        1), and none can leave it: nothing to look for afterwards."""
+        if self.returncode is None:  # not reaped: the number is still this process's
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def clone_and_start(flags, given, rules):
     """Clone the child, write its id maps, let it go on, and return its pid once it has exec'd."""
     ready_read, ready_write = os.pipe()
@@ -158,6 +168,8 @@ def in_the_child(given, rules, ready):
             if hasattr(signal, name):
                 signal.signal(getattr(signal, name), signal.SIG_DFL)
         rules.apply(cloned=True)
+        for fd in given["pass_fds"]:
+            os.set_inheritable(fd, True)
         keep = sorted({0, 1, 2, *given["pass_fds"]})
         for low, high in zip(keep, keep[1:]
                              + [os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 20]):

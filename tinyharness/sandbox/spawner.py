@@ -1,0 +1,268 @@
+"""The run's sandbox, made once: a confined process that starts each command.
+
+The problem: a sandboxed command used to cost about 10 ms more than a plain one, and most of that
+was not the confinement but making it again for every command: a copy of the harness (tens of MiB
+of page tables, and Python's after-fork work), five namespaces made and torn down, the mounts of the
+file system view, the Landlock ruleset and the seccomp filter applied (benchmarks/sandbox.py has
+each part). None of it depends on the command.
+
+The mechanism: at a run's first command the harness starts, as a sandboxed command of its own, a
+small Python program (sandbox/spawner_main.py, its text passed with `python -I -S -c`), which is
+then PID 1 of the run's namespaces, with the run's view of the files, Landlock, seccomp, no new
+privileges and the limits; its TMPDIR is a folder that holds each command's own. From the second
+command on, the harness sends it the command, its environment and its output pipe (SCM_RIGHTS), and
+it starts `/bin/sh` with posix_spawn - no copy of a big process - which sets the command's
+CPU-seconds limit and execs the command. Every process it starts inherits all of the confinement;
+none can leave the namespace; when the shell ends, the spawner kills every other process in there
+(`kill(-1)` from PID 1 spares only itself), so nothing a command leaves runs on, as before.
+
+What changes for the commands: those of one run share the spawner's namespaces one after another
+(never at once: a command started while another runs is cloned as before), so the shell is not PID
+1 and `ps` shows the spawner beside it, and a SysV IPC object or an abstract socket one command made
+is there for the next; everything outside stays as far away as before. The spawner is in the
+sandbox, so the harness takes nothing it says on trust: a reply that is not one of four short forms,
+or none in time, and it is killed (its namespace with it) and the command is cloned; a command that
+runs too long is killed by the spawner, or with the spawner if it does not answer.
+
+What it cannot do: start where the harness's Python cannot run inside the sandbox (then every
+command is cloned, as before); serve hooks, a command with its own folder or variables, or a caller
+that wants other pipes than the shell tool's (they are cloned).
+"""
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROGRAM = Path(__file__).with_name("spawner_main.py")
+READY_SECONDS = 10  # Python starting inside the sandbox
+ANSWER_SECONDS = 5  # a started or ended that takes longer: the spawner is taken for broken
+RESIDENT = {}  # pid -> Spawner: children of the harness that are no command (chat's Ctrl-C)
+
+
+class Broken(OSError):
+    """The spawner did not answer as it must."""
+
+
+class Spawners:
+    """A Sandbox's spawners, one per workspace, and the folders that hold their commands'
+    TMPDIRs."""
+
+    def __init__(self):
+        self.by_workspace, self.roots, self.failed = {}, [], False
+
+    def for_command(self, workspace, start_one):
+        """The spawner that takes this command now, or None (the command is cloned). The first
+        command of a workspace starts one with `start_one(workspace, root)`, which gets ready while
+        that command runs; one that died before it was ever ready means none can run here."""
+        spawner = None if self.failed else self.by_workspace.get(workspace)
+        if spawner is not None and spawner.state == "dead":
+            self.failed, spawner = not spawner.was_ready, None
+            self.by_workspace.pop(workspace)
+        if self.failed:
+            return None
+        if spawner is None:
+            root = tempfile.mkdtemp(prefix="tinyharness-tmp-")
+            self.roots.append(root)
+            try:
+                self.by_workspace[workspace] = start_one(workspace, root)
+            except OSError:
+                self.failed = True
+            return None
+        return spawner if spawner.available() else None
+
+    def close(self, remove):
+        """Kill every spawner and remove the folders with `remove(folder)`."""
+        for spawner in self.by_workspace.values():
+            spawner.kill()
+        self.by_workspace.clear()
+        for root in self.roots:
+            remove(root)
+        self.roots.clear()
+
+
+class Spawner:
+    """The harness's end of one spawner: its process (a child of the harness), the socket to it,
+    the folder that holds each command's TMPDIR."""
+
+    def __init__(self, process, control, root):
+        self.process, self.control, self.root = process, control, root
+        self.state = "starting"  # then "ready", "busy", or "dead"
+        self.was_ready, self.started = False, time.monotonic()
+
+    @classmethod
+    def start(cls, launch, root):
+        """Start the spawner with `launch(argv, **popen)` (a sandboxed Popen); it says it is ready
+        later, so the command at hand does not wait for Python to start."""
+        ours, theirs = socket.socketpair()
+        try:
+            process = launch([sys.executable, "-I", "-S", "-c", PROGRAM.read_text(),
+                              str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        spawner = cls(process, ours, root)
+        RESIDENT[process.pid] = spawner
+        return spawner
+
+    def available(self):
+        """Whether it can take a command now (reading its first word, ready, without waiting)."""
+        if self.state == "starting" and readable(self.control, 0):
+            try:
+                if self.receive(1, 0) != b"r":
+                    raise Broken("not ready")
+                self.state, self.was_ready = "ready", True
+            except Broken:
+                self.kill()
+        elif self.state == "starting" and time.monotonic() - self.started > READY_SECONDS:
+            self.kill()
+        return self.state == "ready"
+
+    def new_tmpdir(self):
+        """A command's TMPDIR in the spawner's folder, which a command may have made unwritable
+        (the folder itself is the harness's: in /tmp, out of the commands' reach)."""
+        os.chmod(self.root, 0o700)
+        return tempfile.mkdtemp(prefix="tinyharness-tmp-", dir=self.root)
+
+    def run(self, command, env, cwd, cpu_seconds):
+        """Start the command; its Spawned, or None when the spawner failed (it is dead now)."""
+        read, write = os.pipe()
+        null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        request = json.dumps({"command": command, "env": env, "cwd": cwd,
+                              "cpu": int(cpu_seconds)}).encode()
+        try:
+            socket.send_fds(self.control, [b"c"], [null, write, write])
+            self.control.sendall(struct.pack("!I", len(request)) + request)
+            answer = self.receive(1, ANSWER_SECONDS)
+            if answer == b"e":
+                raise Broken(self.receive_text())  # a command it could not start
+            if answer != b"s":
+                raise Broken(f"the spawner answered {answer!r}")
+        except OSError:
+            os.close(read)
+            self.kill()
+            return None
+        finally:
+            os.close(write)
+            os.close(null)
+        self.state = "busy"
+        return Spawned(self, command, open(read, "rb"))
+
+    def ended(self, timeout):
+        """The command's exit status once the spawner reports it (TimeoutExpired before)."""
+        if not readable(self.control, timeout):
+            raise subprocess.TimeoutExpired("sh", timeout)
+        try:
+            if self.receive(1, ANSWER_SECONDS) != b"x":
+                raise Broken("not an exit status")
+            status = struct.unpack("!i", self.receive(4, ANSWER_SECONDS))[0]
+        except OSError:
+            self.kill()
+            return -signal.SIGKILL
+        self.state = "ended"  # ready again once the harness has cleaned up after it (`release`)
+        return status
+
+    def end_command(self):
+        """Kill the running command and what it started (the spawner, if it does not answer)."""
+        try:
+            self.control.send(b"k")
+            return self.ended(ANSWER_SECONDS)
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+            return -signal.SIGKILL
+
+    def kill(self, reap=True):
+        """End the spawner, and with it every process of its namespace. `reap=False` leaves it
+        unreaped for chat's Ctrl-C, which counts the commands it stopped. Returns None."""
+        if self.state != "dead":
+            self.state = "dead"
+            RESIDENT.pop(self.process.pid, None)
+            self.control.close()
+            self.process.kill()
+            wait_until_gone(self.process.pid)  # its namespace is empty once it is a zombie
+            if reap:
+                self.process.wait()
+        return None
+
+    def receive(self, size, timeout):
+        data = b""
+        while len(data) < size:
+            if not readable(self.control, timeout):
+                raise Broken("the spawner did not answer in time")
+            chunk = self.control.recv(size - len(data))
+            if not chunk:
+                raise Broken("the spawner ended")
+            data += chunk
+        return data
+
+    def receive_text(self):
+        size = struct.unpack("!I", self.receive(4, ANSWER_SECONDS))[0]
+        if size > 4096:
+            raise Broken("a reason longer than any it sends")
+        return self.receive(size, ANSWER_SECONDS).decode("utf-8", "replace")
+
+
+class Spawned:
+    """A command the spawner started, as the shell tool uses a Popen: stdout, wait, poll, kill."""
+
+    def __init__(self, spawner, command, stdout):
+        self.spawner, self.args, self.stdout = spawner, command, stdout
+        self.stdin = self.stderr = self.pid = None
+        self.returncode = None
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            self.returncode = self.spawner.ended(timeout)
+        return self.returncode
+
+    def poll(self):
+        try:
+            return self.wait(0)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self):
+        """The command and everything it started, ended now."""
+        if self.returncode is None:
+            self.returncode = self.spawner.end_command()
+
+    def interrupt(self):
+        """Ctrl-C: the spawner killed with the command and left for chat to count and reap."""
+        if self.returncode is None:
+            self.returncode = self.spawner.kill(reap=False) or -signal.SIGKILL
+
+    def end_namespace(self):
+        """Nothing to look for afterwards: the spawner killed all the command left."""
+
+    def release(self):
+        """The harness has cleaned up after the command (its TMPDIR removed, the protected paths
+        put back): the spawner may take the next. Not before, or that command could swap this
+        one's TMPDIR for a link while the harness removes it."""
+        if self.spawner.state == "ended":
+            self.spawner.state = "ready"
+
+
+def readable(sock, timeout):
+    return bool(select.select([sock], [], [], timeout)[0])
+
+
+def wait_until_gone(pid):
+    """Until the process has ended (not reaped: its zombie stays for whoever waits for it)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        select.select([pidfd], [], [], ANSWER_SECONDS)
+    finally:
+        os.close(pidfd)
