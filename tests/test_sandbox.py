@@ -529,9 +529,18 @@ def test_where_clone3_is_refused_every_command_goes_the_two_fork_way(place, monk
     monkeypatch.setitem(sandbox_clone._state, "works", None)
     monkeypatch.setattr(sandbox_module.threading, "active_count", lambda: 1)  # a harness that would clone
     box = Sandbox()
+    box._spawners.failed = True  # each command on its own (the spawner's own start: below)
     first = tools.shell(str(place.ws), f"echo $$; cat {place.canary}", sandbox=box)
     assert sandbox_clone.works() is False
     second = tools.shell(str(place.ws), f"echo x > {place.outside}/new", sandbox=box)
     if box.isolated:
         assert first.splitlines()[1] == "1"  # PID 1 of its namespace, behind the process in between
     assert CANARY.strip() not in first and "exit status 0" not in second and untouched(place)
+    # the run's spawner starts the two-fork way too, and its commands are as confined
+    spawned = Sandbox()
+    third = tools.shell(str(place.ws), f"echo $$; cat {place.canary}; echo x > {place.outside}/new",
+                        sandbox=spawned)
+    if spawned.isolated:
+        assert list(spawned._spawners.by_workspace.values())[0].state == "ready"
+        assert third.splitlines()[1] != "1"  # the spawner is PID 1
+    assert CANARY.strip() not in third and untouched(place)

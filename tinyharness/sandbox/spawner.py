@@ -28,7 +28,6 @@ What it cannot do: start where the harness's Python cannot run inside the sandbo
 command is cloned, as before); serve hooks, a command with its own folder or variables, or a caller
 that wants other pipes than the shell tool's (they are cloned).
 """
-import json
 import os
 import select
 import signal
@@ -37,7 +36,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 PROGRAM = Path(__file__).with_name("spawner_main.py")
@@ -71,11 +69,14 @@ class Spawners:
             root = tempfile.mkdtemp(prefix="tinyharness-tmp-")
             self.roots.append(root)
             try:
-                self.by_workspace[workspace] = start_one(workspace, root)
+                spawner = self.by_workspace[workspace] = start_one(workspace, root)
             except OSError:
                 self.failed = True
-            return None
-        return spawner if spawner.available() else None
+                return None
+        if spawner.available():
+            return spawner
+        self.failed = not spawner.was_ready  # it never started: none will
+        return None
 
     def close(self, remove):
         """Kill every spawner and remove the folders with `remove(folder)`."""
@@ -93,13 +94,13 @@ class Spawner:
 
     def __init__(self, process, control, root):
         self.process, self.control, self.root = process, control, root
-        self.state = "starting"  # then "ready", "busy", or "dead"
-        self.was_ready, self.started = False, time.monotonic()
+        self.state = "starting"  # then "ready", "busy", "ended" (until released), or "dead"
+        self.was_ready = False
 
     @classmethod
     def start(cls, launch, root):
-        """Start the spawner with `launch(argv, **popen)` (a sandboxed Popen); it says it is ready
-        later, so the command at hand does not wait for Python to start."""
+        """Start the spawner with `launch(argv, **popen)` (a sandboxed Popen); it says when it is
+        ready (`available`)."""
         ours, theirs = socket.socketpair()
         try:
             process = launch([sys.executable, "-I", "-S", "-c", PROGRAM.read_text(),
@@ -116,16 +117,15 @@ class Spawner:
         return spawner
 
     def available(self):
-        """Whether it can take a command now (reading its first word, ready, without waiting)."""
-        if self.state == "starting" and readable(self.control, 0):
+        """Whether it can take a command now; one just started is waited for (Python starting
+        inside the sandbox, tens of milliseconds, once a run)."""
+        if self.state == "starting":
             try:
-                if self.receive(1, 0) != b"r":
+                if self.receive(1, READY_SECONDS) != b"r":
                     raise Broken("not ready")
                 self.state, self.was_ready = "ready", True
-            except Broken:
+            except OSError:
                 self.kill()
-        elif self.state == "starting" and time.monotonic() - self.started > READY_SECONDS:
-            self.kill()
         return self.state == "ready"
 
     def new_tmpdir(self):
@@ -136,10 +136,12 @@ class Spawner:
 
     def run(self, command, env, cwd, cpu_seconds):
         """Start the command; its Spawned, or None when the spawner failed (it is dead now)."""
+        fields = [command, cwd, str(int(cpu_seconds)), *(f"{k}={v}" for k, v in env.items())]
+        if any("\0" in field for field in fields):
+            return None  # cloned: Popen says what is wrong with it
+        request = b"".join(os.fsencode(field) + b"\0" for field in fields)
         read, write = os.pipe()
         null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        request = json.dumps({"command": command, "env": env, "cwd": cwd,
-                              "cpu": int(cpu_seconds)}).encode()
         try:
             socket.send_fds(self.control, [b"c"], [null, write, write])
             self.control.sendall(struct.pack("!I", len(request)) + request)

@@ -4,8 +4,9 @@ The harness runs this file's text with `python -I -S -c` as a sandboxed command 
 says why), so it may use the standard library only and nothing of the package. It is PID 1 of the
 run's PID namespace. Its socket to the harness is descriptor `argv[1]`; on it:
 
-    harness -> here: b"c" + 4-byte length + JSON {"command", "env", "cwd", "cpu"}, with the
-                     command's stdin, stdout and stderr attached (SCM_RIGHTS); b"k": end it now
+    harness -> here: b"c" + 4-byte length + the command, its folder, its CPU seconds and its
+                     environment's NAME=value, each ended by a NUL byte, with its stdin, stdout and
+                     stderr attached (SCM_RIGHTS); b"k": end it now
     here -> harness: b"r" once, ready; b"s" started; b"x" + 4-byte exit status (negative: the
                      signal that ended it); b"e" + 4-byte length + why it could not start
 
@@ -19,14 +20,15 @@ the shell's status.
 
 It guards itself against the commands it starts: as their namespace's PID 1 it receives only the
 signals it handles (SIGINT is ignored, so it handles none), and it is not dumpable (no ptrace, no
-/proc/1/mem for them).
+/proc/1/mem for them). It starts once a run, so it imports little: the C modules behind `socket`
+and `signal` (whose Python halves import `enum`), no `json` (which imports `re`).
 """
+import _signal
+import _socket
+import array
 import ctypes
-import json
 import os
 import select
-import signal
-import socket
 import struct
 import sys
 
@@ -35,11 +37,11 @@ LARGEST_REQUEST = 4 << 20
 
 
 def main(fd):
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         return 1
-    control = socket.socket(fileno=fd)
+    control = _socket.socket(fileno=fd)
     control.sendall(b"r")
     while serve_one(control, libc):
         pass
@@ -49,9 +51,7 @@ def main(fd):
 
 def serve_one(control, libc):
     """Take one request, run it to its end and report; False when the harness has gone."""
-    data, fds, _, _ = socket.recv_fds(control, 1, 3)
-    for fd in fds:
-        os.set_inheritable(fd, False)  # only their copies on 0, 1 and 2 reach the shell
+    data, fds = receive_with_fds(control)
     if not data:
         return False
     if data != b"c" or len(fds) != 3:  # a kill that came after its command had ended
@@ -60,9 +60,9 @@ def serve_one(control, libc):
         return True
     try:
         size = struct.unpack("!I", receive(control, 4))[0]
-        request = json.loads(receive(control, min(size, LARGEST_REQUEST)))
+        request = decode(receive(control, min(size, LARGEST_REQUEST)))
         pid = spawn(request, fds)
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError) as e:
         why = str(e).encode("utf-8", "replace")[:4096]
         control.sendall(b"e" + struct.pack("!I", len(why)) + why)
         return True
@@ -77,16 +77,37 @@ def serve_one(control, libc):
     return not gone
 
 
+def receive_with_fds(control):
+    """(one byte, the descriptors sent with it), each made close-on-exec: only their copies on 0,
+    1 and 2 reach the shell."""
+    data, ancillary, _, _ = control.recvmsg(1, _socket.CMSG_LEN(3 * 4))
+    fds = array.array("i")
+    for level, kind, payload in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds.frombytes(payload[:len(payload) - len(payload) % 4])
+    for fd in fds:
+        os.set_inheritable(fd, False)
+    return data, list(fds)
+
+
+def decode(data):
+    """{"command", "cwd", "cpu", "env"} from the NUL-ended fields the harness sent."""
+    fields = [os.fsdecode(field) for field in data.split(b"\0")[:-1]]
+    if len(fields) < 3:
+        raise ValueError("a request without its command, folder and CPU seconds")
+    env = dict(field.split("=", 1) for field in fields[3:] if "=" in field)
+    return {"command": fields[0], "cwd": fields[1], "cpu": int(fields[2]), "env": env}
+
+
 def spawn(request, fds):
     """posix_spawn of the shell that limits its CPU time and execs the command."""
     os.chdir(request["cwd"])
     cpu = int(request["cpu"])
     script = f'ulimit -t {cpu} || exit 126; exec /bin/sh -c "$1"'
     streams = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)]
-    return os.posix_spawn("/bin/sh", ["/bin/sh", "-c", script, "/bin/sh", str(request["command"])],
-                          {str(k): str(v) for k, v in request["env"].items()},
-                          file_actions=streams, setsid=True,
-                          setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT))
+    return os.posix_spawn("/bin/sh", ["/bin/sh", "-c", script, "/bin/sh", request["command"]],
+                          request["env"], file_actions=streams, setsid=True,
+                          setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGINT))
 
 
 def wait_or_end(pid, control):
@@ -98,7 +119,7 @@ def wait_or_end(pid, control):
             asked = control.recv(1)
             gone = not asked
             if gone or asked == b"k":
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, _signal.SIGKILL)
                 break
     finally:
         os.close(pidfd)
@@ -110,7 +131,7 @@ def end_the_rest():
     """Kill every other process of the namespace (whatever the command left running, however it
     forked: kill(-1) from PID 1 spares only itself), and reap them."""
     try:
-        os.kill(-1, signal.SIGKILL)
+        os.kill(-1, _signal.SIGKILL)
     except ProcessLookupError:
         pass
     while True:
