@@ -1,32 +1,36 @@
 """What the sandbox costs per shell command, side by side with the plain shell.
 
-    python -m benchmarks.sandbox [--runs 40] [--command "true"]
+    python -m benchmarks.sandbox [--runs 40] [--command "true"] [--pause MS]
 
-Each way runs the same command in a temporary workspace (a fresh git repository, when git is installed), `--runs` times after two warm-up runs, and
-prints the median and the 90th percentile wall time of one whole `shell` call:
+Each way runs the same command in a temporary workspace (a fresh git repository, when git is installed,
+left to settle as a real one is), two warm-up runs each, then `--runs` rounds in which the ways take
+turns (each round starts one way further along), so that a slow spell of a shared machine, or the
+kernel's deferred clean-up after one command, falls on every way alike. It prints the median and the
+90th percentile wall time of one whole `shell` call:
 
 - plain:    `tools.shell` with the sandbox off (`subprocess.Popen` of /bin/sh -c, reader thread,
             process-group kill): the baseline;
-- sandbox:  `tools.shell` with the sandbox on, the way `tinyharness run` works: the rules prepared in
-            the parent once a run (the read list, /etc entry by entry, the namespaces' mounts, the
-            seccomp program, the Landlock ruleset; each command adds its TMPDIR and sets its limits);
-            the command cloned straight into its namespaces as their PID 1 (sandbox_clone.py: one copy
-            of the harness), where it mounts its view (empty /tmp, /run and home with the grants
-            mounted back, a /proc of its own) and applies Landlock, seccomp, rlimits, no_new_privs;
-            then the clean-up (/proc walked for what was left behind, the private TMPDIR removed, the
-            protected paths compared); beside it, the way before clone3 (fork, unshare, a second fork
-            for the PID namespace, the rules applied in `preexec_fn`), and the same without namespaces;
+- sandbox:  `tools.shell` with the sandbox on, the way `tinyharness run` works: the run's spawner
+            (sandbox/spawner.py), made at the first command - PID 1 of the run's namespaces, with the
+            mounts, Landlock, seccomp and limits applied once - posix_spawns the shell, which sets its
+            CPU limit and execs the command, and kills all it left when it ends; around it the
+            harness's clean-up (the private TMPDIR removed, the protected paths compared);
+- before:   the same with every command cloned into namespaces of its own (sandbox/clone.py: the
+            rules prepared once a run, but a copy of the harness, the namespaces, the mounts and the
+            rules per command), the way before that (fork, unshare, a second fork for the PID
+            namespace, the rules applied in `preexec_fn`), and each command forked with no
+            namespaces;
 - helper:   the other way to get the rules into the child: a fresh interpreter,
             `python -m tinyharness.sandbox --exec WORKSPACE -- /bin/sh -c COMMAND`, which applies
             them and execs the shell (no clean-up, no snapshot: the confinement alone).
 
 Then the parts of the sandbox's own work, timed alone. Timings vary with the machine and its load;
-they are printed, never asserted. The target: under 10 ms a command on a 2-core machine. Where it went
-(2026-12, 2 cores, the rows of one run): a fork costs by the memory the process holds (the row "fork
-this process"; about 0.13 ms per MiB), and the namespaces' way used to fork the harness twice -
-Popen's fork, then one more for the PID namespace, with a process in between that waits and exits.
-Cloning straight into the namespaces (clone3) makes one copy: at load 0.1, +12.4 ms before this change;
-the rows "as used" and "two forks (before)" compare the two in the same run.
+they are printed, never asserted. The target: under 10 ms a command on a 2-core machine. Where it went,
+and why the spawner: a fork costs by the memory the process holds (the row "fork this process"; the
+harness holds tens of MiB), and cloning the harness for each command, with the namespaces made and torn
+down and the rules applied every time, stayed about 10 ms over the plain shell however it was trimmed
+(NOTES.md); a posix_spawn from a small process that holds all of that already costs little more than
+the plain shell's own. `--pause MS` idles before each command, as a model's turn does.
 """
 import argparse
 import os
@@ -161,6 +165,16 @@ def parts(workspace, runs):
     row("snapshot + compare protected paths", *timed(lambda: snapshot_and_compare(workspace), runs))
     rules.close()
     os.rmdir(tmpdir)
+    row("a run's first command, its spawner started", *timed(lambda: first_command(workspace, True), runs // 4 or 1))
+    row("a run's first command, cloned", *timed(lambda: first_command(workspace, False), runs // 4 or 1))
+
+
+def first_command(workspace, spawner):
+    """One command in a new sandbox, as a run's first: with the spawner, that includes its start."""
+    box = sb.Sandbox()
+    box._spawners.failed = not spawner
+    shell(workspace, "true", sandbox=box)
+    box._spawners.close(sb.remove_tmpdir)
 
 
 def snapshot_and_compare(workspace):

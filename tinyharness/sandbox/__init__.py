@@ -7,9 +7,11 @@ has to do in the end is ask the kernel: open this file for writing, unlink that 
 socket, send a signal. The sandbox makes the kernel say no, at the moment of the system call,
 whatever the spelling.
 
-Each `shell` command runs in a child process that, after `fork` and before `exec /bin/sh`, confines
-itself and everything it will start. This module is the front that composes the layers, one module
-each:
+A confined process confines everything it will start: after `fork` and before `exec /bin/sh`, a
+child confines itself for good. With namespaces, the first `shell` command of a run makes such a
+process that stays, the run's spawner, and every command is started by it (sandbox/spawner.py);
+without, or beside another command, each command's own child confines itself. This module is the
+front that composes the layers, one module each:
 
 | module | the layer | what it stops |
 |---|---|---|
@@ -23,6 +25,7 @@ others, keyrings |
 processes; SysV IPC |
 | sandbox/env.py | an allowlist environment | secrets in variables, the SSH agent, tmux, D-Bus |
 | sandbox/reaping.py | no process left behind | what a command leaves running |
+| sandbox/spawner.py | the run's sandbox, made once | the cost: a copy of the harness per command |
 | sandbox/git.py | `.git` and `.tinyharness` put back | a git hook or setting that runs later,
 unconfined |
 | sandbox/beneath.py | the file tools' opens | `..`, links and `/proc/self/root` out of the
@@ -90,6 +93,7 @@ from .namespaces import NAMESPACES, Isolation, namespaces_work
 from .reaping import LIVE, LOCK, become_subreaper, child_lister, end_everything
 from .rules import FILE_BYTES, NEW_TASKS, Rules, read_paths, tasks_now
 from .seccomp import syscall_filter
+from .settings_folders import holds, read_or_run_from, settings_targets, xdg
 from .spawner import Spawner, Spawners
 
 # commands; then the ruleset is built afresh (each command's TMPDIR adds one rule)
@@ -358,68 +362,6 @@ def workspace_problem(workspace, home=None, environ=None):
     return None
 
 
-def read_or_run_from(environ, home):
-    """(what, folder) of every folder whose files other programs read as their settings or run: a
-    workspace inside one (~/.config/git, ~/.local/bin, ~/.ssh, the harness's own stores) would let a
-    command plant a core.fsmonitor, a fake `git`, a `Match exec` or a trusted.json for later; one
-    that is a folder on PATH, a program your shell finds by name."""
-    state, cache = (xdg(environ, "XDG_STATE_HOME", home,
-                        ".local/state"), xdg(environ, "XDG_CACHE_HOME", home, ".cache"))
-    folders = [("your config folder (XDG_CONFIG_HOME; tinyharness's mcp.json too)",
-                xdg(environ, "XDG_CONFIG_HOME", home, ".config")),
-               ("your data folder (XDG_DATA_HOME; tinyharness's sessions and trust answers too)",
-                xdg(environ, "XDG_DATA_HOME", home, ".local/share")),
-               ("your state folder (XDG_STATE_HOME)", state),
-               ("your cache folder (XDG_CACHE_HOME)", cache),
-               ("~/.local/bin", os.path.join(home, ".local", "bin")),
-               ("~/.ssh", os.path.join(home, ".ssh")),
-               ("your GnuPG folder", os.path.realpath(environ.get("GNUPGHOME")
-                                                      or os.path.join(home, ".gnupg")))]
-    folders += dot_folders(home)
-    # what a shell finds by name; what every Python start imports
-    for variable in ("PATH", "PYTHONPATH"):
-        on_it = [p for p in environ.get(variable, "").split(os.pathsep) if os.path.isabs(p)]
-        folders += [(f"a folder on {variable}", os.path.realpath(p)) for p in on_it]
-    return folders
-
-
-def dot_folders(home):
-    """(what, folder) of each folder directly in home whose name starts with a dot: some program's
-    settings (~/.claude, whose settings.json names hooks this harness runs, ~/.aws, ~/.kube,
-    ~/.cursor...)."""
-    try:
-        names = (sorted(n for n in os.listdir(home) if n.startswith(".")
-                        and os.path.isdir(os.path.join(home, n))))
-    except OSError:
-        return []
-    return [(f"~/{name}, a folder of some program's settings",
-             os.path.realpath(os.path.join(home, name))) for name in names]
-
-
-def settings_targets(environ, home):
-    """(what, real folder) of the settings folders this harness reads at every start, where they
-    really are: `~/.config/tinyharness` may be a link into a dotfiles folder, and a workspace that
-    holds that folder would let a command write the mcp.json or hooks that the next run anywhere
-    starts, unconfined."""
-    config, data = (xdg(environ, "XDG_CONFIG_HOME", home,
-                        ".config"), xdg(environ, "XDG_DATA_HOME", home, ".local/share"))
-    folders = [("tinyharness's settings (its mcp.json and hooks.json)",
-                os.path.join(config, "tinyharness")),
-               ("tinyharness's sessions and trust answers", os.path.join(data, "tinyharness")),
-               ("your Claude Code settings (~/.claude: its hooks run here too)",
-                os.path.join(home, ".claude"))]
-    # where they are not links, read_or_run_from refuses a workspace in or below them
-    return [(what, os.path.realpath(path)) for what, path in folders
-            if os.path.realpath(path) != path]
-
-
-def holds(folder, home):
-    """Whether folder is the home folder or above it (a PATH with `~` or `/` in it): then only the
-    folder itself is refused as a workspace, not every project below it (PATH is not searched below
-    a folder)."""
-    return home == folder or home.startswith(folder.rstrip(os.sep) + os.sep)
-
-
 def linked_outside(workspace, limit=20_000):
     """(how many, one of them) of the workspace's regular files that are hard links with a name
     outside it (more links than names found inside): the kernel sees the workspace's name, so a
@@ -453,11 +395,6 @@ def hard_link_note(workspace):
     return (f"[sandbox] not covered: {example}{more} in the workspace {linked} outside it: a "
             "command that writes into one changes the file outside too (the kernel sees the "
             "workspace's name); copy it to break the link")
-
-
-def xdg(environ, name, home, default):
-    value = environ.get(name, "")
-    return os.path.realpath(value if os.path.isabs(value) else os.path.join(home, default))
 
 
 REFUSALS = ("Permission denied", "Operation not permitted", "Errno 13", "Errno 1]")

@@ -10,9 +10,11 @@ own, as the same user inside as outside (the IPC one: no SysV shared memory, mes
 semaphore of a program outside can be read, written or zeroed, nor a POSIX message queue). `/tmp`,
 `/run` and the home folder become empty, with only what the sandbox grants mounted back (the
 workspace, the private TMPDIR, a virtualenv, git's settings); in its own network namespace
-`/proc/net/unix` lists nothing. The command is PID 1 of its PID namespace, with a /proc of its own:
-no process outside can be seen or named, and when it ends the kernel ends every process left in the
-namespace, however it forked.
+`/proc/net/unix` lists nothing. The process that enters them is PID 1 of its PID namespace, with a
+/proc of its own: no process outside can be seen or named, and when it ends the kernel ends every
+process left in the namespace, however it forked. That process is the run's spawner
+(sandbox/spawner.py), which starts the shell commands one after another and ends all each left; a
+command it cannot take (a hook, one beside another) enters namespaces of its own.
 
 What it cannot do: run where user namespaces are switched off (Ubuntu 24.04's AppArmor restricts
 them, hardened kernels disable them). That is probed once, in a child; without them, one `[sandbox]`
