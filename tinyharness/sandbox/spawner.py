@@ -42,6 +42,7 @@ PROGRAM = Path(__file__).with_name("spawner_main.py")
 READY_SECONDS = 10  # Python starting inside the sandbox
 ANSWER_SECONDS = 5  # a started or ended that takes longer: the spawner is taken for broken
 RESIDENT = {}  # pid -> Spawner: children of the harness that are no command (chat's Ctrl-C)
+MAX_DEATHS = 3  # spawners of one sandbox that may die before its commands are only cloned
 
 
 class Broken(OSError):
@@ -53,15 +54,17 @@ class Spawners:
     TMPDIRs."""
 
     def __init__(self):
-        self.by_workspace, self.roots, self.failed = {}, [], False
+        self.by_workspace, self.roots, self.failed, self.deaths = {}, [], False, 0
 
     def for_command(self, workspace, start_one):
         """The spawner that takes this command now, or None (the command is cloned). The first
-        command of a workspace starts one with `start_one(workspace, root)`, which gets ready while
-        that command runs; one that died before it was ever ready means none can run here."""
+        command of a workspace starts one with `start_one(workspace, root)` and waits until it is
+        ready. One that died before it was ever ready, or a third that died (each Ctrl-C kills
+        one), means none is started again: the commands are cloned."""
         spawner = None if self.failed else self.by_workspace.get(workspace)
         if spawner is not None and spawner.state == "dead":
-            self.failed, spawner = not spawner.was_ready, None
+            self.deaths += 1
+            self.failed, spawner = not spawner.was_ready or self.deaths >= MAX_DEATHS, None
             self.by_workspace.pop(workspace)
         if self.failed:
             return None
