@@ -13,9 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.ladder import run_stage, tool_results
 from tests.test_sandbox import running
 from tinyharness import tools
 from tinyharness.sandbox import Sandbox, remove_tmpdir, spawner as spawner_module, unavailable_reason
+from tinyharness.testing import ScriptedServer
 
 NO_SANDBOX = unavailable_reason()
 pytestmark = pytest.mark.skipif(NO_SANDBOX is not None, reason=f"needs the sandbox: {NO_SANDBOX}")
@@ -170,3 +172,23 @@ def test_spawners_that_keep_failing_stop_being_started(place, monkeypatch, tmp_p
         assert shell(place, f"echo command-{number}").splitlines()[1] == f"command-{number}"
     assert len(started) == spawner_module.MAX_DEATHS and place.box._spawners.failed
     assert running("fake-spawner") == []
+
+
+def test_a_run_uses_one_spawner_and_leaves_neither_it_nor_its_folder(place, tmp_path):
+    """Through the real command line: the second command sees the spawner as PID 1 and nothing of the
+    first; when the run ends, no spawner runs on and the folder that held the TMPDIRs is gone."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    marker = f"32{os.getpid() % 1000:03d}"
+    turns = [{"tool_calls": [{"name": "shell", "id": "first",
+                              "arguments": {"command": f"sleep {marker} & echo started"}}]},
+             {"tool_calls": [{"name": "shell", "id": "second", "arguments": {"command": "ps -e -o comm="}}]},
+             "done"]
+    with ScriptedServer(script=turns) as server:
+        result = run_stage("tinyharness", place.ws, "--yes", "--base-url", server.base_url, "go", timeout=60,
+                           env={"TMPDIR": str(tmp)}, in_process=False)
+    second = tool_results(server.requests[-1])["second"]
+    assert result.returncode == 0, result.stderr
+    assert second.split()[3:] == ["python", "sh", "ps"], second  # the first command's sleep is gone
+    assert running("The spawner's own program") == [] and running(f"sleep {marker}") == []
+    assert list(tmp.iterdir()) == []
