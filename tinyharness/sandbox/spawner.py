@@ -38,6 +38,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .reaping import LIVE
+
 PROGRAM = Path(__file__).with_name("spawner_main.py")
 READY_SECONDS = 10  # Python starting inside the sandbox
 ANSWER_SECONDS = 5  # a started or ended that takes longer: the spawner is taken for broken
@@ -165,6 +167,8 @@ class Spawner:
 
     def ended(self, timeout):
         """The command's exit status once the spawner reports it (TimeoutExpired before)."""
+        if self.state == "dead":  # killed meanwhile, and its namespace with it
+            return -signal.SIGKILL
         if not readable(self.control, timeout):
             raise subprocess.TimeoutExpired("sh", timeout)
         try:
@@ -192,6 +196,7 @@ class Spawner:
         if self.state != "dead":
             self.state = "dead"
             RESIDENT.pop(self.process.pid, None)
+            LIVE.discard(self.process.pid)  # its number may come round to another child of ours
             self.control.close()
             self.process.kill()
             wait_until_gone(self.process.pid)  # its namespace is empty once it is a zombie
