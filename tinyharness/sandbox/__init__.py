@@ -53,18 +53,20 @@ rewrite every file there (use git), including hooks a repository keeps there (`c
 .husky`) and files another tool runs later (a Makefile). Reads of the system are allowed, so a
 command sees which programs are installed and the world-readable parts of `/etc`; running as root,
 root-owned files there are readable too. `/tmp` itself is closed (empty, with namespaces): a program
-that ignores `TMPDIR` fails there. `AF_UNIX` sockets stay open, and Landlock (up to ABI 7) does not
-check connecting to a socket file: with namespaces only those outside `/tmp`, `/run` and the home
-folder are left to reach; without them every one the user may use (an SSH agent's, tmux's,
-`/var/run/docker.sock`). The user's MCP servers, the command hooks marked `"sandbox": false` (the
-others run in here: hookrun.py), and the harness itself (its `view_image` URLs, its model server,
-its own files: filedoor.py), run unconfined; what the user runs in the workspace afterwards (`make`,
-`npm install`, `pytest`) runs what the model wrote, and a hard link there writes through. Memory is
-not capped, CPU only per process by the CPU-seconds limit, and the disk can still fill with many 1
-GiB files; as root, the task limit is not enforced. What the command prints, and what the model
-reads in the workspace, may still carry a prompt injection: the kernel stops what a command does,
-not what the model believes. And it is Linux only. (The README's sandbox table names, for each rule,
-the test that attacks it, and lists what a user can do about each of these.)
+that ignores `TMPDIR` fails there. The commands of one run share the spawner's namespaces one after
+another: a file one leaves beside its TMPDIR (`$TMPDIR/..`) is there for the next, though nothing it
+started is. `AF_UNIX` sockets stay open, and Landlock (up to ABI 7) does not check connecting to a
+socket file: with namespaces only those outside `/tmp`, `/run` and the home folder are left to
+reach; without them every one the user may use (an SSH agent's, tmux's, `/var/run/docker.sock`). The
+user's MCP servers, the command hooks marked `"sandbox": false` (the others run in here:
+hookrun.py), and the harness itself (its `view_image` URLs, its model server, its own files:
+filedoor.py), run unconfined; what the user runs in the workspace afterwards (`make`, `npm install`,
+`pytest`) runs what the model wrote, and a hard link there writes through. Memory is not capped, CPU
+only per process by the CPU-seconds limit, and the disk can still fill with many 1 GiB files; as
+root, the task limit is not enforced. What the command prints, and what the model reads in the
+workspace, may still carry a prompt injection: the kernel stops what a command does, not what the
+model believes. And it is Linux only. (The README's sandbox table names, for each rule, the test
+that attacks it, and lists what a user can do about each of these.)
 
 **Check it yourself** (the sandbox is on by default):
     tinyharness run --yes "run: x=rm; \\$x -rf ~/some-folder"
