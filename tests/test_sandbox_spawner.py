@@ -120,11 +120,11 @@ def test_a_timed_out_command_is_killed_by_the_spawner_which_serves_the_next(plac
     assert "served" in shell(place, "echo served") and the_spawner(place).process.pid == pid
 
 
-FAKE = {  # each names itself in its command line: "fake-spawner"
-    "garbage": "# fake-spawner\nimport os, sys, time\nfd = int(sys.argv[1])\nos.write(fd, b'r')\nos.read(fd, 1 << 16)\n"
+FAKE = {  # each names itself in its command line (a first line the test adds)
+    "garbage": "import os, sys, time\nfd = int(sys.argv[1])\nos.write(fd, b'r')\nos.read(fd, 1 << 16)\n"
                "os.write(fd, b'zzzz')\ntime.sleep(60)\n",
-    "silent": "# fake-spawner\nimport time\ntime.sleep(60)\n",
-    "dead": "# fake-spawner\nraise SystemExit(3)\n",
+    "silent": "import time\ntime.sleep(60)\n",
+    "dead": "raise SystemExit(3)\n",
 }
 
 
@@ -132,8 +132,8 @@ FAKE = {  # each names itself in its command line: "fake-spawner"
 def test_a_spawner_that_answers_wrong_or_never_is_killed_and_the_command_cloned(place, monkeypatch, tmp_path, how):
     """The harness trusts nothing the spawner says: a wrong answer, no answer, an early end - the spawner
     is killed (with its namespace) and the command runs cloned, confined as ever."""
-    program = tmp_path / "fake_spawner.py"
-    program.write_text(FAKE[how])
+    program, marker = tmp_path / "fake_spawner.py", f"fake-spawner-{os.getpid()}-{tmp_path.name}"
+    program.write_text(f"# {marker}\n" + FAKE[how])
     monkeypatch.setattr(spawner_module, "PROGRAM", Path(program))
     monkeypatch.setattr(spawner_module, "READY_SECONDS", 1)
     monkeypatch.setattr(spawner_module, "ANSWER_SECONDS", 1)
@@ -141,7 +141,7 @@ def test_a_spawner_that_answers_wrong_or_never_is_killed_and_the_command_cloned(
     assert result.splitlines()[1] == "ran" and outside_untouched(place), result
     assert place.box._spawners.failed == (how != "garbage")  # one that was ready may be started again
     assert not any(s.state != "dead" for s in place.box._spawners.by_workspace.values())
-    assert running("fake-spawner") == []
+    assert running(marker) == []
 
 
 def test_a_command_with_a_nul_byte_goes_the_cloned_way_and_the_spawner_serves_the_next(place):
@@ -160,8 +160,8 @@ def test_a_command_with_a_nul_byte_goes_the_cloned_way_and_the_spawner_serves_th
 def test_spawners_that_keep_failing_stop_being_started(place, monkeypatch, tmp_path):
     """A spawner that was ready but cannot start a command (here: it refuses each) is killed, and the next
     command starts another; after the third, commands are only cloned (no start per command)."""
-    program = tmp_path / "refusing_spawner.py"
-    program.write_text("# fake-spawner\nimport os, struct, sys, time\nfd = int(sys.argv[1])\nos.write(fd, b'r')\n"
+    program, marker = tmp_path / "refusing_spawner.py", f"fake-spawner-{os.getpid()}-{tmp_path.name}"
+    program.write_text(f"# {marker}\nimport os, struct, sys, time\nfd = int(sys.argv[1])\nos.write(fd, b'r')\n"
                        "os.read(fd, 1 << 16)\nos.write(fd, b'e' + struct.pack('!I', 2) + b'no')\ntime.sleep(60)\n")
     monkeypatch.setattr(spawner_module, "PROGRAM", Path(program))
     started = []
@@ -171,7 +171,7 @@ def test_spawners_that_keep_failing_stop_being_started(place, monkeypatch, tmp_p
     for number in range(5):
         assert shell(place, f"echo command-{number}").splitlines()[1] == f"command-{number}"
     assert len(started) == spawner_module.MAX_DEATHS and place.box._spawners.failed
-    assert running("fake-spawner") == []
+    assert running(marker) == []
 
 
 def test_a_run_uses_one_spawner_and_leaves_neither_it_nor_its_folder(place, tmp_path):
@@ -190,5 +190,12 @@ def test_a_run_uses_one_spawner_and_leaves_neither_it_nor_its_folder(place, tmp_
     second = tool_results(server.requests[-1])["second"]
     assert result.returncode == 0, result.stderr
     assert second.split()[3:] == ["python", "sh", "ps"], second  # the first command's sleep is gone
-    assert running("The spawner's own program") == [] and running(f"sleep {marker}") == []
+    assert running(str(tmp)) == [] and running(f"sleep {marker}") == []  # its folder ends its command line
     assert list(tmp.iterdir()) == []
+
+
+def test_the_spawner_names_its_run_s_folder_in_its_command_line(place):
+    """What the test above relies on to find a run's spawner among others."""
+    shell(place, "true")
+    spawner = the_spawner(place)
+    assert running(spawner.root) == [spawner.process.pid]

@@ -108,8 +108,9 @@ class Spawner:
         ready (`available`)."""
         ours, theirs = socket.socketpair()
         try:
+            # the folder last: `ps` tells one run's spawner from another's
             process = launch([sys.executable, "-I", "-S", "-c", PROGRAM.read_text(),
-                              str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                              str(theirs.fileno()), root], pass_fds=(theirs.fileno(),),
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         except BaseException:
