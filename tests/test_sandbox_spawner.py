@@ -199,3 +199,26 @@ def test_the_spawner_names_its_run_s_folder_in_its_command_line(place):
     shell(place, "true")
     spawner = the_spawner(place)
     assert running(spawner.root) == [spawner.process.pid]
+
+
+def test_a_command_holds_no_descriptor_but_its_three_streams(place):
+    """Not the spawner's socket above all: on it a command could end itself early for the harness (its
+    output cut, its processes alive) or read the next command's request."""
+    result = shell(place, "ls /proc/$$/fd")
+    assert result.split("\n", 1)[1].split() == ["0", "1", "2"], result
+
+
+DEEP = ("python3 -c 'import os\nos.chdir(os.environ[\"TMPDIR\"] + \"/{where}\")\n"
+        "for i in range(1500):\n    os.mkdir(\"d\"); os.chdir(\"d\")\nos.mkdir(\"shut\"); os.chmod(\"shut\", 0)\n"
+        "print(\"deep\")'")
+
+
+@pytest.mark.parametrize("where", [".", ".."])
+def test_a_tree_deeper_than_recursion_and_path_max_is_removed(place, where):
+    """In its TMPDIR, or beside it in the spawner's folder (removed at the run's end): 1,500 levels, past
+    Python's recursion limit and, as one path, past PATH_MAX; the harness removes it all and says nothing."""
+    assert "deep" in shell(place, DEEP.format(where=where))
+    root = the_spawner(place).root
+    assert os.listdir(root) == ([] if where == "." else ["d"])
+    place.box._spawners.close(remove_tmpdir)
+    assert not os.path.exists(root)

@@ -79,7 +79,6 @@ WORKSPACE -- sh -c 'touch ~/x'`.
 import functools
 import os
 import platform
-import shutil
 import stat
 import subprocess
 import sys
@@ -419,21 +418,51 @@ def remove_tmpdir(tmpdir):
     unreadable or unwritable (chmod 000) gets its owner's rights back as the walk reaches it. Every
     process of the command is gone by now, and the walk follows no link."""
     try:
-        os.rmdir(tmpdir)  # most commands leave it empty: 2 ms cheaper than rmtree
+        os.rmdir(tmpdir)  # most commands leave it empty: 2 ms cheaper than a walk
         return
     except OSError:
         pass
     if os.path.islink(tmpdir):  # in the spawner's folder a command may swap its TMPDIR for a link
         os.unlink(tmpdir)
         return
-    folders = [tmpdir]
-    while folders:
-        folder = folders.pop()
+    remove_tree(tmpdir)
+
+
+def remove_tree(top, longest=2048):
+    """Remove the folder `top` and all in it, following no link, however deep a command made it:
+    a walk with a list, not recursion (shutil.rmtree raises RecursionError at about 1,000 levels),
+    and a folder whose path grows longer than `longest` is first moved up into `top` (a path longer
+    than PATH_MAX cannot be named at all). Each folder gets its owner's rights back as it is
+    reached; what still cannot be removed is left."""
+    todo, seen, moved = [top], set(), 0
+    while todo:
+        folder = todo.pop()
+        if folder in seen:  # its content is handled: now it is empty, or stays
+            try_to(os.rmdir, folder)
+            continue
+        seen.add(folder)
+        todo.append(folder)
+        try_to(os.chmod, folder, 0o700)
         try:
-            # a folder found by scandir below, never a link (is_dir without following)
-            os.chmod(folder, 0o700)
-            with os.scandir(folder) as entries:
-                folders += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+            with os.scandir(folder) as listing:
+                entries = list(listing)
         except OSError:
             continue
-    shutil.rmtree(tmpdir, ignore_errors=True)
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                try_to(os.unlink, entry.path)
+            elif len(entry.path) > longest:
+                moved += 1
+                up = os.path.join(top, f".deep-{moved}-{os.getpid()}")
+                todo.append(up if try_to(os.rename, entry.path, up) else entry.path)
+            else:
+                todo.append(entry.path)
+
+
+def try_to(action, *args):
+    """action(*args); False when the system said no."""
+    try:
+        action(*args)
+        return True
+    except OSError:
+        return False

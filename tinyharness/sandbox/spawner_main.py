@@ -37,6 +37,9 @@ LARGEST_REQUEST = 4 << 20
 
 
 def main(fd):
+    # It came here inheritable (across the exec into this program); no command may have it: on it,
+    # a command could end itself early for the harness, or take the next command's request.
+    os.set_inheritable(fd, False)
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
