@@ -422,8 +422,10 @@ def remove_tmpdir(tmpdir):
         return
     except OSError:
         pass
-    if os.path.islink(tmpdir):  # in the spawner's folder a command may swap its TMPDIR for a link
-        os.unlink(tmpdir)
+    # In the spawner's folder a command may swap its TMPDIR for a link, or a FIFO (whose open
+    # would wait forever): anything but a folder is removed as itself.
+    if not os.path.isdir(tmpdir) or os.path.islink(tmpdir):
+        try_to(os.unlink, tmpdir)
         return
     remove_tree(tmpdir)
 
