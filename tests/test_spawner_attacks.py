@@ -239,7 +239,6 @@ def test_a_command_holds_no_socket_it_did_not_open(place):
     assert "socket:" not in result, result
 
 
-@pytest.mark.deep  # a variant: the quick tier keeps one of its family
 def test_a_process_outlives_its_command_after_a_forged_end(place):
     plant(place)
     try:
@@ -273,7 +272,6 @@ def test_through_the_cli_a_forged_end_reaches_the_model(place):
     assert results["c0"].startswith("exit status 7") and "hidden" in results["c0"], results
 
 
-@pytest.mark.deep  # a variant: the quick tier keeps one of its family
 def test_after_the_run_no_process_of_a_forged_end_is_left(place):
     plant(place)
     marker = f"sleep {MARK}2"
@@ -398,7 +396,6 @@ def test_a_deep_tree_in_the_spawner_folder_at_the_run_s_end(place):
     assert left_in(place) == []
 
 
-@pytest.mark.deep  # a variant: the quick tier keeps one of its family
 def test_a_deep_tree_in_the_command_s_own_tmpdir(place):
     result, results = cli(place, [DEEP.format(where="."), "echo next"])
     assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr, result.stderr[-600:]
@@ -463,7 +460,6 @@ while time.monotonic() < end:   # after the harness put .git back, put the hook 
 """
 
 
-@pytest.mark.deep  # a variant: the quick tier keeps one of its family
 def test_a_process_after_a_forged_end_plants_a_git_hook_the_restore_never_sees(place):
     plant(place)
     subprocess.run(["git", "init", "-q", str(place.ws)], check=True)
@@ -508,7 +504,6 @@ while time.monotonic() < end:   # while the harness removes this TMPDIR: a folde
 """
 
 
-@pytest.mark.deep  # a variant: the quick tier keeps one of its family
 def test_a_process_after_a_forged_end_racing_the_tmpdir_removal_reaches_no_canary(place):
     plant(place)
     (place.ws / "swap.py").write_text(SWAPPER.format(target=place.outside / "sub"))
