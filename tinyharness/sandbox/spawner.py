@@ -9,17 +9,19 @@ each part). None of it depends on the command.
 The mechanism: at a run's first command the harness starts, as a sandboxed command of its own, a
 small Python program (sandbox/spawner_main.py, its text passed with `python -I -S -c`), which is
 then PID 1 of the run's namespaces, with the run's view of the files, Landlock, seccomp, no new
-privileges and the limits; its TMPDIR is a folder that holds each command's own. From the second
-command on, the harness sends it the command, its environment and its output pipe (SCM_RIGHTS), and
-it starts `/bin/sh` with posix_spawn - no copy of a big process - which sets the command's
-CPU-seconds limit and execs the command. Every process it starts inherits all of the confinement;
+privileges and the limits; its TMPDIR is a folder that holds each command's own. The harness waits
+for it to be ready (once a run, about 30 ms), then sends it each command, its environment and its
+output pipe (SCM_RIGHTS) on a socket that no command inherits, and it starts `/bin/sh` with
+posix_spawn - no copy of a big process - which sets the command's CPU-seconds limit and execs the
+command. Every process it starts inherits all of the confinement;
 none can leave the namespace; when the shell ends, the spawner kills every other process in there
 (`kill(-1)` from PID 1 spares only itself), so nothing a command leaves runs on, as before.
 
 What changes for the commands: those of one run share the spawner's namespaces one after another
 (never at once: a command started while another runs is cloned as before), so the shell is not PID
-1 and `ps` shows the spawner beside it, and a SysV IPC object or an abstract socket one command made
-is there for the next; everything outside stays as far away as before. The spawner is in the
+1 and `ps` shows the spawner beside it, and a file one command leaves beside its TMPDIR
+(`$TMPDIR/..`) is there for the next (nothing it started, and no SysV IPC object: the spawner
+removes them); everything outside stays as far away as before. The spawner is in the
 sandbox, so the harness takes nothing it says on trust: a reply that is not one of four short forms,
 or none in time, and it is killed (its namespace with it) and the command is cloned; a command that
 runs too long is killed by the spawner, or with the spawner if it does not answer.
