@@ -230,3 +230,43 @@ def test_the_stage_option_keeps_only_that_stage_s_cases():
                              hook=SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items)))
     conftest.pytest_collection_modifyitems(config, items)
     assert items == [mine, plain, pair] and deselected == [later, package, nested]
+
+
+def exercise_lines(stage):
+    """The lines of a real stage's own exercise bodies that appear nowhere else in the stage's code: a
+    diff that shows one of them shows the solution."""
+    from tinyharness import exercises
+    folder = Path(course.ROOT) / stage
+    holes, found = exercises.find_holes(folder), []
+    text = {h.file: (folder / h.file).read_text(encoding="utf-8").splitlines() for h in holes}
+    rest = [line for path in folder.rglob("*.py") if path.relative_to(folder).as_posix() not in text
+            for line in path.read_text(encoding="utf-8").splitlines()]
+    for file, lines in text.items():
+        spans = [(h.first, h.last) for h in holes if h.file == file]
+        rest += [line for n, line in enumerate(lines, 1) if not any(a <= n <= b for a, b in spans)]
+    for hole in holes:
+        body = text[hole.file][hole.first - 1:hole.last]
+        found += [line for line in body if line.strip() and line not in rest]
+    return found
+
+
+def test_diff_hides_the_exercise_bodies_until_the_learner_s_copy_passes(progress):
+    from tinyharness import exercises
+    secret = exercise_lines("m3_hooks")
+    assert len(secret) > 10                                            # path_guard and checked_run
+    hidden = io.StringIO()
+    assert course.course_diff("m2", "m3", output=hidden, color=False) == 0
+    text = hidden.getvalue().splitlines()
+    assert not [line for line in secret if "+" + line in text or " " + line in text]
+    assert any(line.startswith("+# exercise(m3): Write path_guard: return a reason") for line in text)
+    assert "+def path_guard(workspace, name, args):" in text and \
+        '+    """File tools stay inside the workspace. Resolve first (follow \'..\' and symlinks), then compare."""' in text
+    placeholder = [line for line in text if "hidden" in line and "course diff m2 m3 --solutions" in line]
+    assert sum("your exercise (m3)" in line and "course check m3 --mine" in line for line in placeholder) == 2
+    shown = io.StringIO()
+    assert course.course_diff("m2", "m3", output=shown, color=False, solutions=True) == 0
+    assert all("+" + line in shown.getvalue().splitlines() for line in secret)
+    exercises.record_pass("m3_hooks")                                  # the learner's own copy passed
+    after = io.StringIO()
+    assert course.course_diff("m2", "m3", output=after, color=False) == 0
+    assert all("+" + line in after.getvalue().splitlines() for line in secret)

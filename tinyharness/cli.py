@@ -424,7 +424,8 @@ def course_command(args):
     if args.course_command == "list":
         return course.course_list()
     if args.course_command == "diff":
-        return course.course_diff(args.a, args.b, include_docs=args.docs)
+        return course.course_diff(args.a, args.b, include_docs=args.docs,
+                                  solutions=args.solutions)
     if args.course_command == "files":
         return course.course_files(args.stage, args.role)
     if args.course_command == "quiz":

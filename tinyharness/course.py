@@ -4,6 +4,12 @@
 These commands read the stage folders (m0_llm/, m1_loop/, ...) of a checkout of the repository,
 next to this package. Each function returns an exit code; cli.py wires them to the command line.
 
+The exercise stays the learner's: `course diff` shows an exercise function's marker, signature and
+docstring (the question) and replaces its body (the answer) with one line saying how to see it,
+until the learner's own copy has passed `course check mK --mine` (the pass is kept in the progress
+file) or `--solutions` asks for it. It hides nothing else: the stage folders themselves stay
+readable, and docs/m8-lesson.py prints the whole lesson.
+
 A lesson's "Try it" block must run as written from wherever the learner's last command left them,
 so nothing here depends on the current folder: `course workspace notes DIR` copies a fresh example
 (and refuses to copy into a folder that exists, where `cp -r` would nest the copy and a later run
@@ -117,9 +123,39 @@ def _by_role(stage: Path, files) -> dict[str, list[str]]:
     return groups
 
 
-def course_diff(a: str, b: str, output=None, color=None, include_docs=False, root=None) -> int:
+HIDDEN = ("{indent}...  # your exercise ({stage}): hidden until `tinyharness course check {stage} "
+          "--mine DIR` passes on your copy; `tinyharness course diff {a} {b} --solutions` shows it")
+
+
+def unsolved_stages(root: Path) -> set[str]:
+    """The short names (m3) of the stages whose exercise the learner's own copy has not passed."""
+    from . import exercises
+    passed = exercises.load_passed()
+    return {short(p.name) for p in root.glob("m[0-9]_*") if p.name not in passed}
+
+
+def _shown_lines(path: Path, hide: set[str], placeholder: str) -> list[str]:
+    """A file's lines, the body of each exercise of a stage in `hide` replaced by one placeholder
+    line (signature, marker and docstring stay: they are the question)."""
+    lines = _lines(path)
+    if not hide or path.suffix != ".py" or "# exercise(" not in "\n".join(lines):
+        return lines
+    from . import exercises
+    try:
+        holes = exercises.holes_in("\n".join(lines), None, path.name)
+    except (SyntaxError, exercises.ExerciseError):
+        return lines
+    spans = {(h.first, h.last): h for h in holes if h.stage in hide}
+    for (first, last), hole in sorted(spans.items(), reverse=True):
+        lines[first - 1:last] = [placeholder.format(indent=hole.indent, stage=hole.stage)]
+    return lines
+
+
+def course_diff(a: str, b: str, output=None, color=None, include_docs=False, root=None,
+                solutions=False) -> int:
     """A unified diff of the code of two stages (README.md and QUIZ.md only with include_docs): the
-    lesson files first, then the armour, then the command line, each under a heading."""
+    lesson files first, then the armour, then the command line, each under a heading. The body of
+    an exercise is shown only once the learner's copy passed its check, or with `solutions`."""
     output = output or sys.stdout
     root = _checkout(root)
     if root is None:
@@ -132,29 +168,38 @@ def course_diff(a: str, b: str, output=None, color=None, include_docs=False, roo
         return 2
     if color is None:
         color = getattr(output, "isatty", lambda: False)() and not os.environ.get("NO_COLOR")
+    hide = set() if solutions else unsolved_stages(root)
+    placeholder = HIDDEN.replace("{a}", short(left.name)).replace("{b}", short(right.name))
     files = _code_files(left, include_docs) | _code_files(right, include_docs)
-    changed = added = removed = 0
+    counts = [0, 0, 0]  # files changed, lines added, lines removed
     for role, group in _by_role(right, files).items():
         heading = False
         for rel in group:
-            diff = list(difflib.unified_diff(_lines(left / rel), _lines(right / rel),
+            diff = list(difflib.unified_diff(_shown_lines(left / rel, hide, placeholder),
+                                             _shown_lines(right / rel, hide, placeholder),
                                              f"{left.name}/{rel}", f"{right.name}/{rel}", n=3,
                                              lineterm=""))
             if diff and not heading:
                 heading = True
                 title = f"=== {SECTIONS[role]} ==="
                 output.write((f"{COLORS['header']}{title}{RESET}" if color else title) + "\n")
-            changed += bool(diff)
-            for i, line in enumerate(diff):
-                kind = "header" if i < 2 else "hunk" if line.startswith("@@") else line[:1]
-                added += kind == "+"
-                removed += kind == "-"
-                if color and kind in COLORS:
-                    line = f"{COLORS[kind]}{line}{RESET}"
-                output.write(line + "\n")
+            _write_diff(diff, output, color, counts)
+    changed, added, removed = counts
     output.write(f"{changed} file{'' if changed == 1 else 's'} changed, +{added} -{removed} "
                  "lines\n")
     return 0
+
+
+def _write_diff(diff: list[str], output, color: bool, counts: list[int]) -> None:
+    """One file's diff, coloured on request; counts the file and its added and removed lines."""
+    counts[0] += bool(diff)
+    for i, line in enumerate(diff):
+        kind = "header" if i < 2 else "hunk" if line.startswith("@@") else line[:1]
+        counts[1] += kind == "+"
+        counts[2] += kind == "-"
+        if color and kind in COLORS:
+            line = f"{COLORS[kind]}{line}{RESET}"
+        output.write(line + "\n")
 
 
 def course_files(stage: str, role: str | None = None, output=print, root=None) -> int:

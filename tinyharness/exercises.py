@@ -64,6 +64,7 @@ class Hole:
     first: int       # the body's first and last line (1-based, inclusive), below the docstring
     last: int
     indent: str      # of the body's lines
+    stage: str = ""  # the marker's stage, "m3"
 
     @property
     def where(self) -> str:
@@ -110,15 +111,16 @@ def body_span(node, lines: list[str]) -> tuple[int, int]:
     return header_end + 1, node.end_lineno
 
 
-def holes_in(source: str, stage_short: str, file: str) -> list[Hole]:
-    """The functions of one file marked `# exercise(<stage_short>): ...`, top to bottom."""
+def holes_in(source: str, stage_short: str | None, file: str) -> list[Hole]:
+    """The functions of one file marked `# exercise(<stage_short>): ...` (any stage's, when
+    stage_short is None), top to bottom."""
     lines = source.splitlines()
     tree = ast.parse(source)
     defs = {node.lineno: (name, node) for name, node in functions(tree)}
     holes = []
     for number, line in enumerate(lines, 1):
         marker = MARKER.match(line)
-        if not marker or marker[1] != stage_short:
+        if not marker or stage_short not in (None, marker[1]):
             continue
         sentence, below = marker[2], number + 1
         while below <= len(lines) and CONTINUED.match(lines[below - 1]):  # a marker over lines
@@ -133,7 +135,7 @@ def holes_in(source: str, stage_short: str, file: str) -> list[Hole]:
         name, node = defs[below]
         first, last = body_span(node, lines)
         indent = re.match(r"[ \t]*", lines[node.body[-1].lineno - 1])[0]
-        holes.append(Hole(file, name, sentence, node.lineno, first, last, indent))
+        holes.append(Hole(file, name, sentence, node.lineno, first, last, indent, marker[1]))
     return holes
 
 

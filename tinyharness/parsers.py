@@ -254,6 +254,9 @@ def add_course_reading(course_sub):
     diff.add_argument("a", help="a stage, e.g. m0")
     diff.add_argument("b", help="a later stage, e.g. m1")
     diff.add_argument("--docs", action="store_true", help="include README.md and QUIZ.md")
+    diff.add_argument("--solutions", action="store_true",
+                      help="show the bodies of the exercise functions too (hidden until your copy "
+                           "passes `course check STAGE --mine DIR`)")
     files = course_sub.add_parser("files", help="a stage's files by role: lesson, armour, cli",
                                   description="List a stage's files, lesson first: the lesson "
                                               "(what the README teaches), the armour (read after "
