@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from .keepalive import KeepAlive, drain
 from .reply import canonical_message, clean, clean_usage, parse_json
 from .stream import Assembler, sse_items, strip_think
 
@@ -52,7 +53,7 @@ class ContextOverflow(LLMError):
         self.prompt_tokens, self.context_window = prompt_tokens, context_window
 
 
-class Client:
+class Client(KeepAlive):
     def __init__(self, base_url=DEFAULT_BASE_URL, model=DEFAULT_MODEL, api_key=None, timeout=600,
                  stream=False, on_text=None, on_reasoning=None, max_reply_tokens=MAX_REPLY_TOKENS):
         self.url = base_url.rstrip("/") + "/chat/completions"
@@ -77,7 +78,7 @@ class Client:
                                         on_reasoning or self.on_reasoning, wait))
         started = time.monotonic()
         try:
-            with requests.post(self.url, json=body, headers=headers, timeout=wait,
+            with self.post(self.url, json=body, headers=headers, timeout=wait,
                                stream=True) as response, \
                     HangUp(response, started + wait) as hang:
                 raw = read_body(response, started + wait, hang)
@@ -99,7 +100,7 @@ class Client:
             # stream=True: requests returns after the headers and we read the body line by line.
             # The timeout still applies to every read, so a server that goes silent is noticed;
             # HangUp bounds the whole reply, so one that trickles is too.
-            with requests.post(self.url, json=body, headers=headers, timeout=wait,
+            with self.post(self.url, json=body, headers=headers, timeout=wait,
                                stream=True) as response, \
                     HangUp(response, started + wait) as hang:
                 if response.status_code != 200:
@@ -144,6 +145,8 @@ class Client:
                 raise stopped from None
             # a broken connection is a cut stream, not an empty answer
             done, data_seen = False, True
+        if done:
+            drain(response)
         return self.stream_end(assembler, done, data_seen, stranger)
 
     def stream_end(self, assembler, done, data_seen, stranger):

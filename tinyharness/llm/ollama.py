@@ -54,8 +54,8 @@ from urllib.parse import urlsplit
 
 import requests
 
-from . import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, LLMError, bounded, clean,
-               context_overflow, error_detail, excerpt, explain_network_error, lines_until,
+from . import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, KeepAlive, LLMError, bounded, clean,
+               context_overflow, drain, error_detail, excerpt, explain_network_error, lines_until,
                overflow_message, read_body, stream_lines, stream_stopped)
 from .reply import with_calls
 from .stream import ThinkSplitter
@@ -86,21 +86,22 @@ def could_be_ollama(base_url):
             and parts.path.rstrip("/") in ("", "/v1"))
 
 
-def ollama_version(base_url, timeout=PROBE_TIMEOUT):
-    """Ollama's version string when the host answers GET /api/version like Ollama, else None."""
+def ollama_version(base_url, timeout=PROBE_TIMEOUT, http=requests):
+    """Ollama's version string when the host answers GET /api/version like Ollama, else None.
+    `http`: what sends the probe (a client's kept connection, llm.KeepAlive; else a new one)."""
     try:
-        response = requests.get(host_root(base_url) + "/api/version", timeout=timeout)
+        response = http.get(host_root(base_url) + "/api/version", timeout=timeout)
         version = response.json().get("version") if response.status_code == 200 else None
     except (requests.exceptions.RequestException, ValueError, AttributeError):
         return None
     return version if isinstance(version, str) else None
 
 
-def show_model(base_url, model, timeout=PROBE_TIMEOUT):
+def show_model(base_url, model, timeout=PROBE_TIMEOUT, http=requests):
     """The /api/show answer for a model (capabilities, model_info, parameters), or None."""
     try:
-        response = (requests.post(host_root(base_url) + "/api/show", json={"model": model},
-                                  timeout=timeout))
+        response = (http.post(host_root(base_url) + "/api/show", json={"model": model},
+                              timeout=timeout))
         shown = response.json() if response.status_code == 200 else None
     except (requests.exceptions.RequestException, ValueError):
         return None
@@ -118,11 +119,11 @@ def model_context_length(shown):
     return lengths[0] if lengths else None
 
 
-def props_window(base_url, timeout=PROBE_TIMEOUT):
+def props_window(base_url, timeout=PROBE_TIMEOUT, http=requests):
     """The context size a llama.cpp server runs with (GET /props,
     default_generation_settings.n_ctx), or None: other servers have no /props."""
     try:
-        response = requests.get(host_root(base_url) + "/props", timeout=timeout)
+        response = http.get(host_root(base_url) + "/props", timeout=timeout)
         props = response.json() if response.status_code == 200 else None
     except (requests.exceptions.RequestException, ValueError):
         return None
@@ -163,16 +164,17 @@ def capabilities(shown):
 
 # --- Choosing the dialect -------------------------------------------------------------------------
 
-def pick_api(api, base_url):
+def pick_api(api, base_url, http=requests):
     """'openai' or 'ollama' for --api auto|openai|ollama (auto asks the host once)."""
     if api != "auto":
         return api
-    return "ollama" if could_be_ollama(base_url) and ollama_version(base_url) else "openai"
+    native = could_be_ollama(base_url) and ollama_version(base_url, http=http)
+    return "ollama" if native else "openai"
 
 
-def default_window(base_url, model, fallback):
+def default_window(base_url, model, fallback, http=requests):
     """The model's own context length (capped), from /api/show; `fallback` when it does not say."""
-    length = model_context_length(show_model(base_url, model))
+    length = model_context_length(show_model(base_url, model, http=http))
     return min(length, OLLAMA_WINDOW_CAP) if length else fallback
 
 
@@ -183,13 +185,13 @@ def choose_dialect(args, client, fallback_window):
     native one, an OllamaClient takes over its settings (model, key, streaming, callbacks). Never
     raises: a server that does not answer here fails at the first model call with the door's
     clear message."""
-    api = pick_api(getattr(args, "api", "auto") or "auto", args.base_url)
+    api = pick_api(getattr(args, "api", "auto") or "auto", args.base_url, http=client)
     window = getattr(args, "context_window", None)
     if api == "openai":
         if getattr(args, "think", None) is not None:
             warn("[harness] --think/--no-think only work with Ollama's native API (--api ollama); "
                  "ignored.")
-        said = props_window(args.base_url) if could_be_ollama(args.base_url) else None
+        said = props_window(args.base_url, http=client) if could_be_ollama(args.base_url) else None
         if said and window and said < window:
             warn(f"[context] the server holds {said} tokens (llama.cpp /props n_ctx), less than "
                  f"--context-window {window}: planning with {said}.")
@@ -197,18 +199,18 @@ def choose_dialect(args, client, fallback_window):
             # the window in force from the first call (overflow.window_in_force)
             client.server_window = said
         return client, window or said or fallback_window
-    window = window or default_window(args.base_url, args.model, fallback_window)
+    window = window or default_window(args.base_url, args.model, fallback_window, http=client)
     native = OllamaClient(args.base_url, args.model, api_key=client.api_key, timeout=client.timeout,
                           stream=client.stream, on_text=client.on_text,
                           on_reasoning=client.on_reasoning,
                           max_reply_tokens=getattr(client, "max_reply_tokens", MAX_REPLY_TOKENS),
                           context_window=window, think=getattr(args, "think", None))
-    return native, window
+    return client.hand_over(native), window
 
 
 # --- The client -----------------------------------------------------------------------------------
 
-class OllamaClient:
+class OllamaClient(KeepAlive):
     """Same interface as llm.Client: chat() returns (canonical message, usage, finish_reason)."""
 
     dialect = "ollama"
@@ -231,7 +233,7 @@ class OllamaClient:
         # the whole reply, checked per line and enforced by HangUp
         deadline = time.monotonic() + limit
         try:
-            with requests.post(self.url, json=body, headers=headers, timeout=limit,
+            with self.post(self.url, json=body, headers=headers, timeout=limit,
                                stream=True) as response, \
                     HangUp(response, deadline) as hang:
                 if response.status_code != 200:
@@ -291,6 +293,8 @@ class OllamaClient:
                 if not line.strip():
                     continue
                 frame = self.parse_frame(line)
+                if frame.get("done"):
+                    drain(response)
                 yield frame
                 if frame.get("done"):
                     return

@@ -16,9 +16,13 @@ A reply is a string (the assistant's text) or a dict:
     content, reasoning, tool_calls=[{"name", "arguments": dict | str, "id"?}],
     finish_reason, usage (False: none), malformed_arguments   - what the "model" says
     status + body, delay, drop ("before" | "mid-body" | "mid-stream"),
-    raw (str or bytes, sent as a 200 body)              - faults of the serving layer
+    raw (str or bytes, sent as a 200 body),
+    close (answer, then close the connection)          - faults of the serving layer
     stream_error, index_zero, whole_tool_calls, no_index,
     repeat_fragments                                    - faults/quirks of streaming only
+
+Streams come in HTTP/1.1 chunks on a kept connection, as real servers send them;
+`srv.connections_opened` counts the connections clients opened.
 
 Realistic by default. Like OpenAI, vLLM and llama.cpp, a reply with tool calls and no text says
 `content: null` (not Ollama's ""), and like llama-cpp-python each call carries its `index` and

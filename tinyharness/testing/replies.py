@@ -23,7 +23,7 @@ import json
 
 REPLY_KEYS = frozenset({
     "content", "reasoning", "tool_calls", "finish_reason", "usage", "malformed_arguments",
-    "status", "body", "delay", "drop", "raw",
+    "status", "body", "delay", "drop", "raw", "close",
     "stream_error", "index_zero", "whole_tool_calls", "no_index", "repeat_fragments",
 })
 DROP_MODES = ("before", "mid-body", "mid-stream")

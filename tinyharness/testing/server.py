@@ -48,6 +48,7 @@ class _Handler(BaseHTTPRequestHandler):
     """One connection. Parses the request, asks the ScriptedServer for a reply, writes it."""
 
     protocol_version = "HTTP/1.1"   # keep-alive like a real server; we always send Content-Length
+    closing = False                 # this answer ends its connection (a reply's "close")
 
     def log_message(self, format, *args):
         pass                        # tests stay quiet: no "GET /v1/models 200" lines on stderr
@@ -69,6 +70,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if self.closing:                # {"close": true}: answer in full, then hang up
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.end_headers()
         self.wfile.write(data)
 
@@ -121,6 +125,7 @@ class _Handler(BaseHTTPRequestHandler):
         reply, prompt, cached_chars = owner._take_reply(body, self.headers)
         if isinstance(reply, str):                  # _take_reply explains why there is no reply
             return self.send_json(500, error_body(reply))
+        self.closing = bool(reply.get("close"))
         if reply.get("delay"):
             time.sleep(reply["delay"])
         if reply.get("drop") == "before":
@@ -193,19 +198,29 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def send_stream(self, events: list, cut: bool = False):
-        """Write server-sent events one by one. No Content-Length: the stream ends when we close."""
+        """Write server-sent events one by one, in HTTP/1.1 chunks on a connection kept open, as
+        Ollama, llama.cpp's server and vLLM do. A stream dropped mid-way has no chunking: it ends
+        when we close, about half of it sent and no [DONE]."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        if cut:                                     # drop mid-stream: about half, and no [DONE]
+        if cut:
+            self.send_header("Connection", "close")
+            self.close_connection = True
             events = events[: max(1, len(events) // 2)]
+        else:
+            self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
         for event in events:
             data = event if isinstance(event, str) else json_text(event)
-            self.wfile.write(f"data: {data}\n\n".encode("utf-8"))
+            self.write_piece(f"data: {data}\n\n".encode("utf-8"), chunked=not cut)
+        if not cut:
+            self.wfile.write(b"0\r\n\r\n")      # the last chunk: the answer is whole
             self.wfile.flush()
+
+    def write_piece(self, data: bytes, chunked: bool):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+        self.wfile.flush()
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -227,6 +242,8 @@ class _HTTPServer(ThreadingHTTPServer):
         """Remember open connections so stop() can close keep-alive ones too."""
         with self._connections_lock:
             (self._connections.add if is_open else self._connections.discard)(connection)
+            # how many the clients opened, for tests of connection reuse
+            self.owner.connections_opened = getattr(self.owner, "connections_opened", 0) + is_open
 
     def close_connections(self):
         with self._connections_lock:

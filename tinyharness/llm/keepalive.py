@@ -1,0 +1,60 @@
+"""One connection per client, kept open between turns.
+
+The problem. A bare `requests.post` opens a new TCP connection for every request: below a
+millisecond on localhost, but a TLS handshake per turn against a cloud API or an Ollama on another
+machine, and a run of 20 turns opened 23 connections (the probes at start included).
+
+The mechanism. Each client (llm.Client, llm.ollama.OllamaClient) holds one `requests.Session`, made
+at its first request (no work at import or construction); the probes at start (/props,
+/api/version, /api/show) ride it too, and a client that takes over from another (the native
+dialect) is handed it. A streamed answer is read to its very end (`drain`: the closing chunk after
+[DONE] or `done: true`), or the connection could not carry the next request.
+
+What it cannot do. A server that closes the connection (`Connection: close`, a restart, an idle
+timeout) costs a new one; a body left unread past `drain`'s cap, or cut by HangUp, is closed with
+its connection. One client is used by one thread at a time (the loop and its subagents take turns).
+"""
+import requests
+import urllib3
+
+
+class KeepAlive:
+    """The client's kept connection: a `requests.Session`, made at the first request. A connection
+    the server closed, or one a HangUp cut, is dropped from the pool and the next request opens
+    another. `close()` ends it."""
+
+    _session = None
+
+    def session(self):
+        if self._session is None:
+            self._session = requests.Session()
+        return self._session
+
+    def post(self, url, **kwargs):
+        return self.session().post(url, **kwargs)
+
+    def get(self, url, **kwargs):
+        """For the start's probes (llm/ollama.py), so they ride the run's one connection."""
+        return self.session().get(url, **kwargs)
+
+    def hand_over(self, other):
+        """Give this client's connection to the client that takes over from it (another dialect)."""
+        other._session, self._session = self._session, None
+        return other
+
+    def close(self):
+        session, self._session = self._session, None
+        if session is not None:
+            session.close()
+
+
+def drain(response, cap=65536):
+    """Read what a stream sends after its end ([DONE], or `done: true`): the closing chunk, so the
+    connection goes back to the client's pool for the next request (llm.KeepAlive). A server that
+    goes on past `cap` bytes loses the connection instead (closing an unfinished body closes it);
+    HangUp still bounds the time."""
+    try:
+        response.raw.read(cap)
+    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError,
+            ValueError):
+        pass  # the answer is whole already; at worst the next request opens a new connection
