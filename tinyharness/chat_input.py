@@ -1,9 +1,10 @@
 """Reading what the user types in `tinyharness chat`: lines from a terminal (with readline and a
 history kept in the data folder) or from a pipe, joined into messages by a trailing backslash or a
 \"\"\" block (see chat.py's docstring, "Input")."""
+import os
 import sys
 
-from .sessions import sessions_dir
+from .sessions import private_folder, sessions_dir
 
 PROMPT, MORE = "you> ", "...> "
 BLOCK = '"""'
@@ -59,8 +60,11 @@ def setup_readline():
         return None
     path = sessions_dir().parent / "chat_history"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(path.parent)
+        # what was typed is the conversation: 0600 before readline writes in it
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o600))
         if path.is_file():
+            os.chmod(path, 0o600)
             readline.read_history_file(path)
         readline.set_history_length(1000)
     except OSError:

@@ -14,24 +14,39 @@ the workspace folder with openat2 (sandbox/beneath.py): a write's folder follows
 all (RESOLVE_NO_SYMLINKS), a read's path no link leading out (RESOLVE_BENEATH). A path outside the
 workspace was named by the user: its folders are followed as the user wrote them, unless one of them
 leads into the workspace (where the model could have swapped what comes next). The file itself is
-never a link: a write lands in a new file in the same folder, renamed over the name (a crash leaves
-the old file or the new one, never half), and refuses a link, FIFO, socket or device at the name; a
-read opens with O_NOFOLLOW and O_NONBLOCK, takes only a regular file, and reads at most the cap it
-is given, saying so. Every refusal is one line (DoorError); the caller decides whether the run goes
-on.
+never a link: a write lands in a new file in the same folder, created 0600 whatever the umask (every
+file written here holds the conversation, and a second user of the machine must read none of it),
+renamed over the name (a crash leaves the old file or the new one, never half; the mode a file had
+before is not kept, so a name the model made 0666 opens nothing), and refuses a link, FIFO, socket
+or device at the name; a name with a NUL byte is refused in one line (os calls raise ValueError for
+it), and a name the harness makes may hold no control or bidi character and no byte that is not
+UTF-8 (it would show as another name in a listing); a read opens with O_NOFOLLOW and O_NONBLOCK,
+takes only a regular file, and reads at most the cap it is given, saying so. Every refusal is one
+line (DoorError); the caller decides whether the run goes on.
 
 What it cannot do. A path outside the workspace that the user reaches through a link of their own
 into the workspace is refused, not followed. Files the harness keeps in its own stores (sessions,
-trust) are the stores' business (sessions/writer.py). On Windows (no folder descriptors) the path is
-opened as it is, after the same checks of the name. It does not look inside what it reads.
+trust) are the stores' business (sessions/writer.py). A user who wants a report shared chmods it
+after the run (a file rewritten each turn becomes 0600 again). On Windows (no folder descriptors)
+the path is opened as it is, after the same checks of the name. It does not look inside what it
+reads.
 """
 import errno
 import os
+import re
 import secrets
 import stat
 import sys
 
 from .sandbox.beneath import BENEATH, open_beneath
+
+PRIVATE_FILE = 0o600  # every file written here holds the conversation
+# what no name the harness makes may hold: C0 and C1 controls, DEL, the bidi controls (a name that
+# reads backwards), lone surrogates (bytes that are not UTF-8)
+ODD = {"a control character": "[\x00-\x1f\x7f-\x9f]",
+       "a bidi control (it makes a name read backwards)":
+           "[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]",
+       "bytes that are not UTF-8": "[\ud800-\udfff]"}
 
 # bytes of INSTRUCTIONS.md (and AGENTS.md, CLAUDE.md) that reach the prompt
 CONFIG_CAP = 1024 * 1024  # bytes of a hooks file or server list: a page of JSON, never a megabyte
@@ -53,6 +68,20 @@ def refuse(path, why):
 
 def kind(mode):
     return KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def check_name(path, writing=True):
+    """Refuse (DoorError) a name with a NUL byte, which no file can have (os calls raise ValueError
+    for it); for a name the harness makes, also one with a control or bidi character or bytes that
+    are not UTF-8: it would show as something else in every listing."""
+    text = os.fspath(path)
+    text = text if isinstance(text, str) else os.fsdecode(text)
+    if "\0" in text:  # ascii(): the name shown with its odd characters as escapes
+        raise refuse(ascii(text), "holds a NUL byte, which no file name can hold")
+    for what, pattern in ODD.items() if writing else ():
+        if found := re.search(pattern, text):
+            raise refuse(ascii(text), f"holds {what}, {ascii(found.group())}: the harness makes "
+                                      "no file with such a name; choose a plain one")
 
 
 def inside(path, workspace):
@@ -94,7 +123,8 @@ def open_folder(path, workspace, shown):
 
 def write_bytes(path, data, workspace=None):
     """Write data to path (relative to the workspace, by default the current folder) by a new file
-    renamed over it; DoorError (or OSError) says why not."""
+    renamed over it, 0600; DoorError (or OSError) says why not."""
+    check_name(path)
     workspace = workspace or os.getcwd()
     if not BENEATH:  # Windows: no descriptors; the name is still never written through
         return replace(None, os.path.join(workspace, path), data, path)
@@ -122,16 +152,16 @@ def regular_or_none(folder, name, shown):
 
 
 def replace(folder, name, data, shown):
-    old = regular_or_none(folder, name, shown)
+    regular_or_none(folder, name, shown)
     temp = os.path.join(os.path.dirname(name), f".{secrets.token_hex(6)}.tinyharness.tmp")
     flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
              | getattr(os, "O_CLOEXEC", 0))
-    fd = os.open(temp, flags, 0o666, dir_fd=folder)  # the umask applies, as to any new file
+    # 0600 from its first byte, whatever the umask (which can only take bits away) and whatever mode
+    # the file it replaces had: the model may have made the name 0666 to have it shared
+    fd = os.open(temp, flags, PRIVATE_FILE, dir_fd=folder)
     try:
         with open(fd, "wb") as file:
             file.write(data)
-        if old:
-            os.chmod(temp, stat.S_IMODE(old.st_mode), dir_fd=folder)
         os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
         try:
@@ -146,6 +176,7 @@ def check_writable(path, workspace=None):
     way, no such folder, no permission); leaves nothing behind. What is at the name itself (a FIFO,
     a device) is refused by each write, so that a run goes on without the file, as when one is
     planted later."""
+    check_name(path)
     workspace = workspace or os.getcwd()
     if not BENEATH:
         return
@@ -163,6 +194,7 @@ def read_bytes(path, cap, workspace=None, tail=False):
     """(at most cap bytes of the regular file at path, its whole size): the first cap bytes, or the
     last with tail=True. A relative path is the workspace's. DoorError for a link leading out, a
     FIFO, a socket, a device or a folder."""
+    check_name(path, writing=False)
     workspace = workspace or os.getcwd()
     full = os.path.abspath(os.path.join(workspace, path))
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from ..console import warn
-from ..sessions.writer import sessions_dir
+from ..sessions.writer import private_folder, sessions_dir
 from .results import result_text, tool_problem
 
 PROTOCOL_VERSION = "2025-11-25"
@@ -63,7 +63,7 @@ class Log:
         self.path, self.size, self.full, self.lock = None, 0, False, threading.Lock()
         try:
             folder = Path(folder)
-            folder.mkdir(parents=True, exist_ok=True)
+            private_folder(folder)  # 0700: a server's stderr can quote the conversation
             prune(folder)
             self.path = folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{os.getpid()}.log"
             self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

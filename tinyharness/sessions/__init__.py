@@ -42,11 +42,11 @@ Where it lives. Writing (the format's header, opening, locking, appending) is se
 the checks on every field read back are sessions/checks.py; this module reads, repairs, resumes and
 lists sessions, and its names (and theirs) are importable from here.
 
-What it cannot do. The file holds everything the model saw, secrets included, in clear text in
-your home folder (0600, but unencrypted). A flush reaches the operating system, not the disk: a
-power cut (as opposed to a crash of the process) can still lose the last events; an fsync per line
-would cost a disk write per message. The policy's cuts are not events: a resumed session starts
-from the whole results and cuts them again the same way.
+What it cannot do. The file holds everything the model saw, secrets included, in clear text in your
+home folder (0600, in folders the harness makes 0700, but unencrypted). A flush reaches the
+operating system, not the disk: a power cut (as opposed to a crash of the process) can still lose
+the last events; an fsync per line would cost a disk write per message. The policy's cuts are not
+events: a resumed session starts from the whole results and cuts them again the same way.
 """
 import json
 import os
@@ -57,7 +57,7 @@ from ..console import printable
 from ..filedoor import write_text
 from .checks import event_problem, header_problem
 from .writer import (MESSAGE_TYPES, SessionError, SessionWriter, claim, json_line, open_regular,
-                     read_regular, sessions_dir)
+                     private_folder, read_regular, sessions_dir)
 
 UNANSWERED = ("ERROR: the session file holds no result for this call (the run ended, or the file "
               "was cut, before it was written); it may or may not have run.")

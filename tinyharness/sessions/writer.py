@@ -4,13 +4,14 @@ The problem. A conversation that lives only in memory dies with the process, and
 whole after every turn costs the whole history per write and can be left half-written by a crash.
 Two harnesses resuming the same session at once would interleave their events into nonsense.
 
-The mechanism. A SessionWriter opens (only) a regular file, takes an exclusive flock for its whole
-life (a second writer is refused with the process id of the first), writes the header line (FORMAT,
-VERSION) and then appends one line per event, flushed at once: a crash loses at most the line being
-written, and the file is always a valid prefix of the final one. `sync` appends the messages the
-loop added since the last call. A write that fails is said once on stderr; the run goes on.
-StreamWriter sends the same events to an open stream (run --json). The format itself is described
-in sessions/__init__.py, which reads these files back.
+The mechanism. A SessionWriter opens (only) a regular file, 0600 in a folder made 0700 whatever the
+umask (private_folder: the conversation is for its user only), takes an exclusive flock for its
+whole life (a second writer is refused with the process id of the first), writes the header line
+(FORMAT, VERSION) and then appends one line per event, flushed at once: a crash loses at most the
+line being written, and the file is always a valid prefix of the final one. `sync` appends the
+messages the loop added since the last call. A write that fails is said once on stderr; the run goes
+on. StreamWriter sends the same events to an open stream (run --json). The format itself is
+described in sessions/__init__.py, which reads these files back.
 
 What it cannot do. A flush reaches the operating system, not the disk (no fsync per line), so a
 power cut can still lose the last events; flock is advisory, so only writers that ask are kept out.
@@ -54,6 +55,25 @@ def sessions_dir():
     if not os.path.isabs(base):
         base = os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "tinyharness" / "sessions"
+
+
+def private_folder(path):
+    """Make the folder (and each missing one above it) 0700, whatever the umask, as the XDG base
+    directory rule asks of the data folder; a folder of the harness's own (its sessions, its logs)
+    that an earlier version left open to others is closed. Returns the path."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        parent = os.path.dirname(os.path.abspath(path))
+        if parent != os.path.abspath(path) and not os.path.isdir(parent):
+            private_folder(parent)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+    info = os.stat(path)
+    if info.st_mode & 0o077 and info.st_uid == getattr(os, "geteuid", lambda: info.st_uid)():
+        os.chmod(path, stat.S_IMODE(info.st_mode) & ~0o077)
+    return path
 
 
 def now():
@@ -142,7 +162,7 @@ class SessionWriter:
         self.err = err or sys.stderr
         self.failed = None       # why the file stopped being written, once it did
         if fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(self.path.parent)  # 0700, as the folders above it that it makes
             # 0600: everything the model saw
             fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             lock(fd, self.path)
