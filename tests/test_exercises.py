@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.ladder import ROOT, STAGES
-from tinyharness import course, exercises
+from tinyharness import course, exercises, hints
 
 
 @pytest.fixture(autouse=True)
@@ -89,11 +89,53 @@ def test_the_copy_differs_from_the_stage_only_in_the_hole_bodies(stage, tmp_path
     assert "check " + exercises.short_name(stage) + " --mine" in capsys.readouterr().out
 
 
+def body_lines(stage):
+    """The lines of the stage's exercise bodies long enough to be code a learner would copy."""
+    return [line.strip() for body in stage_bodies(stage).values() for line in body.splitlines()
+            if len(line.strip()) >= 16]
+
+
 @pytest.mark.parametrize("stage", STAGES)
-def test_every_hole_has_a_hint_in_the_readme(stage):
-    known = exercises.hints(stage_dir(stage))
-    for hole in exercises.find_holes(stage_dir(stage)):
-        assert hole.where in known, f"{stage}/README.md '## Your turn' has no '- `{hole.where}` ... Hint: ...'"
+def test_every_hole_has_three_hints_and_none_is_its_code(stage):
+    known = hints.load_hints(stage_dir(stage))
+    assert set(known) == {hole.where for hole in exercises.find_holes(stage_dir(stage))}, \
+        f"quizzes/hints/{stage}.json: one entry per exercise"
+    for where, steps in known.items():
+        assert len(steps) == 3 and all(len(step) > 40 for step in steps), where
+    written = " ".join(step for steps in known.values() for step in steps)
+    assert [line for line in body_lines(stage) if line in written] == []
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_readme_puts_your_turn_before_the_diff_and_points_to_the_hints_not_the_code(stage):
+    text = (stage_dir(stage) / "README.md").read_text(encoding="utf-8")
+    assert text.index("\n## Your turn\n") < text.index("\n## What changed\n"), \
+        f"{stage}/README.md: 'Your turn' comes before the diff step"
+    turn = text[text.index("\n## Your turn\n"):].split("\n## ", 2)[1]
+    assert f"tinyharness course hint {exercises.short_name(stage)}" in turn and "Hint:" not in turn
+    assert [line for line in body_lines(stage) if line in turn] == []
+
+
+def test_hints_come_in_steps_on_request(progress, capsys):
+    said = []
+    for _ in range(4):                                                 # 1, 2, 3, then 3 again
+        assert course.course_hint("m3", output=said.append) == 0
+    text = "\n".join(said)
+    steps = [line for line in said if line.startswith("Hint ")]
+    assert steps == ["Hint 1 of 3 for m3_hooks: the rule.", "Hint 2 of 3 for m3_hooks: the shape.",
+                     "Hint 3 of 3 for m3_hooks: the outline, not the code.",
+                     "Hint 3 of 3 for m3_hooks: the outline, not the code."]
+    first = text.split("Hint 2 of 3")[0]
+    assert "hooks.py:path_guard" in first and "loop.py:checked_run" in first
+    assert "Judge where the OS will really go" in first and "In: workspace" not in first
+    assert "Next: tinyharness course hint m3 (hint 2: the shape)" in first
+    assert "--solutions" in text.split("Hint 3 of 3")[1]
+    said.clear()
+    assert course.course_hint("m3", 1, output=said.append) == 0 and said[0] == "Hint 1 of 3 for m3_hooks: the rule."
+    assert course.course_hint("m3", 4, output=said.append) == 2
+    assert "hint 1, 2 or 3" in capsys.readouterr().err
+    said.clear()
+    assert course.course_hint("m4", output=said.append) == 0 and said[0].startswith("Hint 1 of 3")  # each stage its own
 
 
 def test_a_body_without_a_docstring_and_a_method_are_blanked_and_restored():
@@ -416,7 +458,8 @@ def test_a_wrong_solution_fails_and_the_report_names_the_behaviour(case, request
     if first:
         assert f"First failure: {behaviour}\n" in text, text
     assert "Still to write" not in text                                # everything is written, just wrong
-    assert "Hint (" in text and f"Run again: tinyharness course check {stage[:2]} --mine {copy}" in text
+    assert f"Stuck? tinyharness course hint {stage[:2]}" in text
+    assert f"Run again: tinyharness course check {stage[:2]} --mine {copy}" in text
 
 
 @pytest.mark.reruns_the_stage

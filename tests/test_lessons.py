@@ -1,13 +1,13 @@
 """Each stage README opens with its lesson and keeps the edge cases for later: the problem, how it
-works, try it, what changed; then Hardening (and Your turn); and it ends by pointing at the quiz and
-the next stage."""
+works, try it, your turn (before the diff step, so the exercise is tried before the code is read),
+what changed; then Hardening; and it ends by pointing at the quiz and the next stage."""
 import re
 
 import pytest
 
 from tests.ladder import ROOT, STAGES
 
-LESSON = ["The problem", "How it works", "Try it", "What changed", "Hardening"]
+LESSON = ["The problem", "How it works", "Try it", "Your turn", "What changed", "Hardening"]
 LESSON_WORDS = 750   # about a page of prose for the problem and the mechanism (code and tables aside)
 README_LINES = 150   # one sitting (COURSE.md, stage rule 6): long measurements live in NOTES.md or docs/
 
@@ -24,7 +24,7 @@ def headings(text):
 def test_the_lesson_comes_first_and_hardening_after(stage):
     found = headings(readme(stage))
     assert found[:len(LESSON)] == LESSON, f"{stage}/README.md: ## headings {found}"
-    assert set(found[len(LESSON):]) <= {"Your turn"}, f"{stage}/README.md: after Hardening only 'Your turn': {found}"
+    assert found[len(LESSON):] == [], f"{stage}/README.md: nothing after Hardening: {found}"
 
 
 @pytest.mark.parametrize("stage", STAGES)

@@ -436,6 +436,8 @@ def course_command(args):
         return course.course_workspace(args.name, args.dir, force=args.force)
     return course.course_check(args.stage, mine=args.mine, keyword=args.keyword)
 
+    if args.course_command == "hint":
+        return course.course_hint(args.stage, args.step)
 
 def script_path(name_or_path):
     """The script file for --script: a path, or the name of a bundled example script."""

@@ -1,5 +1,6 @@
-"""The learner's companion: `tinyharness course list|diff|files|quiz|start|check|workspace`, and
-`python -m tinyharness.course flatten mK`, a stage's whole lesson as one file (docs/m8-lesson.py).
+"""The learner's companion: `tinyharness course list|diff|files|quiz|start|hint|check|workspace`,
+and `python -m tinyharness.course flatten mK`, a stage's whole lesson as one file
+(docs/m8-lesson.py).
 
 These commands read the stage folders (m0_llm/, m1_loop/, ...) of a checkout of the repository,
 next to this package. Each function returns an exit code; cli.py wires them to the command line.
@@ -313,6 +314,16 @@ def course_start(stage: str, parent=None, force=False, root=None) -> int:
         return 2
     from . import exercises
     return exercises.start(folder, parent, force)
+
+
+def course_hint(stage: str, step: int | None = None, root=None, output=print) -> int:
+    """`course hint mK [N]`: the next hint step (or step N) for each of the stage's exercises."""
+    root = _checkout(root)
+    folder = root and _stage(stage, root)
+    if folder is None:
+        return 2
+    from . import hints
+    return hints.show(folder, step, output)
 
 
 def course_check(stage: str, root=None, mine=None, keyword: str | None = None) -> int:

@@ -43,7 +43,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"^[ \t]*# exercise\((m\d+)\): (.+?)\s*$")
 # a comment line right below a marker continues its sentence
 CONTINUED = re.compile(r"^[ \t]*# (?!exercise\()(.+?)\s*$")
-HINT = re.compile(r"^- `([\w./-]+\.py):([\w.]+)`.*?Hint: (.+)$")
 STAGE_DIR_ENV = "TINYHARNESS_STAGE_DIR"      # read by tests/ladder.py and tests/exercise_check.py
 REPORT_ENV = "TINYHARNESS_EXERCISE_REPORT"   # where tests/exercise_check.py writes the results
 PLUGIN = "tests.exercise_check"
@@ -204,18 +203,6 @@ def write_exercise(stage_dir: Path, target: Path) -> list[Hole]:
     return holes
 
 
-def hints(stage_dir: Path) -> dict[str, str]:
-    """'file.py:name' -> the hint, from the README's '## Your turn' bullets."""
-    readme = stage_dir / "README.md"
-    text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
-    section = re.search(r"^## Your turn\s*$(.*?)(?=^## |\Z)", text, re.M | re.S)
-    found = {}
-    for line in (section[1] if section else "").splitlines():
-        if m := HINT.match(line.strip()):
-            found[f"{m[1]}:{m[2]}"] = m[3].strip()
-    return found
-
-
 def start(stage_dir: Path, parent, force=False, output=print) -> int:
     """`course start`: write the learner's copy of the stage into parent/<stage folder name>."""
     target = Path(parent or ".") / stage_dir.name
@@ -239,8 +226,8 @@ def start(stage_dir: Path, parent, force=False, output=print) -> int:
     for hole in holes:
         output(f"  {target / hole.file}:{hole.line}  {hole.name}")
         output(f"      {hole.task}")
-    output(f"\nThe README's 'Your turn' ({stage_dir.name}/README.md) has a hint for each. When you "
-           "think they work:")
+    output(f"\nStuck? `tinyharness course hint {short_name(stage_dir.name)}` gives a hint in three "
+           "steps: the rule, the shape, the outline. When you think your code works:")
     output(f"  tinyharness course check {short_name(stage_dir.name)} --mine "
            f"{shlex.quote(str(target))}")
     return 0
@@ -369,14 +356,11 @@ def report(stage_dir: Path, copy: Path, shown_as: str, holes: list[Hole], result
 
 
 def show_what_is_left(stage_dir: Path, copy: Path, holes: list[Hole], output) -> None:
-    """After a failure: the functions still to write, and the README's hint for each."""
+    """After a failure: the functions still to write, and where the hints are."""
     todo = still_to_write(copy, holes)
     output("\nStill to write: " + ", ".join(h.where for h in todo) if todo else "")
-    known = hints(stage_dir)
-    for hole in todo or holes:
-        if hole.where in known:
-            output(textwrap.fill(f"Hint ({hole.where}): {known[hole.where]}", 100,
-                                 subsequent_indent="  "))
+    output(f"Stuck? tinyharness course hint {short_name(stage_dir.name)} gives the hints in steps: "
+           "the rule, the shape, the outline.")
 
 
 def check(stage_dir: Path, mine, root: Path = ROOT, output=print, first_failure=False) -> int:

@@ -230,7 +230,7 @@ def add_eval_and_doctor_parsers(sub, command):
 
 def add_course_parser(sub, command):
     course = sub.add_parser("course", help="the learner's companion: list, diff, files, quiz, "
-                                           "start, check, workspace",
+                                           "start, hint, check, workspace",
                             description="Follow the course: see your progress, diff two stages, "
                                         "take a quiz, write a stage's key functions yourself, run "
                                         "a stage's tests, copy a fresh example workspace for a "
@@ -238,6 +238,7 @@ def add_course_parser(sub, command):
     course_sub = course.add_subparsers(dest="course_command", metavar="ACTION", required=True)
     add_course_reading(course_sub)
     add_course_practice(course_sub)
+    add_course_hint(course_sub)
 
 
 def add_course_reading(course_sub):
@@ -274,6 +275,17 @@ def add_course_reading(course_sub):
                                              "attempt is recorded; `course list` shows your best "
                                              "score.")
     quiz.add_argument("stage", help="a stage, e.g. m1")
+
+
+def add_course_hint(course_sub):
+    """hint: the exercise's hints, one step at a time."""
+    hint = course_sub.add_parser(
+        "hint", help="a hint for a stage's exercise, in three steps",
+        description="A hint for each function of a stage's exercise, one step at a time: 1 the "
+                    "rule, in words; 2 the shape (names, inputs, outputs); 3 an outline, not the "
+                    "code. Without N, the next step you have not seen.")
+    hint.add_argument("stage", help="a stage, e.g. m3")
+    hint.add_argument("step", metavar="N", nargs="?", type=int, help="the step: 1, 2 or 3")
 
 
 def add_course_practice(course_sub):
