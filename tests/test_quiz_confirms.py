@@ -23,22 +23,17 @@ EVIDENCE = {
     ("m0_llm", 3): ["Could not connect to the model server at http://127.0.0.1:9/v1", "`ollama serve`", "exit 1"],
     ("m1_loop", 1): ["Stopped: reached --max-turns 3. The task is NOT confirmed complete.", "exit 3"],
     ("m1_loop", 3): ["error: KeyError: 'shell'", "I created it and saved the note", "exit 0"],
-    ("m2_tools", 1): ["ERROR: cannot write scratch/notes.txt: the folder scratch does not exist",
-                      "Testing budget: 300 KM (2 Nov)."],
     ("m2_tools", 2): ["m1: ''", "m2: 'OK: empty.txt is empty (0 characters)'"],
     ("m2_tools", 3): ["ERROR: timed out after 2 s", "The loop never ended", "exit 0"],
     ("m5_context", 1): ['tool [cut by the harness: read_file("meeting-2026-11-02.md") returned 291 characters',
                         'assistant  {"text": "Testing budget: 300 KM (meeting-2026-11-02.md, 2 Nov)."}',
                         "\nTesting budget: 300 KM (meeting-2026-11-02.md, 2 Nov).\n"],
-    ("m5_context", 2): ['[cut by the harness: read_file("ideas.md") returned 225 characters'],
     ("m6_verify", 2): ["OK: wrote 52 characters to area.py\n\n[harness] area.py was written, but Python cannot "
                        "compile it:", 'File "area.py", line 2'],
-    ("m7_eval", 1): ["| liar | 0/10 | 0% |", "| 10 |"],
     ("m7_eval", 2): ["| model | passed | pass rate | easy | hard |", "| competent | 10/10 | 100% | 5/5 | 5/5 |",
                      "| clumsy | 5/10 | 50% | 4/5 | 1/5 |"],
     ("m7_eval", 3): ["clumsy hook/hard #1: FAIL - changes.md was not written  (claimed success)"],
-    ("m8_vision", 2): ["I cannot see any image.", "The image probably never reached the model"],
-    ("m8_vision", 3): ["left: red, right: blue", "prompt_tokens=1108 ", "I cannot see any image.", "prompt_tokens=724 "],
+    ("m8_vision", 1): ["about what its text alone costs", "The image probably never reached the model"],
 }
 
 

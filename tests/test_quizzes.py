@@ -106,6 +106,42 @@ def test_always_picking_the_longest_or_the_shortest_option_scores_at_most_one(st
                             f"{right}/3 on shuffle {seed}: make a right option neither, or another wrong one so")
 
 
+COPIED_WORDS = 6  # a run of words this long, the same in an option and the README, is copied text
+
+
+def words(text):
+    """The words of a text, lower-cased: whitespace, punctuation and Markdown's backticks do not count."""
+    return re.findall(r"\w+(?:['.]\w+)*", text.lower())
+
+
+def copied_from(option, readme):
+    """The runs of COPIED_WORDS or more words of an option that stand word for word in the README."""
+    found, option_words, text = [], words(option), f" {' '.join(words(readme))} "
+    for start in range(len(option_words) - COPIED_WORDS + 1):
+        run = " ".join(option_words[start:start + COPIED_WORDS])
+        if f" {run} " in text:
+            found.append(run)
+    return found
+
+
+def test_copied_from_finds_a_sentence_of_the_readme_whatever_its_case_and_spacing():
+    readme = "The budget is checked *between* turns.\nA call that never returns\n never ends its turn."
+    assert copied_from("Because a call that   NEVER returns never ends", readme)
+    assert copied_from("The budget is checked between `turns`", readme)
+    assert not copied_from("A call that never returns is ended", readme + " A call that never")
+    assert not copied_from("The budget is checked", readme)      # five words: a phrase, not a sentence
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
+def test_no_option_repeats_a_sentence_of_the_readme(stage):
+    # An option the learner can match against the lesson's own words (or the output its Try-it
+    # printed) asks for recognition, not understanding: say it in other words.
+    readme = (stage / "README.md").read_text(encoding="utf-8")
+    copied = [f"question {q.number} {letter}) {run!r}" for q in QUIZZES[stage.name]
+              for letter, option in q.options.items() for run in copied_from(option, readme)]
+    assert not copied, "options that repeat the README word for word:\n" + "\n".join(copied)
+
+
 # --- every code reference resolves ------------------------------------------------------------
 
 NOT_OURS = {  # fields of the chat-completions format, an environment variable, the standard library,
