@@ -45,3 +45,37 @@ def test_the_ollama_dialect_keeps_its_connection_too(tmp_path):
     # the probe at start (/api/show) and the native chat share the one connection
     assert any(r.get("messages") for r in server.requests), "the native chat was never sent"
     assert server.connections_opened == 1, f"{server.connections_opened} connections"
+
+
+def a_closed_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "all_proxy"])
+def test_a_dead_proxy_is_named_not_blamed_on_the_model_server(tmp_path, variable):
+    # a user's HTTP_PROXY that no longer answers: the error must name the proxy and where it came
+    # from, never its password, and say how to go direct - not "is the model server running?"
+    port = a_closed_port()
+    with ScriptedServer(script=["Hello."]) as server:
+        result = run_stage("tinyharness", tmp_path, "--base-url", server.base_url, "--api", "openai",
+                           "--no-session", "say hello",
+                           env={variable: f"http://alice:s3cret@127.0.0.1:{port}", "NO_PROXY": "",
+                                "no_proxy": ""})
+    assert result.returncode == 1, result.stderr
+    assert not server.requests, "the request should have gone to the proxy"
+    assert f"the proxy http://alice:***@127.0.0.1:{port} (from {variable})" in result.stderr
+    assert "NO_PROXY=127.0.0.1" in result.stderr and "s3cret" not in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_no_proxy_lets_the_request_go_direct(tmp_path):
+    with ScriptedServer(script=["Hello."]) as server:
+        result = run_stage("tinyharness", tmp_path, "--base-url", server.base_url, "--api", "openai",
+                           "--no-session", "say hello",
+                           env={"HTTP_PROXY": f"http://127.0.0.1:{a_closed_port()}",
+                                "NO_PROXY": "127.0.0.1"})
+    assert result.returncode == 0, result.stderr
+    assert len(server.requests) == 1

@@ -35,12 +35,15 @@ def assert_clean(screen, expect_visible=True):
         assert all(v in text for v in VISIBLE), text[-800:]
 
 
-def run_on_pty(args, cwd, data_home, answers=b"", timeout=60):
-    """(exit status, every byte the terminal received) of `tinyharness ARGS` with a pty as its terminal."""
+def run_on_pty(args, cwd, data_home, answers=b"", timeout=60, env=None):
+    """(exit status, every byte the terminal received) of `tinyharness ARGS` with a pty as its terminal;
+    `env`: variables set (a value of None: removed) over the test's own."""
     master, slave = os.openpty()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
-    env.update(PYTHONPATH=str(ROOT), XDG_DATA_HOME=str(data_home), XDG_CONFIG_HOME=str(Path(data_home) / "config"),
-               HOME=str(data_home), TERM="dumb", PYTHONIOENCODING="utf-8")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_") and k != "NO_COLOR"}
+    base.update(PYTHONPATH=str(ROOT), XDG_DATA_HOME=str(data_home), XDG_CONFIG_HOME=str(Path(data_home) / "config"),
+                HOME=str(data_home), TERM="dumb", PYTHONIOENCODING="utf-8")
+    base.update(env or {})
+    env = {k: v for k, v in base.items() if v is not None}
     process = subprocess.Popen([sys.executable, "-m", "tinyharness", *args], cwd=cwd, stdin=slave, stdout=slave,
                                stderr=slave, env=env, start_new_session=True)
     os.close(slave)

@@ -16,11 +16,16 @@ itself goes through it: answers, streamed pieces, error lines, session listings,
 `StreamPrinter` shows a streamed answer as it arrives, through the same function: the answer's text
 as it is, the model's reasoning dimmed on a terminal and left out in a pipe, each starting a line.
 
+Colour is the harness's own and only on a terminal that wants it: `colour_on(out)` is false in a
+pipe, with `NO_COLOR` set to anything (no-color.org) and with `TERM=dumb`; there the reasoning of a
+streamed answer is marked `(thinking)` in plain letters instead of dimmed.
+
 What it cannot do. It does not judge what a visible text says: a server can still print "All good"
 in plain letters. The harness's own styling (the dim of streamed reasoning) is written beside the
 cleaned text, never inside it. A streamed piece is cleaned on its own, so an escape split across
 two pieces is made visible as two halves, each harmless.
 """
+import os
 import re
 import sys
 
@@ -39,6 +44,13 @@ def printable(text):
     return UNSAFE.sub(escape, "" if text is None else str(text))
 
 
+def colour_on(out):
+    """Whether the harness may colour what it writes to `out`: a terminal, no NO_COLOR, no
+    TERM=dumb."""
+    return (getattr(out, "isatty", lambda: False)() and not os.environ.get("NO_COLOR")
+            and os.environ.get("TERM") != "dumb")
+
+
 def say(*parts, file=None, flush=True):
     """print() for text that came from outside: each part made printable first."""
     print(*(printable(p) for p in parts), file=file or sys.stdout, flush=flush)
@@ -54,7 +66,8 @@ class StreamPrinter:
     hidden in a pipe (it is the model thinking aloud, never the answer)."""
 
     def __init__(self, out):
-        self.out, self.dim = out, out.isatty()
+        # on a terminal the reasoning is shown: dimmed where colour is on, else marked in words
+        self.out, self.dim, self.colour = out, out.isatty(), colour_on(out)
         self.open_line, self.kind, self.since_tool = False, None, ""
 
     def write(self, text, kind, style=""):
@@ -69,8 +82,11 @@ class StreamPrinter:
         self.write(printable(piece), "text")
 
     def reasoning(self, piece):
-        if self.dim:
+        if self.dim and self.colour:
             self.write(printable(piece), "reasoning", style="\x1b[2m")   # ANSI dim
+        elif self.dim:
+            marker = "" if self.kind == "reasoning" else "(thinking) "
+            self.write(marker + printable(piece), "reasoning")
 
     def end_line(self):
         if self.open_line:

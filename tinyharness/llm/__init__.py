@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .keepalive import KeepAlive, drain
+from .keepalive import KeepAlive, drain, proxy_in_the_way
 from .reply import canonical_message, clean, clean_usage, parse_json
 from .stream import Assembler, sse_items, strip_think
 
@@ -335,6 +335,11 @@ def explain_network_error(error, url, timeout, budget=False):
         return (f"The model server at {url} did not finish its answer within the {timeout:g} s "
                 "left of the run's time limit (--max-seconds). Give the run more time, or ask for "
                 "less at once.")
+    proxy = proxy_in_the_way(url)
+    if proxy and isinstance(error, requests.exceptions.ProxyError):
+        return (f"Could not reach the model server at {url} through {proxy}: the proxy did not "
+                f"answer or refused the connection ({excerpt(text, 160)}). Check the proxy, or "
+                f"let requests to this host go direct: NO_PROXY={urlsplit(url).hostname}.")
     if isinstance(error, requests.exceptions.Timeout):
         return (f"The model server at {url} did not answer within {timeout:g} s. "
                 "A large model may still be loading; try again, or try a smaller model.")
@@ -353,9 +358,10 @@ def explain_network_error(error, url, timeout, budget=False):
         return (f"The host name '{urlsplit(url).hostname}' in {url} could not be resolved (no such "
                 "name in DNS). Check the spelling of --base-url (or TINYHARNESS_BASE_URL), e.g. "
                 "http://localhost:11434/v1.")
-    return (f"Could not connect to the model server at {url}. Is it running? For Ollama, start it "
-            "with `ollama serve`; for another server, pass --base-url or set "
-            "TINYHARNESS_BASE_URL.")
+    return (f"Could not connect to the model server at {url}"
+            + (f" (the request went through {proxy})" if proxy else "") +
+            ". Is it running? For Ollama, start it with `ollama serve`; for another server, pass "
+            "--base-url or set TINYHARNESS_BASE_URL.")
 
 
 def status_error(status, raw, url, model):

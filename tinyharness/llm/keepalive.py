@@ -10,10 +10,17 @@ at its first request (no work at import or construction); the probes at start (/
 dialect) is handed it. A streamed answer is read to its very end (`drain`: the closing chunk after
 [DONE] or `done: true`), or the connection could not carry the next request.
 
+A request goes through the proxy the user's environment names (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY,
+less NO_PROXY), as every `requests` program's does; `proxy_in_the_way` names it, so that a dead
+proxy is not reported as a dead model server.
+
 What it cannot do. A server that closes the connection (`Connection: close`, a restart, an idle
 timeout) costs a new one; a body left unread past `drain`'s cap, or cut by HangUp, is closed with
 its connection. One client is used by one thread at a time (the loop and its subagents take turns).
 """
+import os
+from urllib.parse import urlsplit, urlunsplit
+
 import requests
 import urllib3
 
@@ -58,3 +65,29 @@ def drain(response, cap=65536):
     except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError,
             ValueError):
         pass  # the answer is whole already; at worst the next request opens a new connection
+
+
+def proxy_in_the_way(url):
+    """'the proxy http://host:port (from HTTP_PROXY)' when a request to `url` goes through one,
+    else None. The password in a proxy URL is never shown."""
+    try:
+        proxies = requests.utils.get_environ_proxies(url)
+    except (ValueError, OSError):
+        return None
+    scheme = urlsplit(url).scheme
+    proxy = proxies.get(scheme) or proxies.get("all")
+    if not proxy:
+        return None
+    names = (f"{scheme}_proxy", "all_proxy")
+    source = next((n for name in names for n in (name, name.upper()) if os.environ.get(n) == proxy),
+                  "the environment")
+    return f"the proxy {without_password(proxy)} (from {source})"
+
+
+def without_password(proxy):
+    parts = urlsplit(proxy if "://" in proxy else "http://" + proxy)
+    host = parts.hostname or "?"
+    host = f"[{host}]" if ":" in host else host
+    netloc = (f"{parts.username}:***@" if parts.password else "") + host + \
+        (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
