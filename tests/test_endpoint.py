@@ -25,8 +25,8 @@ def test_the_order_is_tinyharness_then_openai_then_ollama_host():
     del env["OPENAI_BASE_URL"]
     assert base_url_from_env("d", env) == ("http://h:1/v1", "OLLAMA_HOST")
     assert base_url_from_env("d", {}) == ("d", "default")
-    assert api_key({"OPENAI_API_KEY": "o", "TINYHARNESS_API_KEY": "t"}) == "t"
-    assert api_key({"OPENAI_API_KEY": "o"}) == "o" and api_key({}) is None
+    assert api_key("--base-url", {"OPENAI_API_KEY": "o", "TINYHARNESS_API_KEY": "t"}) == "t"
+    assert api_key("--base-url", {"OPENAI_API_KEY": "o"}) == "o" and api_key("--base-url", {}) is None
 
 
 def test_openai_base_url_and_key_reach_the_server(tmp_path):

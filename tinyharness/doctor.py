@@ -10,6 +10,10 @@ The mechanism. Ask the server the questions a run depends on, each answered on o
 `OK`, `WARN` (a run works, with a limit worth knowing) or `FAIL` (a run will not work), with the fix
 (`SKIP` for a probe not sent because the server is still busy with the one before):
 
+    endpoint    the base URL and where it came from (the flag, which variable, the default)
+    key         which key goes to that host as a Bearer token, by its variable's name (never its
+                value), or that none does and why (OPENAI_API_KEY goes only to an endpoint from
+                --base-url or OPENAI_BASE_URL: endpoint.py)
     server      who answers at the base URL: Ollama (/api/version), llama.cpp (/props), vLLM
                 (/version), or another OpenAI-compatible server (/v1/models owned_by, the Server
                 header)
@@ -47,7 +51,7 @@ import requests
 from .console import printable  # a server's error text is printed in the FAIL lines
 from .context import CONTEXT_WINDOW
 from .doctor_model import check_capabilities, check_context
-from .endpoint import ENDPOINT_ORDER, add_base_url_flag, api_key
+from .endpoint import ENDPOINT_ORDER, add_base_url_flag, api_key, key_said
 from .flags import base_url_problem
 from .llm import DEFAULT_MODEL, Client, LLMError
 from .llm.ollama import (API_CHOICES, choose_dialect, could_be_ollama, host_root, ollama_version,
@@ -287,7 +291,7 @@ def loaded_context(args):
 def make_client(args, api, stream, reply_tokens):
     """The client a run would build, for the probes, with the reply capped: a model that does not
     stop must not keep the server busy for minutes (and every later probe waiting behind it)."""
-    client = Client(args.base_url, args.model, api_key=api_key(),
+    client = Client(args.base_url, args.model, api_key=api_key(source_of(args)),
                     timeout=args.timeout, stream=stream, max_reply_tokens=reply_tokens)
     run_args = SimpleNamespace(api=api, base_url=args.base_url, model=args.model,
                                context_window=args.context_window, think=None)
@@ -407,8 +411,9 @@ def check_round_trip(report, seconds):
 def diagnose(args, out=None):
     """Run every check in order; return the exit code (0: a run can work, 1: it cannot)."""
     report = Report(out)
-    report.line("INFO", "endpoint", f"{args.base_url} (from "
-                f"{getattr(args, 'base_url_source', '--base-url')}; the order: {ENDPOINT_ORDER}).")
+    report.line("INFO", "endpoint", f"{args.base_url} (from {source_of(args)}; the order: "
+                f"{ENDPOINT_ORDER}).")
+    report.line("INFO", "key", key_said(source_of(args), args.base_url))
     found = check_server(report, args)
     if found is None:
         return verdict(report)
@@ -431,6 +436,11 @@ def diagnose(args, out=None):
     streamed = probe_stream(report, args, api)
     check_round_trip(report, seconds if seconds is not None else streamed)
     return verdict(report)
+
+
+def source_of(args):
+    """Where the endpoint came from: the flag, "env OLLAMA_HOST"..., "default"."""
+    return getattr(args, "base_url_source", "--base-url")
 
 
 def verdict(report):

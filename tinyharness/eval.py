@@ -123,11 +123,15 @@ def harness_command(harness, job, max_turns):
                       "--transcript", str(job.transcript), *job.harness_args, job.prompt]
 
 
-def subprocess_runner(harness, max_turns, timeout):
+def subprocess_runner(harness, max_turns, timeout, keyed_url=None):
     """The real runner: the harness as a subprocess in the workspace, killed after `timeout`
-    seconds."""
+    seconds. A run gets its endpoint as --base-url, so OPENAI_API_KEY is left out of its
+    environment unless its endpoint is keyed_url (the eval's own --base-url, or OPENAI_BASE_URL's:
+    endpoint.py)."""
     def run(job):
         env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+        if job.base_url != keyed_url:
+            env.pop("OPENAI_API_KEY", None)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
         # the run's session stays with the run
         env["XDG_DATA_HOME"] = str(Path(job.workspace).parent / "data")
@@ -340,6 +344,12 @@ def model_endpoints(models, base_url):
         yield {m: local if m in scripted else default for m in models}
 
 
+def keyed_url(base_url):
+    """The endpoint OPENAI_API_KEY may go to: --base-url, else OPENAI_BASE_URL's, else none."""
+    url, source = base_url_from_env(DEFAULT_BASE_URL)
+    return base_url or (url if source == "OPENAI_BASE_URL" else None)
+
+
 def check_reachable(url):
     """Fail early, with one clear sentence, when nothing listens at a model server's address."""
     import requests
@@ -360,7 +370,8 @@ def main(argv=None, runner=None, prog="python -m tinyharness.eval"):
     except SystemExit as e:                       # argparse: 2 for a usage error, 0 for --help
         return e.code if isinstance(e.code, int) else 2
     tasks = select(args.task_names, args.tier)
-    runner = runner or subprocess_runner(args.harness, args.max_turns, args.timeout)
+    runner = runner or subprocess_runner(args.harness, args.max_turns, args.timeout,
+                                         keyed_url(args.base_url))
     # a reason can quote a server
     say = lambda text: print(printable(text), file=sys.stderr, flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="tinyharness-eval-"))
