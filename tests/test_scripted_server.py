@@ -388,3 +388,54 @@ def test_cli_serves_the_script_until_interrupted(tmp_path):
             proc.wait(timeout=30)
         proc.stdout.close()
         proc.stderr.close()
+
+
+# --- Ollama's silent cut: truncate=True ---------------------------------------------------------
+
+def long_history(turns=6, size=2000):
+    messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Task: the budget."}]
+    for i in range(turns):
+        messages += [{"role": "assistant", "content": "", "tool_calls": [
+                         {"id": f"call_{i + 1}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
+                     {"role": "tool", "tool_call_id": f"call_{i + 1}", "content": f"file {i}: " + "x" * size}]
+    return messages
+
+
+def test_truncate_drops_the_oldest_messages_answers_200_and_reports_the_smaller_count():
+    messages = long_history()
+    whole = estimate_tokens(json.dumps(messages, ensure_ascii=False) + "null")
+    seen = []
+    with ScriptedServer(policy=lambda body, i: seen.append(body["messages"]) or "ok", context_window=2000,
+                        truncate=True) as srv:
+        response = chat(srv, messages)
+    assert response.status_code == 200 and whole > 2000
+    usage = response.json()["usage"]
+    assert usage["prompt_tokens"] <= 2000 < whole                       # the smaller count, no error
+    kept = seen[0]
+    assert kept[0] == messages[0] and kept[-1] == messages[-1]          # the system prompt and the last message stay
+    assert "Task: the budget." not in json.dumps(kept)                  # the task went first
+    assert kept == [messages[0]] + messages[len(messages) - len(kept) + 1:]
+    assert srv.truncated == [(0, len(messages) - len(kept))] and srv.requests[0]["messages"] == messages
+
+
+def test_without_truncate_the_window_is_still_the_400_of_llama_cpp_python():
+    with ScriptedServer(policy=lambda body, i: "ok", context_window=2000) as srv:
+        response = chat(srv, long_history())
+    assert response.status_code == 400 and "maximum context length is 2000" in response.text
+
+
+def test_a_reaction_can_depend_on_what_the_prompt_still_holds():
+    remembers = {"react": [{"if_prompt_contains": "Task: the budget.", "reply": "300 KM"},
+                           {"reply": "what budget?"}]}
+    with ScriptedServer([remembers, remembers], context_window=2000, truncate=True) as srv:
+        first = chat(srv, long_history(turns=1)).json()["choices"][0]["message"]["content"]
+        second = chat(srv, long_history()).json()["choices"][0]["message"]["content"]
+    assert (first, second) == ("300 KM", "what budget?")
+    with pytest.raises(ValueError, match="if_prompt_contains"):
+        ScriptedServer([{"react": [{"if_prompt_contains": 3, "reply": "x"}]}])
+
+
+def test_cli_truncate_needs_a_window(capsys):
+    with pytest.raises(SystemExit):
+        main(["--script", str(ROOT / "examples/notes.script.json"), "--truncate"])
+    assert "--truncate needs --context-window" in capsys.readouterr().err

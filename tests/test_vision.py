@@ -502,3 +502,26 @@ def test_arrival_check_catches_a_right_answer_by_guessing(drop):
     assert answer["choices"][0]["message"]["content"] == "left: red, right: blue"   # right either way
     warning = vision.arrival_check(answer["usage"]["prompt_tokens"], text_only)
     assert (warning is not None) == drop
+
+
+def test_a_guessing_vision_model_names_the_colours_of_a_file_name_or_the_usual_pair():
+    from tinyharness.testing.images import vision_policy as policy
+    guess = policy(guess=True)
+    ask = lambda text: guess({"messages": [{"role": "user", "content": text}]}, 0)
+    assert ask("What colour is each half of the image?") == "left: red, right: blue"
+    assert ask("What colour is each half of blue-red.png?") == "left: blue, right: red"
+    assert policy()({"messages": [{"role": "user", "content": "blue-red.png?"}]}, 0) == "I cannot see any image."
+
+
+def test_a_looking_vision_model_asks_for_a_named_picture_then_answers_from_its_pixels():
+    from tinyharness.testing.images import vision_policy as policy
+    from tinyharness.vision import image_part
+    look = policy(look=True)
+    task = {"role": "user", "content": "What colour is each half of blue-red.png?"}
+    call = look({"messages": [task]}, 0)
+    assert call["tool_calls"] == [{"name": "view_image", "arguments": {"path": "blue-red.png"}}]
+    picture = {"role": "user", "content": [{"type": "text", "text": "blue-red.png:"},
+                                           image_part("image/png", split_png("blue", "red"))]}
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "OK: loaded blue-red.png"}
+    assert look({"messages": [task, {"role": "assistant", "content": ""}, result, picture]}, 1) == "left: blue, right: red"
+    assert look({"messages": [task, {"role": "assistant", "content": ""}, result]}, 1) == "I cannot see any image."

@@ -39,6 +39,11 @@ prompt of N tokens or more (the estimate below) is answered with a 400 that name
 (`context_length_exceeded`) when unstreamed, and with an empty 200 event stream when streamed;
 `srv.overflows` lists the indexes of those requests (they take no reply from the script). With
 `announce_window=True` the server also says its window up front, as llama.cpp's `GET /props` does.
+`truncate=True` plays Ollama instead, whose /v1 cannot be told its window and never refuses: past
+it the oldest messages are dropped (the system prompt kept, the last message always kept: the task
+goes first), the "model" sees only what is left, the answer is a 200 and `prompt_tokens` the smaller
+count; `srv.truncated` lists (request index, messages dropped). A reactive reply's
+`if_prompt_contains` then tells whether a fact is still in what the model sees.
 
 Tool-call ids are written by the server (`call_1`, `call_2`, ... over the server's life), not by
 the script: in real deployments the serving layer assigns them, and the model never sees them
@@ -57,8 +62,11 @@ digest of the image (so the cache simulation notices a changed image); an image 
 without image parts are counted exactly as before. `ScriptedServer(drop_images=True)` imitates
 a server that silently ignores images (Ollama with gemma4 e2b/e4b): the request is recorded as
 sent, but tokens and the policy see it without its image parts. `vision_policy()` plays a vision
-model that names the colours of the left and right halves of a PNG; `make_png`, `tiny_png` and
-`read_png_pixels` make and read the simple PNGs it understands.
+model that names the colours of the left and right halves of a PNG (with `look=True` it first calls
+view_image for an image file the task names; with `guess=True`, given no picture, it guesses right
+from a file name like blue-red.png, or names red and blue, as a model that never got the image
+did in the source article); `make_png`, `tiny_png` and `read_png_pixels` make and read the simple
+PNGs it understands.
 
 Simulated prefix cache. llama.cpp and Ollama keep the KV cache of the previous request and only
 recompute the prompt from the first token that changed. We imitate that:
@@ -116,6 +124,14 @@ def build_parser():
     parser.add_argument("--context-window", type=int, metavar="TOKENS",
                         help="overflow like llama-cpp-python past this many prompt tokens: HTTP "
                              "400 with both numbers unstreamed, an empty 200 stream streamed")
+    parser.add_argument("--truncate", action="store_true",
+                        help="with --context-window: cut like Ollama instead, silently: drop the "
+                             "oldest messages (the system prompt kept) and answer 200 with the "
+                             "smaller prompt count")
+    parser.add_argument("--guess", action="store_true",
+                        help="with --vision: a model that, without a picture, names the colours "
+                             "of a file name in the request (else red and blue) instead of saying "
+                             "it sees none")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--model", default="qwen3:8b", help="model name listed by /v1/models")
@@ -125,8 +141,13 @@ def build_parser():
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.truncate and not args.context_window:
+        parser.error("--truncate needs --context-window TOKENS: the window it cuts to")
+    if args.guess and not args.vision:
+        parser.error("--guess plays a vision model: give --vision too")
     if args.vision:
-        replies, what = {"policy": vision_policy()}, "playing a vision model"
+        replies = {"policy": vision_policy(guess=args.guess, look=True)}
+        what = "playing a vision model"
     else:
         try:
             script = load_script(args.script)
@@ -136,12 +157,15 @@ def main(argv=None) -> int:
         replies, what = {"script": script}, f"replaying {len(script)} replies"
     if args.drop_images:
         what += " that never sees images"
+    if args.guess:
+        what += ", and says what it guesses when no picture arrives"
     if args.context_window is not None and args.context_window < 1:
         parser.error("--context-window must be 1 or more")
     if args.context_window:
-        what += f" with a {args.context_window}-token window"
+        what += (f" with a {args.context_window}-token window"
+                 + " that cuts the oldest messages silently" * args.truncate)
     with ScriptedServer(**replies, drop_images=args.drop_images, host=args.host, port=args.port,
                         model=args.model, strict=not args.lenient, send_usage=not args.no_usage,
-                        context_window=args.context_window) as srv:
+                        context_window=args.context_window, truncate=args.truncate) as srv:
         return (serve_until_ctrl_c(f"Scripted model server on {srv.base_url} {what}. Press Ctrl+C "
                                    "to stop."))

@@ -118,7 +118,7 @@ class OllamaServer(ScriptedServer):
     def usage(self, value):
         self.send_usage = value
 
-    def _take_reply(self, body, headers):
+    def _take_reply(self, body, headers, seen=None):
         """The /v1 route shares the personality: an unknown model is a 404, tools for a model
         without them a 400, and no-usage sends an empty usage block. (/api/chat checks first.)"""
         model = self.models.get(body.get("model"))
@@ -132,7 +132,7 @@ class OllamaServer(ScriptedServer):
         if fault:
             self.record_rejection(body, headers, *fault)
             return {"status": fault[0], "body": error_body(fault[2])}, "", 0
-        return super()._take_reply(body, headers)
+        return super()._take_reply(body, headers, seen)
 
     def record_rejection(self, body, headers, status, rule, message):
         with self._lock:

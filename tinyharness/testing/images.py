@@ -223,12 +223,50 @@ def describe_image(mime: str, data: bytes) -> str:
     return f"left: {colour_name(_average(left))}, right: {colour_name(_average(right))}"
 
 
-def vision_policy(answer_without_image="I cannot see any image.", before=()):
+IMAGE_NAME = re.compile(r"[\w.-]+\.(?:png|jpe?g|webp)\b", re.IGNORECASE)
+COLOUR_PAIR = re.compile(r"\b(" + "|".join(COLOURS) + r")-(" + "|".join(COLOURS) + r")\.png\b")
+
+
+def request_text(messages) -> str:
+    """Every text a request's messages hold (contents, text parts, call arguments), one string."""
+    texts = []
+    for m in messages if isinstance(messages, list) else []:
+        content = m.get("content") if isinstance(m, dict) else None
+        parts = content if isinstance(content, list) else [{"text": content}]
+        texts += [p.get("text") for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        texts += [str((c.get("function") or {}).get("arguments")) for c in m.get("tool_calls") or []
+                  if isinstance(c, dict)] if isinstance(m, dict) else []
+    return "\n".join(texts)
+
+
+def guessed_colours(messages) -> str:
+    """What a model that never got the picture says when it will not admit it: the colours of a
+    file name in the request (blue-red.png), else the pair a guess names first, red and blue."""
+    named = COLOUR_PAIR.findall(request_text(messages))
+    left, right = named[-1] if named else ("red", "blue")
+    return f"left: {left}, right: {right}"
+
+
+def looked_for(messages):
+    """A view_image call for the image file the task names, when nothing was attached or looked at
+    yet (what a vision model does with "What colour is each half of green.png?"), else None."""
+    messages = messages if isinstance(messages, list) else []
+    if any(isinstance(m, dict) and m.get("role") == "tool" for m in messages):
+        return None
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    name = IMAGE_NAME.search(request_text(users[-1:]))
+    return {"tool_calls": [{"name": "view_image", "arguments": {"path": name.group(0)}}]} if name else None
+
+
+def vision_policy(answer_without_image="I cannot see any image.", before=(), guess=False, look=False):
     """A ScriptedServer policy that plays a vision model. The replies in `before` come first (for
-    example a view_image call); after that it answers from the pixels of every image part in the
+    example a view_image call); with `look`, a task that names an image file and attaches none gets
+    a view_image call for it. After that it answers from the pixels of every image part in the
     request ("left: red, right: blue"; several images are numbered), or with
-    `answer_without_image` when the request holds none - the honest answer a guessing model skips.
-    Only data URIs count: like Ollama's /v1, this "model" cannot fetch an http(s) URL."""
+    `answer_without_image` when the request holds none - the honest answer a guessing model skips;
+    with `guess` it skips it too, and names the colours of a file name in the request or red and
+    blue (`guessed_colours`). Only data URIs count: like Ollama's /v1, this "model" cannot fetch an
+    http(s) URL."""
     before = [normalise_reply(r) for r in before]
 
     def policy(body, index):
@@ -237,8 +275,10 @@ def vision_policy(answer_without_image="I cannot see any image.", before=()):
         images = [decode_data_uri(_image_url(part)) for content in _contents(body.get("messages"))
                   for part in content]
         seen = [describe_image(*image) for image in images if image is not None]
+        if not seen and look and looked_for(body.get("messages")):
+            return looked_for(body.get("messages"))
         if not seen:
-            return answer_without_image
+            return guessed_colours(body.get("messages")) if guess else answer_without_image
         if len(seen) == 1:
             return seen[0]
         return "; ".join(f"image {i}: {s}" for i, s in enumerate(seen, 1))

@@ -66,10 +66,15 @@ def normalise_reply(reply) -> dict:
     return dict(reply)
 
 
+CONDITIONS = ("if_result_contains", "if_prompt_contains")
+
+
 def normalise_reaction(reply: dict) -> dict:
     """A reply that depends on what the model reads: {"react": [{"if_result_contains": TEXT,
-    "reply": R}, ..., {"reply": R}]}. The first choice whose TEXT is in the last tool result (or
-    that names none) is the reply."""
+    "reply": R}, ..., {"reply": R}]}. The first choice whose conditions all hold (or that names
+    none) is the reply: `if_result_contains`, TEXT is in the last tool result; `if_prompt_contains`,
+    TEXT is anywhere in the messages the model is given (after a server's cut: a model remembers
+    only what its window still holds)."""
     choices = reply["react"]
     if set(reply) != {"react"} or not isinstance(choices, list) or not choices:
         raise ValueError('a reactive reply is {"react": [{"if_result_contains": TEXT, "reply": '
@@ -77,11 +82,11 @@ def normalise_reaction(reply: dict) -> dict:
     checked = []
     for choice in choices:
         if not isinstance(choice, dict) or "reply" not in choice \
-                or set(choice) - {"if_result_contains", "reply"} \
-                or not isinstance(choice.get("if_result_contains", ""), str) \
+                or set(choice) - {*CONDITIONS, "reply"} \
+                or not all(isinstance(choice.get(c, ""), str) for c in CONDITIONS) \
                 or "react" in choice["reply"]:
-            raise ValueError(f'each reaction is {{"if_result_contains": TEXT, "reply": REPLY}}: '
-                             f'{choice!r}')
+            raise ValueError(f'each reaction is {{"if_result_contains" or "if_prompt_contains": '
+                             f'TEXT, "reply": REPLY}}: {choice!r}')
         checked.append({**choice, "reply": normalise_reply(choice["reply"])})
     return {"react": checked}
 
@@ -96,8 +101,10 @@ def reacted(reply: dict, body: dict) -> dict | str:
     results = ([m.get("content") for m in messages if isinstance(m, dict)
                 and m.get("role") == "tool"])
     last = results[-1] if results and isinstance(results[-1], str) else ""
+    prompt = json.dumps(messages, ensure_ascii=False)
     for choice in reply["react"]:
-        if choice.get("if_result_contains", "") in last:
+        if (choice.get("if_result_contains", "") in last
+                and choice.get("if_prompt_contains", "") in prompt):
             return choice["reply"]
     return f"scripted server: no reaction of the script matches the last tool result {last[:80]!r}"
 

@@ -120,9 +120,12 @@ class _Handler(BaseHTTPRequestHandler):
             kind = "invalid_request_error" if status == 400 else "internal_server_error"
             error = {"message": message, "type": kind, "rule": rule}
             return self.send_json(status, {"error": error})
-        if owner.context_window and estimate_tokens(prompt_text(body)) >= owner.context_window:
+        seen = body
+        if owner.context_window and owner.truncate:
+            seen = owner._fitted(body)              # Ollama: cut silently, answer 200
+        elif owner.context_window and estimate_tokens(prompt_text(body)) >= owner.context_window:
             return self.send_overflow(owner, body)
-        reply, prompt, cached_chars = owner._take_reply(body, self.headers)
+        reply, prompt, cached_chars = owner._take_reply(body, self.headers, seen)
         if isinstance(reply, str):                  # _take_reply explains why there is no reply
             return self.send_json(500, error_body(reply))
         self.closing = bool(reply.get("close"))
@@ -267,7 +270,8 @@ class ScriptedServer:
     def __init__(self, script=None, policy=None, *, host="127.0.0.1", port=0, model="qwen3:8b",
                  fragment_size=7, drop_images=False, strict=True, null_content=True,
                  legacy_fields=True,
-                 send_usage=True, stream_usage=True, context_window=None, announce_window=False):
+                 send_usage=True, stream_usage=True, context_window=None, announce_window=False,
+                 truncate=False):
         if script is not None and policy is not None:
             raise ValueError("give a script or a policy, not both")
         if fragment_size < 1:
@@ -284,6 +288,9 @@ class ScriptedServer:
         # tokens: a prompt this long overflows, as on llama-cpp-python
         self.context_window = context_window
         self.overflows = []         # request indexes answered with an overflow
+        # past the window, drop the oldest messages and answer 200, as Ollama does (no overflow)
+        self.truncate = truncate
+        self.truncated = []         # (request index, messages dropped) of each prompt cut so
         # GET /props tells it up front, as llama.cpp's server does
         self.announce_window = announce_window
         # (request index, status, rule, message) of each request strict mode refused
@@ -338,10 +345,28 @@ class ScriptedServer:
         handler.send_json(404, error_body(f"no route for {method} {path}", "invalid_request_error"))
 
     # Called from handler threads; the lock keeps counters and the request order consistent.
-    def _take_reply(self, body: dict, headers):
-        """Record the request and pick its reply. Returns (reply, prompt, cached_chars);
-        reply is a str explaining the problem when there is no usable reply."""
-        seen = without_image_parts(body) if self.drop_images else body   # what the "model" gets
+    def _fitted(self, body: dict) -> dict:
+        """The body as a server that cuts like Ollama gives it to the model (server/prompt.go,
+        chatPrompt): the system messages kept, the oldest others dropped until the prompt fits the
+        window, the last message always kept. The cut is noted in `truncated`."""
+        messages = body.get("messages") or []
+        if estimate_tokens(prompt_text(body)) <= self.context_window or len(messages) < 2:
+            return body
+        for start in range(1, len(messages)):
+            kept = [m for m in messages[:start] if m.get("role") == "system"] + messages[start:]
+            fits = estimate_tokens(prompt_text({**body, "messages": kept})) <= self.context_window
+            if fits or start == len(messages) - 1:
+                break
+        with self._lock:
+            self.truncated.append((len(self.requests), len(messages) - len(kept)))
+        return {**body, "messages": kept}
+
+    def _take_reply(self, body: dict, headers, seen=None):
+        """Record the request (as sent) and pick its reply from what the model sees (`seen`: the
+        body after a server's cut). Returns (reply, prompt, cached_chars); reply is a str explaining
+        the problem when there is no usable reply."""
+        seen = body if seen is None else seen
+        seen = without_image_parts(seen) if self.drop_images else seen   # what the "model" gets
         prompt = prompt_text(seen)
         with self._lock:
             index, self._answered = self._answered, self._answered + 1
