@@ -411,8 +411,10 @@ def fake_server(args):
         source = ["--vision"] if args.vision else ["--script", script_path(args.script)]
         if source[-1] is None:
             return 2
-        return (fake_server_main([*source, "--port", str(args.port)]
-                                 + ["--drop-images"] * args.drop_images))
+        window = ["--context-window", str(args.context_window)] if args.context_window else []
+        return (fake_server_main([*source, "--port", str(args.port), *window]
+                                 + ["--drop-images"] * args.drop_images
+                                 + ["--truncate"] * args.truncate + ["--guess"] * args.guess))
     except OSError as e:  # the port is taken, or below 1024 without the right to it
         warn(f"error: cannot listen on 127.0.0.1:{args.port}: {e.strerror or e}. Choose another "
              "--port, or leave it out to take any free port.")

@@ -213,6 +213,15 @@ def add_fake_server_parser(sub, command):
     fake.add_argument("--drop-images", action="store_true",
                       help="never see images, like Ollama with gemma4 e2b/e4b (try the arrival "
                            "warning)")
+    fake.add_argument("--guess", action="store_true",
+                      help="with --vision: given no picture, guess the colours from a file name in "
+                           "the request, else red and blue, instead of saying it sees none")
+    fake.add_argument("--context-window", type=int, metavar="TOKENS",
+                      help="the server's window: past it, an HTTP 400 like llama-cpp-python, or "
+                           "with --truncate a silent cut like Ollama's")
+    fake.add_argument("--truncate", action="store_true",
+                      help="with --context-window: drop the oldest messages and answer as if "
+                           "nothing happened, as Ollama does (try m5's [context] watch)")
     fake.add_argument("--port", type=port_number, default=0,
                       help="port to listen on, 1 to 65535 (default: any free port)")
     fake.set_defaults(usage=fake)
