@@ -336,7 +336,10 @@ def client_from_args(args, stream, printer):
                     api_key=api_key(getattr(args, "base_url_source", "--base-url")),
                     stream=stream, on_text=printer.text, on_reasoning=printer.reasoning,
                     max_reply_tokens=args.max_reply_tokens, timeout=reply_wait(args.max_seconds))
-    return choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
+    from .waiting import waiting_for
+    client, window = choose_dialect(args, client, CONTEXT_WINDOW)  # --api, --think; the window
+    # signs of life on a terminal until the first token; --json runs are read by programs
+    return (client if getattr(args, "json", False) else waiting_for(client, sys.stderr)), window
 
 
 def approver(args, ask):
