@@ -1,9 +1,9 @@
-"""python -m quizzes [STAGE]: take a stage's quiz, or list the stages and your progress."""
+"""python -m quizzes [STAGE [--before]]: take a stage's quiz, or list the stages and your progress."""
 from __future__ import annotations
 
 import argparse
 
-from .quiz import list_stages, load_progress, progress_label, take_quiz
+from .quiz import BEFORE_HELP, list_stages, load_progress, progress_label, take_quiz
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -11,9 +11,12 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m quizzes",
         description="Take the three-question quiz of a stage. Without a stage, list the stages.")
     parser.add_argument("stage", nargs="?", help="a stage folder, like m1_loop or just m1")
+    parser.add_argument("--before", action="store_true", help=BEFORE_HELP)
     args = parser.parse_args(argv)
+    if args.before and not args.stage:
+        parser.error("--before needs a stage, like: python -m quizzes m1 --before")
     if args.stage:
-        return take_quiz(args.stage)
+        return take_quiz(args.stage, before=args.before)
     stages = list_stages()
     if not stages:
         print("No stage folders (m0_llm/, m1_loop/, ...) found next to quizzes/.")

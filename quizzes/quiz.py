@@ -25,6 +25,12 @@ The answers live out of sight, in quizzes/keys/<stage folder>.json, next to the 
 Exactly three questions, 3-5 options lettered A, B, C... in order. Every attempt shows the options in a
 new order, lettered afresh, so a remembered letter is worth nothing; answers are mapped back to the key.
 A code reference in an explanation is a backticked `file.py:name` (or `file.py:Class.method`).
+
+A question whose text starts "Predict:" asks what the stage's Try-it will show, so it is worth most
+before the learner has seen it: `--before` asks those questions alone and keeps their answers in the
+progress file (under "quiz_before"); the next attempt without `--before` asks only the others and
+records the whole quiz. The runner cannot tell whether the Try-it was run in between; the stage's
+README says when to take which half.
 """
 from __future__ import annotations
 
@@ -40,6 +46,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository root, next to the stages
 PROGRESS_FILE = ".tinyharness-progress.json"
+BEFORE = "quiz_before"  # the progress file's record of `--before` halves waiting for the rest
+BEFORE_HELP = ("only the questions that predict what the stage's Try-it shows, to take before you run "
+               "it; the same command without --before then asks the rest and records the whole quiz")
 KEYS_FOLDER = Path("quizzes") / "keys"      # relative to the folder that holds the stages
 QUESTIONS = 3
 LETTERS = "ABCDE"
@@ -245,20 +254,47 @@ def load_progress(path=None) -> dict:
             and isinstance(entry.get("best"), int) and isinstance(entry.get("total"), int)}
 
 
+def _read_file(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
 def record_score(stage: str, score: int, total: int, path=None) -> dict:
     """Update this stage's entry; everything else in the file (the exercises' record) is kept as it is."""
     path = Path(path or progress_file())
     best = max(score, load_progress(path).get(stage, {}).get("best", 0))
     entry = {"best": best, "total": total, "last_score": score,
              "last_date": datetime.date.today().isoformat()}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = {}
-    data = data if isinstance(data, dict) else {}
+    data = _read_file(path)
     data[stage] = entry
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return entry
+
+
+def load_before(stage: str, path=None) -> dict[int, bool]:
+    """The predictions of a `--before` half still waiting for the rest: {question number: right}."""
+    half = _read_file(Path(path or progress_file())).get(BEFORE)
+    half = half.get(stage) if isinstance(half, dict) else None
+    if not isinstance(half, dict):
+        return {}
+    return {int(n): right for n, right in half.items() if str(n).isdigit() and isinstance(right, bool)}
+
+
+def save_before(stage: str, answers: dict[int, bool] | None, path=None) -> None:
+    """Keep a stage's `--before` half (None: drop it, the quiz is whole); the rest of the file is kept."""
+    path = Path(path or progress_file())
+    data = _read_file(path)
+    halves = data.get(BEFORE) if isinstance(data.get(BEFORE), dict) else {}
+    if answers is None and stage not in halves:
+        return
+    halves.pop(stage, None)
+    if answers is not None:
+        halves[stage] = {str(n): right for n, right in answers.items()}
+    data[BEFORE] = halves
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def passed(entry: dict | None) -> bool:
@@ -281,19 +317,58 @@ def shuffled(question: Question, rng: random.Random) -> list[str]:
     return order
 
 
-def run_quiz(stage, input=input, output=print, progress_path=None, root=None, rng=None) -> Score:
+def is_prediction(question: Question) -> bool:
+    """A 'Predict: ...' question: the stage's Try-it shows its answer, so it is asked before it."""
+    return question.text.startswith("Predict")
+
+
+def run_quiz(stage, input=input, output=print, progress_path=None, root=None, rng=None,
+             before=False) -> Score:
     """Ask the questions of `stage` (a name like m1, or a folder path); returns (right, total).
 
     The options come in a new order on every attempt (`rng`, a random.Random, fixes it for tests).
     End of input (Ctrl-D) stops the quiz: the result has `finished` False and nothing is saved.
     Ctrl-C says that nothing was saved and raises KeyboardInterrupt again.
+    `before` asks only the 'Predict' questions and keeps their answers; the next attempt without it
+    asks the rest and records the whole quiz.
     """
     stage_dir = Path(stage) if isinstance(stage, os.PathLike) else find_stage(stage, root)
     questions = load_quiz(stage_dir)
-    rng = rng or random.Random()
-    score, total = 0, len(questions)
-    output(f"Quiz: {stage_dir.name}, {total} questions. Type a letter and Enter (Ctrl-D stops).")
-    for q in questions:
+    total, name = len(questions), stage_dir.name
+    earlier = {} if before else {n: right for n, right in load_before(name, progress_path).items()
+                                 if any(q.number == n for q in questions)}
+    asked = [q for q in questions if (is_prediction(q) if before else q.number not in earlier)]
+    output(_heading(name, total, asked, earlier, before))
+    answers = _ask_each(asked, rng or random.Random(), input, output)
+    half = before and len(asked) < total
+    score = sum(answers.values()) + sum(earlier.values())
+    if len(answers) < len(asked):  # stopped: nothing saved
+        return Score(score, len(asked) if half else total, finished=False)
+    if half:
+        save_before(name, answers, progress_path)
+        output(f"\nPredictions: {score}/{len(asked)} right, kept. After the Try-it, take the quiz "
+               f"again without --before: it asks the other {total - len(asked)}.")
+        return Score(score, len(asked))
+    entry = record_score(name, score, total, progress_path)
+    save_before(name, None, progress_path)
+    output(f"\nScore: {score}/{total} (best so far: {entry['best']}/{total}).")
+    return Score(score, total)
+
+
+def _heading(name, total, asked, earlier, before) -> str:
+    if before and len(asked) < total:
+        return (f"Quiz: {name}, its {len(asked)} of {total} questions that predict what the Try-it shows: "
+                "take them before you run it. Type a letter and Enter (Ctrl-D stops).")
+    if earlier:
+        return (f"Quiz: {name}, the {len(asked)} of {total} questions left (answered before the Try-it: "
+                f"{sum(earlier.values())}/{len(earlier)} right). Type a letter and Enter (Ctrl-D stops).")
+    return f"Quiz: {name}, {total} questions. Type a letter and Enter (Ctrl-D stops)."
+
+
+def _ask_each(questions, rng, input, output) -> dict[int, bool]:
+    """Ask each question in turn: {number: answered right}, without the rest after an end of input."""
+    answers = {}
+    for done, q in enumerate(questions):
         order = shuffled(q, rng)
         shown = dict(zip(LETTERS, order))  # the letter on screen -> the letter in QUIZ.md and the key
         output(f"\n{q.number}. {q.text}")
@@ -302,27 +377,28 @@ def run_quiz(stage, input=input, output=print, progress_path=None, root=None, rn
         try:
             choice = _ask(shown, input, output)
         except KeyboardInterrupt:
-            output(f"\nQuiz interrupted after {q.number - 1} of {total} questions; nothing saved.")
+            output(f"\nQuiz interrupted after {done} of {len(questions)} questions; nothing saved.")
             raise
         if choice is None:
-            output(f"\nQuiz not finished: stopped after {q.number - 1} of {total} questions; nothing saved.")
-            return Score(score, total, finished=False)
-        right = LETTERS[order.index(q.answer)]
-        if shown[choice] == q.answer:
-            score += 1
-            output("Right.")
-        else:
-            output(f"Wrong: the answer is {right}) {q.options[q.answer]}")
-            if q.misconceptions.get(shown[choice]):  # the belief behind the option picked, and what is true
-                output(f"Why not {choice}): {q.misconceptions[shown[choice]]}")
-        output(f"Explanation: {q.explanation}")
-        if q.confirm:
-            output("See for yourself, from the repository's folder:")
-            for line in q.confirm.splitlines():
-                output(f"    {line}")
-    entry = record_score(stage_dir.name, score, total, progress_path)
-    output(f"\nScore: {score}/{total} (best so far: {entry['best']}/{total}).")
-    return Score(score, total)
+            output(f"\nQuiz not finished: stopped after {done} of {len(questions)} questions; nothing saved.")
+            break
+        answers[q.number] = shown[choice] == q.answer
+        _explain(q, choice, shown, order, output)
+    return answers
+
+
+def _explain(q: Question, choice: str, shown: dict[str, str], order: list[str], output) -> None:
+    if shown[choice] == q.answer:
+        output("Right.")
+    else:
+        output(f"Wrong: the answer is {LETTERS[order.index(q.answer)]}) {q.options[q.answer]}")
+        if q.misconceptions.get(shown[choice]):  # the belief behind the option picked, and what is true
+            output(f"Why not {choice}): {q.misconceptions[shown[choice]]}")
+    output(f"Explanation: {q.explanation}")
+    if q.confirm:
+        output("See for yourself, from the repository's folder:")
+        for line in q.confirm.splitlines():
+            output(f"    {line}")
 
 
 def _ask(shown: dict[str, str], input, output) -> str | None:
@@ -339,12 +415,12 @@ def _ask(shown: dict[str, str], input, output) -> str | None:
         output(f"Please type one of {letters}.")
 
 
-def take_quiz(stage: str, root=None, input=input, output=print) -> int:
+def take_quiz(stage: str, root=None, input=input, output=print, before=False) -> int:
     """run_quiz for a command line. Exit codes: 0 finished (whatever the score: the progress file and
     `tinyharness course list` show it), 1 not finished (end of input) or the quiz cannot be read,
     2 unknown stage, 130 Ctrl-C. Only a finished quiz is recorded."""
     try:
-        result = run_quiz(stage, input=input, output=output, root=root)
+        result = run_quiz(stage, input=input, output=output, root=root, before=before)
     except KeyboardInterrupt:
         return 130
     except UnknownStage as e:

@@ -504,3 +504,75 @@ def test_a_hand_edited_progress_file_is_read_safely(progress):
     progress.write_text(json.dumps({"m0_llm": "3/3", "m1_loop": {"best": 3, "total": 3}, "m2": {"best": "x"}}))
     assert quiz.load_progress() == {"m1_loop": {"best": 3, "total": 3}}
     assert quiz.passed(quiz.load_progress()["m1_loop"]) and not quiz.passed(None)
+
+
+# --- two halves: the predictions before the Try-it, the rest after it ----------------------------
+
+def predictions_at(stage, *numbers):
+    """The sample quiz with the questions of these numbers turned into 'Predict: ...' questions."""
+    text = sample()
+    for n in numbers:
+        text = text.replace(f"## {n}. Question number {n}?", f"## {n}. Predict: number {n}?")
+    (stage / "QUIZ.md").write_text(text, encoding="utf-8")
+
+
+def test_the_predictions_come_before_the_try_it_and_the_rest_after(stage, progress):
+    predictions_at(stage, 1, 3)                       # the key: B, A, C
+    before = Learner("option B1", "option A3")
+    result = take(stage, before, before=True)
+    assert result == (1, 2) and result.finished
+    assert "1. Predict: number 1?" in before.text and "3. Predict: number 3?" in before.text
+    assert "Question number 2" not in before.text      # not a prediction: it waits for the Try-it
+    assert "without --before" in before.text            # says how to take the rest
+    assert "m1_fake" not in quiz.load_progress()        # no score yet: two of three asked
+    after = Learner("option A2")
+    assert take(stage, after) == (2, 3)                 # B1 right, A3 wrong, A2 right
+    assert "Question number 2" in after.text and "Predict" not in after.text
+    assert "Score: 2/3" in after.text
+    saved = quiz.load_progress()["m1_fake"]
+    assert (saved["best"], saved["total"]) == (2, 3)
+    again = Learner()                                   # the halves were used up: all three again
+    take(stage, again)
+    assert "1. Predict: number 1?" in again.text
+
+
+def test_a_before_half_stopped_midway_keeps_nothing(stage, progress):
+    predictions_at(stage, 1, 3)
+    result = take(stage, Learner("option B1"), before=True)
+    assert result == (1, 2) and not result.finished
+    assert not progress.exists()
+    whole = Learner()
+    take(stage, whole)
+    assert "1. Predict: number 1?" in whole.text        # nothing was kept, so nothing is skipped
+
+
+def test_a_quiz_of_predictions_only_is_whole_before_the_try_it(stage, progress):
+    predictions_at(stage, 1, 2, 3)
+    assert take(stage, Learner("option B1", "option A2", "option C3"), before=True) == (3, 3)
+    assert quiz.passed(quiz.load_progress()["m1_fake"])
+
+
+@pytest.mark.parametrize("command", [["course", "quiz", "m2", "--before"], ["m2", "--before"]],
+                         ids=["tinyharness", "python -m quizzes"])
+def test_both_command_lines_take_the_before_half(command, monkeypatch, capsys):
+    # m2's first question is a judgement, its second a prediction: --before starts at the second
+    assert not QUIZZES["m2_tools"][0].text.startswith("Predict")
+    assert QUIZZES["m2_tools"][1].text.startswith("Predict")
+    monkeypatch.setattr("builtins.input", lambda prompt="": (_ for _ in ()).throw(EOFError))
+    if command[0] == "course":
+        from tinyharness.cli import main
+    else:
+        from quizzes.__main__ import main
+    assert main(command) == 1                           # stopped at the first question: not finished
+    out = capsys.readouterr().out
+    assert "\n2. Predict:" in out and "\n1. " not in out
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=[s.name for s in STAGES])
+def test_the_readme_asks_for_the_predictions_before_the_try_it(stage):
+    # A prediction made after the Try-it printed its answer is a memory test: the README says, at the
+    # top of "Try it", to take the quiz's first half now.
+    text = (stage / "README.md").read_text(encoding="utf-8")
+    assert "\n## Try it\n" in text, f"{stage.name}/README.md has no '## Try it' section"
+    top = text.split("\n## Try it\n", 1)[1].split("<!-- try-it -->", 1)[0]
+    assert f"`tinyharness course quiz {stage.name.split('_')[0]} --before`" in top

@@ -431,7 +431,7 @@ def course_command(args):
     if args.course_command == "files":
         return course.course_files(args.stage, args.role)
     if args.course_command == "quiz":
-        return course.course_quiz(args.stage)
+        return course.course_quiz(args.stage, before=args.before)
     if args.course_command == "start":
         return course.course_start(args.stage, args.dir, args.force)
     if args.course_command == "workspace":

@@ -277,13 +277,14 @@ def short(stage_name: str) -> str:
     return stage_name.split("_")[0]
 
 
-def course_quiz(stage: str, root=None) -> int:
+def course_quiz(stage: str, root=None, before=False) -> int:
     """0 finished (the score is in `course list`), 1 stopped before the end (nothing saved), 130
-    Ctrl-C."""
+    Ctrl-C. `before`: only the questions that predict what the Try-it shows; the next attempt
+    without it asks the rest and records the whole quiz."""
     root = _checkout(root)
     if root is None:
         return 2
-    return _quiz().take_quiz(stage, root=root)
+    return _quiz().take_quiz(stage, root=root, before=before)
 
 
 def stage_selection(folder: str, keyword: str | None = None) -> str:

@@ -284,6 +284,9 @@ def add_course_reading(course_sub):
                                              "attempt is recorded; `course list` shows your best "
                                              "score.")
     quiz.add_argument("stage", help="a stage, e.g. m1")
+    quiz.add_argument("--before", action="store_true",
+                      help="only the questions that predict what the stage's Try-it shows, to take "
+                           "before you run it; the same command without --before asks the rest")
 
 
 def add_course_hint(course_sub):
