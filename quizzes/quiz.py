@@ -294,6 +294,8 @@ def save_before(stage: str, answers: dict[int, bool] | None, path=None) -> None:
     if answers is not None:
         halves[stage] = {str(n): right for n, right in answers.items()}
     data[BEFORE] = halves
+    if not halves:
+        del data[BEFORE]
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 

@@ -531,6 +531,7 @@ def test_the_predictions_come_before_the_try_it_and_the_rest_after(stage, progre
     assert "Score: 2/3" in after.text
     saved = quiz.load_progress()["m1_fake"]
     assert (saved["best"], saved["total"]) == (2, 3)
+    assert quiz.BEFORE not in json.loads(progress.read_text())   # the kept half is used up
     again = Learner()                                   # the halves were used up: all three again
     take(stage, again)
     assert "1. Predict: number 1?" in again.text
