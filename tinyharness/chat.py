@@ -78,7 +78,8 @@ class Conversation:
         self.tap = UsageTap(client, writer)
         self.workspace, self.settings, self.writer = workspace, settings, writer
         self.warn = settings.run.warn  # the one channel to the user: stderr, made printable
-        self.messages = messages or [{"role": "system", "content": system_prompt(workspace)}]
+        self.messages = messages or [{"role": "system",
+                                      "content": system_prompt(workspace, settings.run)}]
         self.transcript = TranscriptWriter(settings.run.transcript, sys.stderr)
         # the printer's: a streamed answer's open line ends before [stats]
         self.end_line = lambda: None
@@ -162,6 +163,7 @@ class Conversation:
                                       self.settings.keep_turns,
                                       extra=[verdict.output] if verdict and verdict.output else (),
                                       fewer_turns=automatic, tools=hands.tools(),
+                                      rules=hands.rules,
                                       on_overflow=lambda overflow:
                                       learn_window(self.tap, overflow, run.context_window,
                                                    run.warn))
@@ -292,6 +294,7 @@ def chat_command(args, parser):
     if hands.hooks:
         hands.hooks.sandbox = settings.run.sandbox
     lines = chat_json.open_lines(args.json_out, writer, args.model) if args.json else None
+    hands.fence(settings.run.sandbox, warn)  # a Read deny holds for commands too
     conversation = Conversation(client, workspace, settings,
                                 chat_json.Tee(writer, lines) if lines else writer, messages)
     chat = Chat(conversation, client, printer, stream, interactive)

@@ -143,6 +143,7 @@ def prepare_run(args, parser):
     # the hooks run in the run's sandbox (--sandbox off: unconfined, as the commands)
     if hands.hooks:
         hands.hooks.sandbox = sandbox
+    hands.fence(sandbox, warn)  # a Read deny holds for commands too
     client, window = client_from_args(args, stream, printer)
     prompt = Prompt(printer)
     settings = settings_from_args(args, window, sandbox=sandbox, approve=approver(args, prompt),

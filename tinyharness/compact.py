@@ -120,12 +120,20 @@ def kept_from(messages, keep_turns=KEEP_TURNS):
     return starts[-keep_turns] if len(starts) >= keep_turns else 1
 
 
-def notes_text(workspace):
+def notes_text(workspace, rules=None, said=None):
     """The newest notes (they matter most), through filedoor.py: a link leading out or a FIFO reads
-    as none."""
+    as none; so does a notes file a Read deny rule (permissions.py) covers, as written or where its
+    link leads (looked at before the read and after it), and `said` gets a line naming the rule."""
+    refusal = rules and rules.read_refusal(NOTES_FILE)
     try:
-        data, _ = read_bytes(NOTES_FILE, NOTES_QUOTED * 4, workspace, tail=True)
+        data, _ = (b"", 0) if refusal else read_bytes(NOTES_FILE, NOTES_QUOTED * 4, workspace,
+                                                      tail=True)
     except OSError:
+        return ""
+    refusal = refusal or (rules and rules.read_refusal(NOTES_FILE))
+    if refusal:
+        if said is not None:
+            said.append(f"{NOTES_FILE} is not quoted in the summary request: it {refusal}")
         return ""
     text = data.decode("utf-8", errors="replace")
     return text if len(text) <= NOTES_QUOTED else text[-NOTES_QUOTED:]
@@ -146,11 +154,11 @@ def run_hooks(messages, workspace):
     return extra, notes
 
 
-def summary_request(messages, workspace, extra):
+def summary_request(messages, workspace, extra, rules=None, said=None):
     """The history as the model last saw it, plus the summary prompt (and the notes, and the hooks'
     words)."""
     prompt = SUMMARY_PROMPT
-    notes = notes_text(workspace)
+    notes = notes_text(workspace, rules, said)
     if notes.strip():
         prompt += f"\n\nThe notes file {NOTES_FILE} (written by save_note) holds:\n{notes.strip()}"
     for text in extra:
@@ -159,7 +167,7 @@ def summary_request(messages, workspace, extra):
 
 
 def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=(), fewer_turns=False,
-            on_overflow=None, tools=SCHEMAS):
+            on_overflow=None, tools=SCHEMAS, rules=None):
     """Summarise and replace everything before the last `keep_turns` user turns. Returns a
     Compaction; raises CompactionFailed (history untouched) when there is nothing to replace or no
     summary came. `extra`: more instructions for the summary (a pre_compact command hook's output).
@@ -167,7 +175,7 @@ def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=(), fewer_
     none) rather than nothing to compact: the history is past the threshold and must shrink.
     `on_overflow(ContextOverflow)`: told when the summary request did not fit (chat learns the
     window). `tools`: what the conversation's requests offer, offered again (the prompt cache reuses
-    the prefix)."""
+    the prefix). `rules`: the run's permission rules (a Read deny keeps the notes file out)."""
     start, notes = kept_from(messages, keep_turns), []
     while fewer_turns and start <= 1 and keep_turns > 0:
         keep_turns -= 1
@@ -182,7 +190,7 @@ def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=(), fewer_
     hooks_extra, hook_notes = run_hooks(messages, workspace)
     notes += hook_notes
     extra = hooks_extra + list(extra)
-    request = summary_request(messages, workspace, extra)
+    request = summary_request(messages, workspace, extra, rules, notes)
     try:
         reply = ask_for_summary(client, request, on_overflow, tools)
     except LLMError as e:

@@ -30,7 +30,7 @@ from typing import Any
 from . import cmdhooks, mcp, trust
 from .cmdhooks import Verdict
 from .hooks import needs_permission as ours_needs_permission
-from .permissions import Rules, from_settings
+from .permissions import Rules, fence_commands, from_settings
 from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL, run_child
 from .tools import SCHEMAS, canonical, parse_arguments
 from .imageload import is_url
@@ -114,6 +114,11 @@ class Extensions:
         if not self.hooks:
             return Verdict(True)
         return self.hooks.run(event, tool, arguments, agent=agent, deadline=deadline, **extra)
+
+    def fence(self, sandbox, report):
+        """A Read deny rule holds for shell commands too: the sandbox binds the files it covers
+        empty (permissions.fence_commands)."""
+        fence_commands(sandbox, self.rules, report)
 
     def close(self):
         if self.mcp:
@@ -309,9 +314,12 @@ def from_flags(args, workspace, ask, report):
                              "run did not start. Trust it when asked, or remove the file.")
         configs[name] = config
     slots = mcp.Slots.start(configs, report=report) if configs else None
-    return Extensions(slots, hooks, rules, subagents=args.subagents, parallel=args.parallel,
-                      subagent_max_turns=args.subagent_max_turns,
-                      subagent_max_seconds=args.subagent_max_seconds)
+    hands = Extensions(slots, hooks, rules, subagents=args.subagents, parallel=args.parallel,
+                       subagent_max_turns=args.subagent_max_turns,
+                       subagent_max_seconds=args.subagent_max_seconds)
+    for line in rules.unmatched([schema["function"]["name"] for schema in hands.tools()]):
+        report(line)  # a rule that matches nothing is said, never silently kept
+    return hands
 
 
 def server_configs(workspace, flags=()):

@@ -90,8 +90,8 @@ def start(task, workspace, settings, hands, messages=None):
     first = user_message_with_image(task, image) if image else {"role": "user", "content": task}
     # what a user_prompt_submit hook printed: context, as in Claude Code
     first = hands.with_context(first)
-    messages = ([{"role": "system", "content": system_prompt(workspace)}] if messages is None
-                else messages)
+    messages = ([{"role": "system", "content": system_prompt(workspace, settings)}]
+                if messages is None else messages)
     messages.append(first)
     return messages
 

@@ -9,20 +9,37 @@ script that runs the harness without a terminal needs to say "these commands may
 The mechanism. A rule is `Tool` or `Tool(specifier)`, from `--allow`/`--deny` (repeatable) or a
 settings file's `permissions.allow`/`permissions.deny`. Claude's tool names map to ours: Bash ->
 shell, Read -> read_file, list_dir, view_image (LS and Glob -> list_dir), Edit/Write/MultiEdit ->
-write_file; our own names and `mcp__server__tool` work as they are. A Bash specifier is the command
-exactly (`Bash(git status)`), a prefix (`Bash(npm test:*)`: `npm test` and `npm test --watch`), or a
-pattern with `*`. A file specifier is a path pattern in the workspace (gitignore-like: `./.env` or
-`/x` is at the top, `.env` in any folder, `src/**` everything under src, a folder stands for what is
-in it; `//abs/path` and `~/path` are absolute); it is checked against the path as written and as
-resolved, so a link to `.env` is `.env`. Deny is asked first and wins over every allow rule and over
-`--yes`; the result the model reads names the rule and where it came from. An allowed call runs
-without the prompt.
+write_file; our own names and `mcp__server__tool` work as they are, and `mcp__server` or
+`mcp__server__*` is every tool of that server. A Bash specifier is the command exactly (`Bash(git
+status)`), a prefix (`Bash(npm test:*)`: `npm test` and `npm test --watch`), or a pattern with `*`.
+A file specifier is a path pattern in the workspace (gitignore-like: `./.env` or `/x` is at the top,
+`.env` in any folder, `src/**` everything under src, a folder stands for what is in it;
+`//abs/path` and `~/path` are absolute). It is checked against the path as written and as resolved
+(its links followed): a deny rule holds when either matches, so a link to `.env` is `.env`; an allow
+rule needs both, so `Edit(src/**)` does not reach through a link `src/shared -> ..`. Deny is asked
+first and wins over every allow rule and over `--yes`; the result the model reads names the rule
+and where it came from. An allowed call runs without the prompt. A rule that can match nothing the
+run offers (an MCP server not running, a tool we do not offer) is named in one line at the start.
+
+A Read deny is more than the read_file tool. Every file the harness itself reads for the model -
+INSTRUCTIONS.md, AGENTS.md, CLAUDE.md (settings.py), agent_notes.md at `/compact` (compact.py), a
+subagent's (it has its parent's rules) - is looked up with `read_refusal` before and after the read,
+and skipped with one line naming the rule. And shell commands: `fence_commands` gives the sandbox
+every regular file in the workspace a Read deny covers when the run starts (a bounded walk), and
+the sandbox binds an empty read-only file over each in the commands' mount namespace
+(sandbox/namespaces.py): `cat .env` reads nothing, and a link, a copy or a hard link made by a
+command gets nothing either.
 
 What it cannot do. A rule reads the command's text, as the regex policy does (hooks.py): a deny rule
 for `rm` does not see `x=rm; $x -rf`. Deny rules are split at `;`, `&&`, `|`, `$(`... and match any
 part; an allow rule never approves a command with such operators (`npm test && curl ... | sh`), so a
-chain still asks. The kernel sandbox, not a rule, is the wall. Rules other tools have and we do not
-(WebFetch, WebSearch, `ask` lists) are ignored with a note.
+chain still asks. The kernel sandbox, not a rule, is the wall. For commands a Read deny covers only
+the files that existed when the run started: not a file created later, not a copy or a hard link
+made before the run (it has another name), not with `--sandbox off` or where mount namespaces are
+switched off (one `[sandbox]` line says so), and not past WALK_ENTRIES names or HIDDEN_FILES files
+(said too). A path is resolved when the call is checked: a link swapped between the check and the
+tool's own open, by something running beside the run (an MCP server), is not seen. Rules other
+tools have and we do not (WebFetch, WebSearch, `ask` lists) are ignored with a note.
 """
 import os
 import re
@@ -35,7 +52,10 @@ CLAUDE_TOOLS = {"Bash": ("shell",), "Read": ("read_file", "list_dir", "view_imag
                 "MultiEdit": ("write_file",), "NotebookEdit": ("write_file",)}
 OUR_TOOLS = ("shell", "read_file", "list_dir", "write_file", "view_image", "save_note", "task")
 PATH_TOOLS = ("read_file", "list_dir", "write_file", "view_image")
-RULE = re.compile(r"\s*([A-Za-z_][\w-]*)\s*(?:\((.*)\))?\s*", re.S)
+RULE = re.compile(r"\s*([A-Za-z_][\w-]*\*?)\s*(?:\((.*)\))?\s*", re.S)
+MCP = "mcp__"
+WALK_ENTRIES = 20000  # names looked at to find the files a Read deny rule covers (sandbox mounts)
+HIDDEN_FILES = 256    # files bound empty for commands at most (each is a mount per command)
 CHAIN = re.compile(r"&&|\|\||[;&|\n`<>]|\$\(")  # what makes one command line several commands
 
 
@@ -47,15 +67,20 @@ class Rule:
     tools: tuple   # our tool names it covers
     spec: str      # the specifier ("" for the whole tool)
 
+    def takes(self, tool):
+        """Is TOOL one this rule names? `mcp__notes__` (from `mcp__notes` or `mcp__notes__*`)
+        names every tool of the server notes."""
+        return any(tool == t or (t.endswith("__") and tool.startswith(t)) for t in self.tools)
+
     def covers(self, tool, arguments, workspace):
-        if tool not in self.tools:
+        if not self.takes(tool):
             return False
         if self.spec in ("", "*"):
             return True
         if tool == "shell":
             return command_matches(self.spec, str(arguments.get("command", "")), self.kind)
         if tool in PATH_TOOLS and isinstance(arguments.get("path"), str):
-            return path_matches(self.spec, arguments["path"], workspace)
+            return path_matches(self.spec, arguments["path"], workspace, both=self.kind == "allow")
         return False
 
 
@@ -67,13 +92,26 @@ def parse_rule(text, kind, source, notes):
         raise ValueError(f"{source}: {str(text)[:80]!r} is not a rule; write Tool or "
                          "Tool(specifier), e.g. Bash(npm test:*) or Read(./.env)")
     name, spec = match.group(1), (match.group(2) or "").strip()
-    tools = (CLAUDE_TOOLS.get(name)
-             or ((name,) if name in OUR_TOOLS or name.startswith("mcp__") else None))
+    tools = CLAUDE_TOOLS.get(name) or ((name,) if name in OUR_TOOLS else mcp_tools(name))
+    if name.endswith("*") and not tools:
+        raise ValueError(f"{source}: {text[:80]!r} is not a rule: a name ends with * only as "
+                         "mcp__server__* (every tool of an MCP server)")
     if tools is None:
         notes.append(f"[permissions] {source}: {kind} rule {text!r} names a tool tinyharness does "
                      "not have; it is ignored")
         return None
     return Rule(kind, text.strip(), source, tools, spec)
+
+
+def mcp_tools(name):
+    """The tools an MCP rule name covers: ('mcp__s__t',) for one tool, ('mcp__s__',) for every
+    tool of the server s (`mcp__s` and `mcp__s__*`, as Claude Code spells them); else None."""
+    if not name.startswith(MCP) or len(name) == len(MCP):
+        return None
+    server, _, tool = name[len(MCP):].partition("__")
+    if not server or server.endswith("*") or (tool.endswith("*") and tool != "*"):
+        return None
+    return (f"{MCP}{server}__",) if tool in ("", "*") else (name,)
 
 
 def command_matches(spec, command, kind):
@@ -91,27 +129,34 @@ def command_matches(spec, command, kind):
     return any(fnmatchcase(part, wanted) if "*" in wanted else part == wanted for part in parts)
 
 
-def path_matches(spec, path, workspace):
-    """Does the file specifier SPEC cover PATH (as written in the workspace, or resolved)?"""
+def path_matches(spec, path, workspace, both=False):
+    """Does the file specifier SPEC cover PATH as written in the workspace, or as resolved (its
+    links followed)? With both=True (an allow rule), it must cover the two: a link cannot carry an
+    allowed path to a file the rule does not name; a deny rule holds when either matches."""
     absolute = spec.startswith(("//", "~/"))
     pattern = os.path.expanduser(spec[1:] if spec.startswith("//") else spec) if absolute else spec
     anchored = absolute or pattern.startswith(("./", "/")) or "/" in pattern.strip("/")
     pattern = pattern if absolute else pattern.removeprefix("./").lstrip("/")
     pattern = glob_regex(pattern.rstrip("/"))
     lexical = os.path.normpath(os.path.join(workspace, os.path.expanduser(path)))
-    for target, base in ((lexical, os.path.normpath(workspace)),
-                         (os.path.realpath(lexical), os.path.realpath(workspace))):
-        name = target if absolute else os.path.relpath(target, base)
-        if not absolute and (name == ".." or name.startswith("../")):
-            continue
-        parts = name.split("/")
-        # the path and each folder above it
-        candidates = ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
-        if anchored and any(pattern.fullmatch(c) for c in candidates if c):
-            return True
-        if not anchored and any(pattern.fullmatch(part) for part in parts):
-            return True
-    return False
+    found = [name_matches(pattern, target if absolute else os.path.relpath(target, base),
+                          anchored, absolute)
+             for target, base in ((lexical, os.path.normpath(workspace)),
+                                  (os.path.realpath(lexical), os.path.realpath(workspace)))]
+    return all(found) if both else any(found)
+
+
+def name_matches(pattern, name, anchored, absolute):
+    """Does the compiled PATTERN cover NAME (relative to the workspace, or absolute)? A name
+    outside the workspace is covered only by an absolute pattern."""
+    if not absolute and (name == ".." or name.startswith("../")):
+        return False
+    parts = name.split("/")
+    if not anchored:
+        return any(pattern.fullmatch(part) for part in parts)
+    # the path and each folder above it
+    return any(pattern.fullmatch(c) for c in ("/".join(parts[:i]) for i in range(len(parts), 0, -1))
+               if c)
 
 
 def glob_regex(pattern):
@@ -148,6 +193,101 @@ class Rules:
                 if rule.kind == kind and rule.covers(tool, arguments or {}, self.workspace):
                     return rule
         return None
+
+    def read_denials(self):
+        return [rule for rule in self.rules if rule.kind == "deny" and rule.takes("read_file")]
+
+    def read_refusal(self, path):
+        """Why the harness does not read the workspace file PATH for the model (a file the prompt
+        quotes, the notes): the Read deny rule that covers it, as written or resolved; else None."""
+        path = os.fspath(path)
+        for rule in self.read_denials():
+            if rule.covers("read_file", {"path": path}, self.workspace):
+                real = os.path.realpath(os.path.join(self.workspace, path))
+                lead = os.path.relpath(real, os.path.realpath(self.workspace))
+                shown = os.path.normpath(path)
+                return (f"is denied by the rule {rule.text} ({rule.source})"
+                        + (f": it leads to {lead}" if lead not in (shown, path) else ""))
+        return None
+
+    def unmatched(self, offered):
+        """One line for each rule that can match nothing of OFFERED (the names of the tools this
+        run offers): an MCP server not configured, a tool we do not offer, a specifier on a tool
+        that takes none. It stays a rule (an MCP server may add tools later); it is only said."""
+        lines = []
+        for rule in self.rules:
+            if not any(rule.takes(tool) for tool in offered):
+                server = next((t[len(MCP):-2] for t in rule.tools if t.endswith("__")), None)
+                why = (f"no MCP server named {server!r} is running" if server
+                       else f"this run offers no tool {rule.tools[0]!r}")
+            elif rule.spec not in ("", "*") and not any(t == "shell" or t in PATH_TOOLS
+                                                        for t in rule.tools):
+                why = "a specifier in ( ) is read only for Bash and file tools"
+            else:
+                continue
+            lines.append(f"[permissions] {rule.source}: the {rule.kind} rule {rule.text!r} "
+                         f"matches nothing this run offers ({why}); it has no effect")
+        return lines
+
+    def denied_files(self):
+        """(the real paths of the regular files in the workspace a Read deny rule covers, a note
+        or None): what the sandbox binds empty for commands. A walk of at most WALK_ENTRIES names
+        (a rule that names one path without a wildcard is looked up, not walked for), at most
+        HIDDEN_FILES files; the note says when a bound was reached."""
+        rules = [r for r in self.read_denials() if r.spec not in ("", "*")
+                 and not r.spec.startswith(("//", "~/"))]
+        if not rules:
+            return [], None
+        root = os.path.realpath(self.workspace)
+        literal = all(not re.search(r"[*?\[]", r.spec) and r.spec.startswith(("./", "/"))
+                      for r in rules)
+        starts = ([os.path.join(root, r.spec.removeprefix("./").strip("/")) for r in rules]
+                  if literal else [root])
+        found = {}
+        for seen, rel in enumerate(walk_names(root, starts)):
+            if seen == WALK_ENTRIES or len(found) > HIDDEN_FILES:
+                return list(found)[:HIDDEN_FILES], (
+                    f"[sandbox] the search for files a Read deny rule covers stopped at "
+                    f"{seen:,} names or {HIDDEN_FILES} files: commands can still read any others")
+            real = os.path.realpath(os.path.join(root, rel))
+            if (real.startswith(root + os.sep) and os.path.isfile(real)
+                    and any(r.covers("read_file", {"path": rel}, root) for r in rules)):
+                found[real] = None
+        return list(found), None
+
+
+def walk_names(root, starts):
+    """The paths (relative to root) of every file, link and folder under each of STARTS (a file
+    is itself), links not followed."""
+    for start in starts:
+        if os.path.islink(start) or not os.path.isdir(start):
+            if os.path.lexists(start):
+                yield os.path.relpath(start, root)
+            continue
+        for folder, folders, files in os.walk(start):
+            for name in folders + files:
+                yield os.path.relpath(os.path.join(folder, name), root)
+
+
+def fence_commands(sandbox, rules, report):
+    """Make each file a Read deny rule covers unreadable to shell commands: the sandbox binds an
+    empty file over it in the commands' mount namespace (sandbox/namespaces.py). Where that cannot
+    be (no mount namespaces, --sandbox off), one line says the rules hold for the harness's own
+    reads and the file tools, not for commands."""
+    denials = rules.read_denials() if rules else []
+    if not denials:
+        return
+    names = ", ".join(rule.text for rule in denials)[:200]
+    if sandbox is None or not sandbox.enabled or not sandbox.isolated:
+        why = ("--sandbox off" if sandbox is None or not sandbox.enabled
+               else "no mount namespaces here")
+        report(f"[sandbox] {why}: the Read deny rules ({names}) hold for the file tools and what "
+               "the harness reads, not for shell commands, which can still read those files")
+        return
+    files, note = rules.denied_files()
+    sandbox.deny_read = files
+    if note:
+        report(note)
 
 
 def from_settings(data, source, rules, notes):

@@ -37,19 +37,34 @@ did."""
 PROJECT_FILES = ("AGENTS.md", "CLAUDE.md")
 
 
-def system_prompt(workspace):
+def system_prompt(workspace, settings=None):
     """The built-in prompt plus the workspace's INSTRUCTIONS.md and its AGENTS.md (else CLAUDE.md),
     when it has them, each read through filedoor.py: no link leading out, no FIFO, at most 64 KiB, a
-    cut said."""
+    cut said; and none that a Read deny rule of the run (its `settings.extensions.rules`) covers, as
+    written or where its links lead: that one is skipped with one line naming the rule."""
+    rules = getattr(getattr(settings, "extensions", None), "rules", None)
+    say = settings.warn if settings else warn
     prompt = SYSTEM_PROMPT
-    extra = read_workspace_text(workspace, "INSTRUCTIONS.md")
+    extra = instruction_text(workspace, "INSTRUCTIONS.md", rules, say)
     if extra is not None:
         prompt += "\n\nInstructions from the workspace (INSTRUCTIONS.md):\n" + extra
     for name in PROJECT_FILES:
-        project = read_workspace_text(workspace, name)
+        project = instruction_text(workspace, name, rules, say)
         if project is not None:
             return prompt + f"\n\nProject instructions from the workspace ({name}):\n" + project
     return prompt
+
+
+def instruction_text(workspace, name, rules, say):
+    """The file's text, or None: missing, refused by the door, or denied by a rule (looked at
+    before the read and again after it, should a link have changed in between)."""
+    refusal = rules and rules.read_refusal(name)
+    text = None if refusal else read_workspace_text(workspace, name)
+    refusal = refusal or (text is not None and rules and rules.read_refusal(name))
+    if refusal:
+        say(f"warning: not read into the prompt: {name} {refusal}")
+        return None
+    return text
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ def run_child(description, parent):
     """Run the sub-task in a fresh loop (`parent.loop`) and return what the parent's model reads.
     The child's model calls count in the parent's [stats], because the user pays for them all."""
     stats, echo = Stats(), parent.settings.echo
-    messages = [{"role": "system", "content": system_prompt(parent.workspace)}]
+    messages = [{"role": "system", "content": system_prompt(parent.workspace, parent.settings)}]
     echo(f"  | subagent started: {description.splitlines()[0][:120]}")
     answer, stopped = "", None
     settings = child_settings(parent)

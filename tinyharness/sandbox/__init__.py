@@ -135,6 +135,7 @@ class Sandbox:
                  isolate=None):
         self.enabled, self.extra_read, self.file_bytes = enabled, list(extra_read), file_bytes
         self.extra_env = list(extra_env)  # --sandbox-env: more variable names passed on
+        self.deny_read = []  # files bound empty for commands: a Read deny rule's (permissions.py)
         self._abi, self._isolate = None, isolate  # isolate: None = namespaces where they work
         # workspace -> [Rules built once a run, commands started]
         self._built, self._lock, self._spawners = {}, LOCK, Spawners()
@@ -159,8 +160,8 @@ class Sandbox:
 
     def rules(self, workspace, tmpdir, timeout):
         read = [workspace, *read_paths(self.extra_read)]
-        isolation = (Isolation(tmpdir, [workspace, *read], os.path.expanduser("~")) if self.isolated
-                     else None)
+        isolation = (Isolation(tmpdir, [workspace, *read], os.path.expanduser("~"), self.deny_read)
+                     if self.isolated else None)
         # RLIMIT_NPROC counts the user's tasks in the command's user namespace when it has one: then
         # 256 is the command's own bound; without one, every task of the user counts (see tasks_now)
         return Rules(self.abi, [workspace, tmpdir], read, cpu_seconds=max(1, int(timeout) + 1),
@@ -192,7 +193,7 @@ class Sandbox:
         folder)."""
         more = (Sandbox(self.enabled, [*self.extra_read, *paths], self.file_bytes, self.extra_env,
                         self._isolate))
-        more._abi = self._abi
+        more._abi, more.deny_read = self._abi, self.deny_read
         return more
 
     def start(self, workspace, command, timeout, cwd=None, env_extra=None, reuse=False, **popen):

@@ -9,7 +9,8 @@ work (most distributions): the child unshares a user, mount, PID, network and IP
 own, as the same user inside as outside (the IPC one: no SysV shared memory, message queue or
 semaphore of a program outside can be read, written or zeroed, nor a POSIX message queue). `/tmp`,
 `/run` and the home folder become empty, with only what the sandbox grants mounted back (the
-workspace, the private TMPDIR, a virtualenv, git's settings); in its own network namespace
+workspace, the private TMPDIR, a virtualenv, git's settings), and an empty read-only file bound over
+each file of the workspace a `Read` deny rule covers (permissions.py); in its own network namespace
 `/proc/net/unix` lists nothing. The process that enters them is PID 1 of its PID namespace, with a
 /proc of its own: no process outside can be seen or named, and when it ends the kernel ends every
 process left in the namespace, however it forked. That process is the run's spawner
@@ -34,6 +35,7 @@ CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
 NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
+MS_RDONLY, MS_REMOUNT = 1, 32
 PR_SET_PDEATHSIG = 1
 _namespaces_work = None
 NOT_ISOLATED = ("[sandbox] user namespaces are switched off here: commands are confined by "
@@ -112,8 +114,8 @@ class Isolation:
     the process between it and the harness is killed - the kernel ends every process in the
     namespace: nothing is left behind, however it forked."""
 
-    def __init__(self, tmpdir, grants, home):
-        self.tmpdir = tmpdir
+    def __init__(self, tmpdir, grants, home, unreadable=()):
+        self.tmpdir, self.unreadable = tmpdir, list(unreadable)
         hidden = ["/run", "/tmp", os.path.realpath(home)]
         self.hidden = sorted({h for h in hidden if os.path.isdir(h) and h != "/"}, key=len)
         self.binds = []
@@ -180,6 +182,25 @@ class Isolation:
                     holds = any(h == path or h.startswith(path + "/") for h in self.hidden)
                     mount(f"/proc/self/fd/{self.fds[path]}", path, None,
                           MS_BIND | (0 if holds else MS_REC))
+        self.bind_empty()
+
+    def bind_empty(self):
+        """An empty read-only file bound over each file a Read deny rule covers (permissions.py):
+        a command reads nothing there, cannot write, rename, unlink or hard-link it (EBUSY, EXDEV),
+        and a link to it leads to the empty file too. A file gone since the run started is
+        skipped; any other failure fails the command (closed, not open)."""
+        if not self.unreadable:
+            return
+        empty = os.path.join(self.hidden[0], ".tinyharness-unreadable") if self.hidden else None
+        if empty:
+            os.close(os.open(empty, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o444))
+        for path in self.unreadable:
+            try:
+                mount(empty or "/dev/null", path, None, MS_BIND)
+            except FileNotFoundError:
+                continue
+            if empty:
+                mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
 def wait_and_exit(pid):
