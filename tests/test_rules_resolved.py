@@ -124,6 +124,10 @@ def test_without_mount_namespaces_one_sandbox_line_says_read_denials_do_not_reac
     said.clear()
     fence_commands(sandbox := Sandbox(isolate=True), rules, said.append)
     assert not said and sandbox.deny_read == [str((ws / ".env").resolve())]
+    with ScriptedServer(["Done."]) as server:  # and through the command line, with --sandbox off
+        done = run(ws, "run", "--yes", "--sandbox", "off", "--deny", "Read(./.env)", "--base-url", server.base_url,
+                   "go")
+    assert "[sandbox] --sandbox off: the Read deny rules (Read(./.env)) hold for the file tools" in done.stderr
 
 
 # --- The harness's own reads: instruction files, notes, subagents, the file tools --------------------------

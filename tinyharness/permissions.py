@@ -41,6 +41,7 @@ switched off (one `[sandbox]` line says so), and not past WALK_ENTRIES names or 
 tool's own open, by something running beside the run (an MCP server), is not seen. Rules other
 tools have and we do not (WebFetch, WebSearch, `ask` lists) are ignored with a note.
 """
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ OUR_TOOLS = ("shell", "read_file", "list_dir", "write_file", "view_image", "save
 PATH_TOOLS = ("read_file", "list_dir", "write_file", "view_image")
 RULE = re.compile(r"\s*([A-Za-z_][\w-]*\*?)\s*(?:\((.*)\))?\s*", re.S)
 MCP = "mcp__"
-WALK_ENTRIES = 20000  # names looked at to find the files a Read deny rule covers (sandbox mounts)
+WALK_ENTRIES = 50000  # names looked at to find the files a Read deny rule covers (sandbox mounts)
 HIDDEN_FILES = 256    # files bound empty for commands at most (each is a mount per command)
 CHAIN = re.compile(r"&&|\|\||[;&|\n`<>]|\$\(")  # what makes one command line several commands
 
@@ -133,17 +134,23 @@ def path_matches(spec, path, workspace, both=False):
     """Does the file specifier SPEC cover PATH as written in the workspace, or as resolved (its
     links followed)? With both=True (an allow rule), it must cover the two: a link cannot carry an
     allowed path to a file the rule does not name; a deny rule holds when either matches."""
-    absolute = spec.startswith(("//", "~/"))
-    pattern = os.path.expanduser(spec[1:] if spec.startswith("//") else spec) if absolute else spec
-    anchored = absolute or pattern.startswith(("./", "/")) or "/" in pattern.strip("/")
-    pattern = pattern if absolute else pattern.removeprefix("./").lstrip("/")
-    pattern = glob_regex(pattern.rstrip("/"))
+    pattern, anchored, absolute = spec_pattern(spec)
     lexical = os.path.normpath(os.path.join(workspace, os.path.expanduser(path)))
     found = [name_matches(pattern, target if absolute else os.path.relpath(target, base),
                           anchored, absolute)
              for target, base in ((lexical, os.path.normpath(workspace)),
                                   (os.path.realpath(lexical), os.path.realpath(workspace)))]
     return all(found) if both else any(found)
+
+
+@functools.lru_cache(maxsize=256)
+def spec_pattern(spec):
+    """(compiled pattern, anchored, absolute) of a file specifier."""
+    absolute = spec.startswith(("//", "~/"))
+    pattern = os.path.expanduser(spec[1:] if spec.startswith("//") else spec) if absolute else spec
+    anchored = absolute or pattern.startswith(("./", "/")) or "/" in pattern.strip("/")
+    pattern = pattern if absolute else pattern.removeprefix("./").lstrip("/")
+    return glob_regex(pattern.rstrip("/")), anchored, absolute
 
 
 def name_matches(pattern, name, anchored, absolute):
@@ -243,30 +250,41 @@ class Rules:
                       for r in rules)
         starts = ([os.path.join(root, r.spec.removeprefix("./").strip("/")) for r in rules]
                   if literal else [root])
-        found = {}
-        for seen, rel in enumerate(walk_names(root, starts)):
+        found, patterns = {}, [spec_pattern(r.spec) for r in rules]
+        for seen, (rel, link) in enumerate(walk_names(root, starts)):
             if seen == WALK_ENTRIES or len(found) > HIDDEN_FILES:
                 return list(found)[:HIDDEN_FILES], (
                     f"[sandbox] the search for files a Read deny rule covers stopped at "
                     f"{seen:,} names or {HIDDEN_FILES} files: commands can still read any others")
-            real = os.path.realpath(os.path.join(root, rel))
-            if (real.startswith(root + os.sep) and os.path.isfile(real)
-                    and any(r.covers("read_file", {"path": rel}, root) for r in rules)):
+            # the walk follows no link: only a link's name and target differ
+            real = os.path.realpath(os.path.join(root, rel)) if link else os.path.join(root, rel)
+            names = (rel, os.path.relpath(real, root)) if link else (rel,)
+            if (any(name_matches(p, name, anchored, False) for p, anchored, _ in patterns
+                    for name in names)
+                    and real.startswith(root + os.sep) and os.path.isfile(real)):
                 found[real] = None
         return list(found), None
 
 
 def walk_names(root, starts):
-    """The paths (relative to root) of every file, link and folder under each of STARTS (a file
-    is itself), links not followed."""
+    """(path relative to root, is a link) of every file, link and folder under each of STARTS (a
+    file is itself), links not followed."""
+    folders = []
     for start in starts:
-        if os.path.islink(start) or not os.path.isdir(start):
-            if os.path.lexists(start):
-                yield os.path.relpath(start, root)
+        if os.path.isdir(start) and not os.path.islink(start):
+            folders.append(start)
+        elif os.path.lexists(start):
+            yield os.path.relpath(start, root), os.path.islink(start)
+    while folders:
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:
             continue
-        for folder, folders, files in os.walk(start):
-            for name in folders + files:
-                yield os.path.relpath(os.path.join(folder, name), root)
+        for entry in entries:
+            link = entry.is_symlink()
+            if not link and entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            yield entry.path[len(root) + 1:], link
 
 
 def fence_commands(sandbox, rules, report):
