@@ -144,10 +144,16 @@ def parse_args(parser, argv):
 
 
 def check_out(parser, out):
-    """--out names the JSON file: the HTML page goes beside it, so it needs a name to change."""
+    """--out names the JSON file: the HTML page goes beside it, so it needs a name to change; and
+    both are checked as filedoor.py will write them, before the first run, not after the last."""
+    from .filedoor import check_writable
     try:
         if page_path(out) == Path(out):
             parser.error(f"--out {out!r}: name the JSON file; the HTML page is written beside "
                          "it with .html")
     except ValueError:                            # Path("").with_suffix(...): no file name at all
         parser.error(f"--out {out!r} is not a file name")
+    try:
+        check_writable(out)  # a NUL or a control character, a missing folder, a link on the way
+    except OSError as e:
+        parser.error(f"--out {out!r} cannot be written ({e.strerror or e})")

@@ -190,10 +190,9 @@ def check_writable(path, workspace=None):
         os.close(folder)
 
 
-def read_bytes(path, cap, workspace=None, tail=False):
-    """(at most cap bytes of the regular file at path, its whole size): the first cap bytes, or the
-    last with tail=True. A relative path is the workspace's. DoorError for a link leading out, a
-    FIFO, a socket, a device or a folder."""
+def open_file(path, workspace=None):
+    """The regular file at path open for reading (binary), by the rules above; a relative path is
+    the workspace's. DoorError for a link leading out, a FIFO, a socket, a device or a folder."""
     check_name(path, writing=False)
     workspace = workspace or os.getcwd()
     full = os.path.abspath(os.path.join(workspace, path))
@@ -220,16 +219,25 @@ def read_bytes(path, cap, workspace=None, tail=False):
             raise
         finally:
             os.close(folder)
-    with open(fd, "rb") as file:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise refuse(path, f"is {kind(info.st_mode)}, not a regular file: the harness reads "
-                               "only regular files")
-        if tail and info.st_size > cap:
-            return os.pread(fd, cap, info.st_size - cap), info.st_size
+    file = open(fd, "rb")
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        file.close()
+        raise refuse(path, f"is {kind(mode)}, not a regular file: the harness reads only regular "
+                           "files")
+    return file
+
+
+def read_bytes(path, cap, workspace=None, tail=False):
+    """(at most cap bytes of the regular file at path, its whole size): the first cap bytes, or the
+    last with tail=True. A relative path is the workspace's; DoorError as open_file says."""
+    with open_file(path, workspace) as file:
+        size = os.fstat(file.fileno()).st_size
+        if tail and size > cap:
+            return os.pread(file.fileno(), cap, size - cap), size
         # one byte more: a file that grew since fstat is still seen as cut
         data = file.read(cap + 1)
-        return data[:cap], max(len(data), info.st_size)
+        return data[:cap], max(len(data), size)
 
 
 def read_workspace_text(workspace, name, cap=INSTRUCTIONS_CAP, err=None):

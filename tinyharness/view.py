@@ -21,7 +21,9 @@ and the file names are untrusted, and a result holding `<script>` must show as t
 What it cannot do. It shows what the file holds: a transcript has no token counts and no events
 (interruptions, compactions) and shows the history after the context policy's cuts; an image given
 by URL is not fetched (it is shown as its address). A session of many megabytes (images, long
-results) makes a page as large; the browser copes, an e-mail may not.
+results) makes a page as large; the browser copes, an e-mail may not. A file of more than 256 MiB
+is refused before it is read, and a session line of more than 16 MiB is damage (the page ends
+before it), as for every reader of sessions.
 """
 import html
 import json
@@ -33,9 +35,9 @@ from pathlib import Path
 
 from .compact import SUMMARY_MARK
 from .console import printable
-from .filedoor import read_bytes, write_text
+from .filedoor import open_file, write_text
 from .context import STUB_PREFIX, estimate_tokens, json_chars
-from .sessions import SessionError, find, message_text, parse
+from .sessions import SessionError, find, message_text, parse_file
 from .sessions.checks import message_problem
 from .sessions.writer import FORMAT
 
@@ -89,45 +91,56 @@ def esc(text):
 
 
 def read_file(path):
-    """(title lines, events, warning). A transcript's messages become message events; a message of
-    it that fails the session's checks ends it there, with a warning, as a damaged session line
-    does."""
+    """(title lines, events, warning) of a session or a transcript; a file bigger than VIEW_CAP is
+    refused before it is read, and a session is read a line at a time (sessions.read_events'
+    caps)."""
     path = Path(path)
     # filedoor.py: a FIFO or a folder is an error, never a hang; no planted link is followed
     try:
-        data, size = read_bytes(path, VIEW_CAP)
+        file = open_file(path)
     except OSError as e:
         raise ViewError(f"cannot read {path}: {e.strerror or e}") from None
-    if size > VIEW_CAP:
-        raise ViewError(f"{path} is {size:,} bytes, more than the {VIEW_CAP >> 20} MiB a page is "
-                        "made from")
-    start = data.lstrip()[:1]
-    if start == b"[":
-        try:
-            messages = json.loads(data.decode("utf-8", errors="surrogateescape"))
-        except (ValueError, RecursionError) as e:
-            raise ViewError(f"{path} is not valid JSON: {str(e)[:200]}") from None
-        if not isinstance(messages, list):
-            raise ViewError(f"{path} is not a --transcript file (a JSON list of messages)")
-        events, warning = [], None
-        for number, message in enumerate(messages, 1):
-            if problem := message_problem(message):
-                warning = (f"warning: {path} has {problem} at message {number}; the page ends "
-                           "before it.")
-                break
-            events.append({"type": message["role"], "message": message})
-        return ({"title": f"Transcript {path.name}", "meta": f"{len(messages)} messages"}, events,
-                warning)
-    if start == b"{" and FORMAT.encode() in data[:300]:
-        try:
-            session = parse(data, path)
-        except SessionError as e:
-            raise ViewError(str(e)) from None
-        h = session.header
-        meta = f"folder {h.get('folder')} · started {h.get('started')} · model {h.get('model')}"
-        return {"title": f"Session {session.id}", "meta": meta}, session.events, session.warning
+    with file:
+        size = os.fstat(file.fileno()).st_size
+        if size > VIEW_CAP:
+            raise ViewError(f"{path} is {size:,} bytes, more than the {VIEW_CAP >> 20} MiB a page "
+                            "is made from")
+        head = file.read(300)
+        file.seek(0)
+        if head.lstrip()[:1] == b"[":
+            return read_transcript(file.read(VIEW_CAP + 1), path)
+        if head.lstrip()[:1] == b"{" and FORMAT.encode() in head:
+            try:
+                session = parse_file(file, path)
+            except SessionError as e:
+                raise ViewError(str(e)) from None
+            h = session.header
+            meta = (f"folder {h.get('folder')} · started {h.get('started')} · model "
+                    f"{h.get('model')}")
+            return ({"title": f"Session {session.id}", "meta": meta}, session.events,
+                    session.warning)
     raise ViewError(f"{path} is neither a session (.jsonl with a session header) nor a "
                     "--transcript file (a JSON list of messages)")
+
+
+def read_transcript(data, path):
+    """A --transcript file's messages as message events; a message that fails the session's checks
+    ends it there, with a warning, as a damaged session line does."""
+    try:
+        messages = json.loads(data.decode("utf-8", errors="surrogateescape"))
+    except (ValueError, RecursionError) as e:
+        raise ViewError(f"{path} is not valid JSON: {str(e)[:200]}") from None
+    if not isinstance(messages, list):
+        raise ViewError(f"{path} is not a --transcript file (a JSON list of messages)")
+    events, warning = [], None
+    for number, message in enumerate(messages, 1):
+        if problem := message_problem(message):
+            warning = (f"warning: {path} has {problem} at message {number}; the page ends "
+                       "before it.")
+            break
+        events.append({"type": message["role"], "message": message})
+    return ({"title": f"Transcript {path.name}", "meta": f"{len(messages)} messages"}, events,
+            warning)
 
 
 def is_typed(message):

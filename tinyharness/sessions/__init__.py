@@ -48,6 +48,7 @@ operating system, not the disk: a power cut (as opposed to a crash of the proces
 the last events; an fsync per line would cost a disk write per message. The policy's cuts are not
 events: a resumed session starts from the whole results and cuts them again the same way.
 """
+import io
 import json
 import os
 import sys
@@ -57,10 +58,12 @@ from ..console import printable
 from ..filedoor import write_text
 from .checks import event_problem, header_problem
 from .writer import (MESSAGE_TYPES, SessionError, SessionWriter, claim, json_line, open_regular,
-                     private_folder, read_regular, sessions_dir)
+                     private_folder, sessions_dir)
 
 UNANSWERED = ("ERROR: the session file holds no result for this call (the run ended, or the file "
               "was cut, before it was written); it may or may not have run.")
+LINE_CAP = 16 << 20      # bytes of one line (an event with an image is a few MiB): longer is damage
+FILE_CAP = 256 << 20     # bytes of a session file that is read; a bigger one is named and left
 LIST_LIMIT = 50          # `tinyharness sessions` shows this many, newest first (--all: every one)
 WIDTH = 100              # and fits its lines in this many columns
 
@@ -135,45 +138,86 @@ def message_text(message):
     return content if isinstance(content, str) else ""
 
 
-def parse(data, path):
-    """A Session from the bytes of a session file. A line that is not a whole JSON object, or an
-    event that fails its check, ends the reading there: everything before it is kept and `warning`
-    says what was lost. A file without a usable header is a SessionError."""
-    lines = data.split(b"\n")
-    header, events = None, []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
+class Damaged:
+    """The line a reading stopped at, and why."""
+
+    def __init__(self, number, problem):
+        self.number, self.problem = number, problem
+
+
+def too_big(path, size):
+    return SessionError(f"{path} is {size:,} bytes, more than the {FILE_CAP >> 20} MiB a session "
+                        "is read up to; it is left as it is")
+
+
+def read_events(file, path):
+    """The header, then each event, of a session file read one line at a time, each line at most
+    LINE_CAP bytes. A line that is not a whole JSON object, is longer than the cap, or fails its
+    check ends the reading: a Damaged comes last. No usable header: SessionError."""
+    header, number = None, 0
+    while line := file.readline(LINE_CAP + 1):
+        number += 1
+        if len(line) > LINE_CAP:
+            problem = f"a line of more than {LINE_CAP >> 20} MiB"
+        elif not line.strip():
             continue
-        try:
-            item = json.loads(line.decode("utf-8"))
-        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
-            problem = "a cut or corrupt line, e.g. from a crash"
         else:
-            problem = header_problem(item) if header is None else event_problem(item)
+            try:
+                item = json.loads(line.decode("utf-8"))
+            except (ValueError, RecursionError):  # RecursionError: nested deeper than json goes
+                problem = "a cut or corrupt line, e.g. from a crash"
+            else:
+                problem = header_problem(item) if header is None else event_problem(item)
         if problem and header is None:
             raise SessionError(f"{path} is not a usable tinyharness session: {problem}")
         if problem:
-            warning = (f"warning: {path} is damaged at line {number} ({problem}); the session goes "
-                       f"on from the {len(events)} events before it.")
-            return Session(path, header, events, warning, number - 1)
+            yield Damaged(number, problem)
+            return
+        header = header or item
+        yield item
+    if header is None:
+        raise SessionError(f"{path} is not a usable tinyharness session: it is empty")
+
+
+def parse_file(file, path):
+    """A Session from an open session file (binary). A damaged line ends the reading there:
+    everything before it is kept and `warning` says what was lost."""
+    header, events = None, []
+    for item in read_events(file, path):
+        if isinstance(item, Damaged):
+            warning = (f"warning: {path} is damaged at line {item.number} ({item.problem}); the "
+                       f"session goes on from the {len(events)} events before it.")
+            return Session(path, header, events, warning, item.number - 1)
         if header is None:
             header = item
         else:
             events.append(item)
-    if header is None:
-        raise SessionError(f"{path} is not a usable tinyharness session: it is empty")
     return Session(path, header, events, None, len(events) + 1)
 
 
-def load(path):
-    """Read a session file (a regular file only: a FIFO under a session's name is an error, not a
-    hang)."""
-    path = Path(path)
+def parse(data, path):
+    """A Session from the bytes of a session file (parse_file)."""
+    return parse_file(io.BytesIO(data), path)
+
+
+def opened(path):
+    """A session file open for reading (a regular file only: a FIFO under a session's name is an
+    error, not a hang), refused with SessionError when it is bigger than FILE_CAP."""
     try:
-        data = read_regular(path)
+        fd = open_regular(path, os.O_RDONLY)
     except OSError as e:
         raise SessionError(f"cannot read the session {path}: {e.strerror or e}") from None
-    return parse(data, path)
+    size = os.fstat(fd).st_size
+    if size > FILE_CAP:
+        os.close(fd)
+        raise too_big(path, size)
+    return open(fd, "rb")
+
+
+def load(path):
+    """Read a session file, with the caps of read_events and opened."""
+    with opened(path) as file:
+        return parse_file(file, Path(path))
 
 
 def repair(session, fd):
@@ -181,10 +225,11 @@ def repair(session, fd):
     file, so the lock held on it stays good), so what is appended next is not stuck behind a broken
     line."""
     damaged = session.path.with_name(session.path.name + ".damaged")
-    data = os.pread(fd, os.fstat(fd).st_size, 0)
     copy = open_regular(damaged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    with open(copy, "wb") as file:
-        file.write(data)
+    with open(copy, "wb") as file:  # a megabyte at a time: the damaged line can be a long one
+        offset = 0
+        while chunk := os.pread(fd, 1 << 20, offset):
+            offset += file.write(chunk)
     lines = [json_line(session.header)] + [json_line(e) for e in session.events]
     os.ftruncate(fd, 0)
     text = ("\n".join(lines) + "\n").encode("utf-8")
@@ -199,7 +244,11 @@ def resume(path, err=None):
     it does not go on."""
     fd = claim(path)
     try:
-        session = parse(os.pread(fd, os.fstat(fd).st_size, 0), Path(path))
+        if (size := os.fstat(fd).st_size) > FILE_CAP:
+            raise too_big(path, size)
+        os.lseek(fd, 0, os.SEEK_SET)
+        with io.BufferedReader(io.FileIO(fd, "r", closefd=False)) as file:
+            session = parse_file(file, Path(path))
         if session.warning:
             try:
                 repair(session, fd)
@@ -235,11 +284,13 @@ def all_sessions(directory=None):
 
 
 def read_header(path):
-    """The header of a session file when it is usable, else None (only the first line is read)."""
+    """The header of a session file when it is usable, else None (only the first line is read, at
+    most LINE_CAP bytes of it)."""
     try:
         fd = open_regular(path, os.O_RDONLY)
         with open(fd, "rb") as file:
-            header = json.loads(file.readline().decode("utf-8", errors="replace"))
+            line = file.readline(LINE_CAP + 1)
+        header = json.loads(line.decode("utf-8", errors="replace")) if len(line) <= LINE_CAP else 0
         return None if header_problem(header) else header
     except (OSError, ValueError, RecursionError):
         return None
@@ -302,16 +353,31 @@ def listing(directory=None, limit=LIST_LIMIT, folder=None):
             left_out += 1
             continue
         try:
-            session = load(path)
+            header, turns, first = summary(path)
         except SessionError as e:
             skipped.append((path.name, str(e)))
             continue
-        tasks = session.user_tasks()
-        first = " ".join((tasks[0] if tasks else "").split())
-        rows.append((path.stem, str(len(tasks)), home_short(session.header["folder"]), first,
+        rows.append((path.stem, str(turns), home_short(header["folder"]), " ".join(first.split()),
                      # the last two: for --json
-                     session.header["folder"], session.header.get("model")))
+                     header["folder"], header.get("model")))
     return rows, skipped, left_out
+
+
+def summary(path):
+    """(header, how many tasks the user typed, the first of them) of a session file, read a line at
+    a time and kept no longer than the line: what the listing shows, and no more."""
+    header, turns, first = None, 0, ""
+    with opened(path) as file:
+        for item in read_events(file, path):
+            if isinstance(item, Damaged):
+                break
+            if header is None:
+                header = item
+            elif item.get("type") == "user":
+                text = message_text(item.get("message") or {})
+                if not text.startswith("[harness]"):
+                    turns, first = turns + 1, first if turns else text
+    return header, turns, first
 
 
 def sessions_command(directory=None, out=print, show_all=False, here=False, err=None,
@@ -323,8 +389,8 @@ def sessions_command(directory=None, out=print, show_all=False, here=False, err=
         err(printable(f"note: skipped {name}: {reason}"))
     if as_json:  # for scripts: one object per session, newest first, nothing else on stdout
         for session_id, turns, _, first, whole_folder, model in rows:
-            out(json.dumps({"id": session_id, "turns": int(turns), "folder": whole_folder,
-                            "model": model, "first_task": first}, ensure_ascii=False))
+            out(json_line({"id": session_id, "turns": int(turns), "folder": whole_folder,
+                           "model": model, "first_task": first}))
         return 0
     if not rows:
         where = f" started in {folder}" if here else ""

@@ -20,6 +20,7 @@ import datetime
 import errno
 import json
 import os
+import re
 import secrets
 import stat
 import sys
@@ -32,16 +33,20 @@ VERSION = 1
 MESSAGE_TYPES = ("system", "user", "assistant", "tool")
 
 
+# what json.dumps(ensure_ascii=False) leaves raw and a line of JSON must not carry: DEL and the C1
+# controls (U+009B is ESC [ to a terminal), the bidi controls (a right-to-left override turns what
+# follows around), the line and paragraph separators (str.splitlines and JavaScript split at them),
+# lone surrogates (UTF-8 cannot encode them). json.dumps escapes C0 itself.
+ESCAPED = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                     "\ud800-\udfff]")
+
+
 def json_line(obj):
-    """One event as one line of JSON, readable UTF-8 where it can be. Model text can hold a lone
-    surrogate, which UTF-8 cannot encode: then the line is written with ASCII escapes, still valid
-    JSON that reads back to the same text."""
-    line = json.dumps(obj, ensure_ascii=False)
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        line = json.dumps(obj)
-    return line
+    """One event as one line of JSON, readable UTF-8 where it can be: every character above escaped
+    as JSON's \\uXXXX, so the line is still valid JSON, reads back to the same text, and acts on no
+    terminal it is printed to (run --json, chat --json, sessions --json, a session file)."""
+    return ESCAPED.sub(lambda found: f"\\u{ord(found.group()):04x}",
+                       json.dumps(obj, ensure_ascii=False))
 
 
 class SessionError(Exception):
@@ -95,13 +100,6 @@ def open_regular(path, flags, mode=0o600):
         os.close(fd)
         raise OSError(errno.EINVAL, "not a regular file", str(path))
     return fd
-
-
-def read_regular(path):
-    """The bytes of a regular file (a FIFO, a folder or a device is an OSError, never a hang)."""
-    fd = open_regular(path, os.O_RDONLY)
-    with open(fd, "rb") as file:
-        return file.read()
 
 
 def lock_holder(fd):
