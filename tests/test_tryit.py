@@ -32,6 +32,31 @@ def test_try_it_block_runs_and_shows_what_the_readme_quotes(block, tmp_path):
     assert not wrong, "\n".join(wrong) + "\n--- output ---\n" + output
 
 
+# COURSE.md, stage rule 8 ("Show, then explain"): a stage's first Try-it plays the failure that
+# motivates the stage, then the mechanism holding, both on the learner's first screen (the first 40
+# lines of output). Each pair is (what only the failure prints, what only the hold prints).
+FIRST_SCREEN = 40
+SHOWN = {
+    "m1_loop": [('tool_call_id "call_0" matches none', "[stats] turns=5 tool_calls=4")],
+    "m3_hooks": [("-> OK: ../m3-old has 1 entry", "-> BLOCKED: '../m3-old' leads to"),
+                 ("-> exit status 127", "-> BLOCKED: the command looks like a recursive delete (Remove-Item"),
+                 ("-> BLOCKED: the command looks like a recursive delete (rm -r)", "x=rm; $x -rf ../m3-old")],
+    "m5_context": [("[context] prompt_tokens fell from", "m5-scissors/summary.md:Testing budget: 300 KM"),
+                   ("m5-no-scissors/summary.md:Testing budget: not mentioned", "300 KM for the quarter (week-1.md); Ana signs off above it.")],
+    "m8_vision": [("warning: the request with the image cost", "prompt_tokens=1108"),
+                  ("[tool] view_image({\"path\": \"blue-red.png\"})", "'tool', 'user', 'assistant']")],
+}
+
+
+@pytest.mark.parametrize("stage", sorted(SHOWN))
+def test_the_first_try_it_shows_the_failure_then_the_hold_on_one_screen(stage, tmp_path):
+    block = next(b for b in BLOCKS if b.readme.parent.name == stage)
+    screen = "\n".join(output_of(block, tmp_path).splitlines()[:FIRST_SCREEN])
+    for failure, hold in SHOWN[stage]:
+        assert failure in screen and hold in screen, f"{failure!r} then {hold!r}\n--- first screen ---\n{screen}"
+        assert screen.index(failure) < screen.index(hold), f"{failure!r} comes after {hold!r}\n{screen}"
+
+
 @pytest.mark.parametrize("stage", sorted(r.parent.name for r in tryit.readmes()))
 def test_every_stage_has_a_try_it_block_that_runs_offline(stage):
     assert any(b.readme.parent.name == stage for b in BLOCKS)
