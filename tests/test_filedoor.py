@@ -188,7 +188,7 @@ def test_an_image_linked_out_of_the_workspace_is_not_sent(place):
 
 # (module, function) -> why its plain open/read/write is not on a path in, or named from, the workspace
 ELSEWHERE = {
-    ("filedoor", "read_bytes"): "the door itself", ("filedoor", "replace"): "the door itself",
+    ("filedoor", "open_file"): "the door itself", ("filedoor", "replace"): "the door itself",
     ("tools", "read_file"): "the file tools: open_beneath", ("tools", "replace_in"): "the file tools: open_beneath",
     ("tools", "save_note"): "open_beneath with O_NOFOLLOW and a link count check",
     ("imageload", "read_workspace_file"): "view_image: the model's path, resolved then checked inside (m8's copy)",
@@ -197,7 +197,7 @@ ELSEWHERE = {
     ("trust", "config_bytes"): "through the door (filedoor.read_bytes)",
     ("named", "file_digest"): "through the door (filedoor.read_bytes)",
     ("trust", "_load"): "the harness's own store", ("trust", "remember"): "the harness's own store",
-    ("sessions/writer", "read_regular"): "the session store, regular files only",
+    ("sessions/__init__", "opened"): "the session store, regular files only, capped",
     ("sessions/__init__", "read_header"): "the session store", ("sessions/__init__", "repair"): "the session store",
     ("sandbox/git", "digest_of"): "git's files, snapshot: an O_NOFOLLOW, O_NONBLOCK descriptor", ("sandbox/git", "harmless_config"): "git's files",
     ("sandbox/git", "put_back"): "git's files, restored",
