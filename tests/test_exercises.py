@@ -9,6 +9,7 @@ tier (`python -m pytest -q -m deep`) for every stage and every wrong solution.
 """
 import json
 import os
+import re
 import sys
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.ladder import ROOT, STAGES
-from tinyharness import course, exercises, hints
+from tinyharness import course, exercises, grading, hints
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +63,7 @@ def start(stage, parent):
 def check(copy, first_failure=False):
     """Run the real check on a copy; (exit code, the report as text)."""
     printed = []
-    code = exercises.check(stage_dir(copy.name), copy, output=printed.append, first_failure=first_failure)
+    code = grading.check(stage_dir(copy.name), copy, output=printed.append, first_failure=first_failure)
     return code, "\n".join(printed)
 
 
@@ -205,27 +206,92 @@ def test_list_shows_the_exercise_progress(progress, tmp_path):
     assert "quiz 2/3" in m3 and m3.endswith("exercise done") and m4.endswith("exercise to do")
 
 
+def result(name, outcome, message="", cause=None, file="test_x.py"):
+    """One case as tests/exercise_check.py reports it."""
+    return {"nodeid": f"tests/{file}::{name}", "name": name, "outcome": outcome, "message": message, "cause": cause}
+
+
+def report(results, stage="m3_hooks", count=None, tmp_path=Path(".")):
+    """The report of one pass and the verdict after it, as text; and the verdict's exit code."""
+    printed = []
+    failed = grading.report_pass(stage_dir(stage), {"results": results}, f"Your {stage}", output=printed.append)
+    count = count if count is not None else len(grading.behaviours(results))
+    code = grading.verdict(stage_dir(stage), tmp_path, [], (failed, count, False), None, "again", printed.append)
+    return code, "\n".join(printed)
+
+
 def test_the_report_shows_a_real_failure_before_an_xpass_and_is_not_done_with_either(tmp_path):
     # in the order they ran: a known escape that the copy stopped (XPASS), then a real failure
-    case = lambda name, outcome, message="": {"nodeid": f"tests/test_x.py::{name}", "name": name,
-                                              "outcome": outcome, "message": message}
-    results = {"origin": str(tmp_path), "results": [
-        case("test_shell_attack[m3_hooks-fork-bomb]", "xpassed", "[XPASS(strict)] known escape: a fork bomb"),
-        case("test_path_attack[m3_hooks-dotdot]", "failed", "assert 'BLOCKED' in 'OK: wrote'"),
-        case("test_path_attack[m3_hooks-absolute]", "passed"),
-        case("test_a_known_escape_escapes[m3_hooks]", "xfailed"),
-        case("test_sandbox_holds[m3_hooks]", "skipped")]}
-    printed = []
-    assert not exercises.report(stage_dir("m3_hooks"), tmp_path, "mine", [], results, output=printed.append)
-    text = "\n".join(printed)
-    assert printed[0] == "Checking your m3_hooks (mine) with the 4 behaviours the tests of m3_hooks check, its own lesson's first."
+    results = [result("test_shell_attack[m3_hooks-fork-bomb]", "xpassed", "[XPASS(strict)] known escape: a fork bomb"),
+               result("test_path_attack[m3_hooks-dotdot]", "failed", "assert 'BLOCKED' in 'OK: wrote'"),
+               result("test_path_attack[m3_hooks-absolute]", "passed"),
+               result("test_a_known_escape_escapes[m3_hooks]", "xfailed"),
+               result("test_sandbox_holds[m3_hooks]", "skipped")]
+    code, text = report(results, tmp_path=tmp_path)
+    assert code == 1 and "done" not in text
     assert text.index("  FAIL  path attack (test_x.py, 1/2 cases pass)") < text.index("  XPASS shell attack (test_x.py)")
     assert "First failure: path attack\n  tests/test_x.py::test_path_attack[m3_hooks-dotdot]" in text
-    assert "1 of 4 behaviours pass (1 skipped on this machine)." in text       # the xfail counts as a pass
-    only_xpass = {**results, "results": results["results"][:1]}
-    printed.clear()
-    assert not exercises.report(stage_dir("m3_hooks"), tmp_path, "mine", [], only_xpass, output=printed.append)
-    assert "First failure: shell attack" in "\n".join(printed) and "a known escape" in "\n".join(printed)
+    assert "Your m3_hooks: 1 of 4 behaviours pass (1 skipped on this machine)." in text  # the xfail counts as a pass
+    assert "Yours: assert 'BLOCKED' in 'OK: wrote'" in text
+    code, text = report(results[:1], tmp_path=tmp_path)
+    assert code == 1 and "First failure: shell attack" in text and "a known escape" in text
+
+
+def test_failures_with_one_cause_are_grouped_first_and_each_is_told_as_its_scenario(tmp_path):
+    # m3's learner: one KeyError in path_guard failed 15 behaviours and stopped a known escape (an XPASS)
+    key_error = "KeyError: 'path' in path_guard (hooks.py line 20)"
+    results = [result("test_policy_lets_ordinary_work_through[m3_hooks-ls]", "failed", "assert 'OK' in ...",
+                      file="test_m3_attacks.py"),
+               *[result(f"test_b{n}[m3_hooks]", "failed", "assert ...", key_error) for n in range(15)],
+               result("test_shell_attack[m3_hooks-eval]", "xpassed", "[XPASS(strict)]", key_error),
+               result("test_a_blocked_shell_command_says_what_and_why[m3_hooks]", "passed")]
+    code, text = report(results, tmp_path=tmp_path)
+    lines = text.splitlines()
+    group = next(i for i, line in enumerate(lines) if "fail with the same error" in line)
+    assert lines[group] + " " + lines[group + 1].strip() == \
+        f"16 behaviours fail with the same error: {key_error}. Fix that first: it may be the only mistake."
+    assert group < text.index("FAIL  policy lets ordinary work through")      # the shared cause comes first
+    assert f"In all, 16 of the 17 failing behaviours fail with the same error: {key_error}" in " ".join(text.split())
+    # the behaviour on its own is told as a story (quizzes/hints/m3_hooks.json), then what the copy did
+    told = " ".join(text[text.index("FAIL  policy lets ordinary work through"):].split())
+    assert "An ordinary command (tests, a build, a git status) is put to the command policy. It should pass" in told
+    assert "Yours: assert 'OK' in ..." in told
+    assert "Omitting" not in text and "-vv" not in text
+
+
+def test_every_scenario_names_a_test_that_exists():
+    names = {n for path in (ROOT / "tests").glob("test_*.py")
+             for n in re.findall(r"^def (test_\w+)", path.read_text(encoding="utf-8"), re.M)}
+    for stage in STAGES:
+        assert set(grading.load_scenarios(stage_dir(stage))) <= names, f"quizzes/hints/{stage}.json: a stale scenario"
+
+
+def test_check_mine_passes_k_on(monkeypatch, tmp_path):
+    seen = []
+    monkeypatch.setattr(grading, "check", lambda folder, mine, root, keyword=None: seen.append(keyword) or 0)
+    assert course.course_check("m3", mine=tmp_path, keyword="blocked") == 0 and seen == ["blocked"]
+
+
+@pytest.mark.reruns_the_stage
+def test_the_first_pass_names_the_one_mistake_behind_many_failures_and_k_narrows_it(tmp_path):
+    # the learner's path_guard judges every tool's "path": a shell call has none, so each one is refused with a
+    # KeyError the hook's fail-closed wrapper hides in a BLOCKED: result. Only the lesson's own files run here.
+    copy = start("m3", tmp_path)
+    fill(copy, {**stage_bodies("m3_hooks"), ("hooks.py", "path_guard"):
+                without_the_skip(stage_bodies("m3_hooks")[("hooks.py", "path_guard")])})
+    line = next(n for n, text in enumerate((copy / "hooks.py").read_text().splitlines(), 1) if 'args["path"]' in text)
+    results = grading.run_tests(ROOT, stage_dir("m3_hooks"), copy, which="lesson", keyword="shell or blocked")
+    assert results["origin"] == str(copy.resolve())
+    ids = [r["name"].lower() for r in results["results"]]
+    assert ids and all("shell" in n or "blocked" in n for n in ids)         # -k chose them (names or parameters)
+    assert "test_reading_never_asks[m3_hooks]" not in ids
+    assert all(r["nodeid"].startswith("tests/test_m3_") for r in results["results"])
+    printed = []
+    failed = grading.report_pass(stage_dir("m3_hooks"), results, "Your m3_hooks", output=printed.append)
+    text = " ".join("\n".join(printed).split())
+    assert len(failed) >= 2
+    assert f"{len(failed)} behaviours fail with the same error: KeyError: 'path' in path_guard (hooks.py line {line})" \
+        in text
 
 
 def test_the_check_runs_the_stage_s_own_lesson_first_and_the_known_escapes_last():
@@ -479,7 +545,7 @@ def test_the_check_runs_the_copy_even_from_a_parent_folder(tmp_path):
     fill(copy, stage_bodies("m0_llm"))
     (copy / "llm.py").write_text((copy / "llm.py").read_text().replace('"messages": messages', '"messages": []'))
     printed = []                                                       # DIR, not DIR/m0_llm:
-    code = exercises.check(stage_dir("m0_llm"), tmp_path, output=printed.append, first_failure=True)
+    code = grading.check(stage_dir("m0_llm"), tmp_path, output=printed.append, first_failure=True)
     text = "\n".join(printed)
     assert code == 1 and "First failure: " in text
     assert f"m0_llm was imported from {copy.resolve()}" in text

@@ -329,7 +329,8 @@ def course_hint(stage: str, step: int | None = None, root=None, output=print) ->
 
 def course_check(stage: str, root=None, mine=None, keyword: str | None = None) -> int:
     """Run the ladder tests of one stage (their ids carry the stage folder name); with `mine`, every
-    test case of the stage, against the learner's copy of it (see exercises.py)."""
+    test case of the stage, against the learner's copy of it (see grading.py); `keyword` narrows
+    either as pytest's -k."""
     root = _checkout(root)
     folder = root and _stage(stage, root)
     if folder is None:
@@ -338,8 +339,8 @@ def course_check(stage: str, root=None, mine=None, keyword: str | None = None) -
         print("error: the checks need pytest: pip install pytest", file=sys.stderr)
         return 2
     if mine is not None:
-        from . import exercises
-        return exercises.check(folder, mine, root)
+        from . import grading
+        return grading.check(folder, mine, root, keyword=keyword)
     command = ([sys.executable, "-m", "pytest", "tests", "-q", "--stage", folder.name, "-k",
                 stage_selection(folder.name, keyword)])
     print(f"Running: {shlex.join(command)}", flush=True)

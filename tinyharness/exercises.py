@@ -10,15 +10,9 @@ function marked for m3 (everything below its docstring) with `raise NotImplement
 marker's sentence>; see README 'Your turn'")`. The exercise is generated from the stage, so it never
 drifts from it. Markers naming earlier stages are left alone: their code is given.
 
-`tinyharness course check m3 --mine DIR` runs every test case of m3 against the learner's copy: the
-cases of every test file that are parametrised with m3_hooks (the wire, the door, the fuzzers, the
-attacks, not only tests/test_m3_*.py), because "done" means the stage's own code could be swapped
-for the learner's and nothing would notice. TINYHARNESS_STAGE_DIR tells tests/ladder.py to import
-and run the stage from that folder, and tests/exercise_check.py proves it did (the module's
-__file__, in the test process and in a subprocess) before any result counts. It counts behaviours (a
-test function, all its cases), lists each failing one by name, the stage's own lesson first (then an
-earlier lesson before a later one, the lesson before the armour, a known escape last), and says
-"done" only when every case passes.
+`tinyharness course check m3 --mine DIR` grades the copy with the stage's own tests (grading.py).
+`tinyharness course hint m3` gives the hints in steps (hints.py); `course diff` hides the bodies of
+the functions marked here until the learner's copy passes (course.py).
 
 What it cannot do: the tests judge behaviour, not style. A solution that passes them can still be
 clumsy, and a mistake no test pins down goes unnoticed; the stage's own code is the model answer.
@@ -28,14 +22,10 @@ from __future__ import annotations
 import ast
 import datetime
 import json
-import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
-import tempfile
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,11 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"^[ \t]*# exercise\((m\d+)\): (.+?)\s*$")
 # a comment line right below a marker continues its sentence
 CONTINUED = re.compile(r"^[ \t]*# (?!exercise\()(.+?)\s*$")
-STAGE_DIR_ENV = "TINYHARNESS_STAGE_DIR"      # read by tests/ladder.py and tests/exercise_check.py
-REPORT_ENV = "TINYHARNESS_EXERCISE_REPORT"   # where tests/exercise_check.py writes the results
-PLUGIN = "tests.exercise_check"
 SKIPPED_PARTS = {"__pycache__", ".pytest_cache"}
-MESSAGE_LINES = 6                            # of a failure's message, in the report
 
 
 class ExerciseError(Exception):
@@ -231,166 +217,6 @@ def start(stage_dir: Path, parent, force=False, output=print) -> int:
     output(f"  tinyharness course check {short_name(stage_dir.name)} --mine "
            f"{shlex.quote(str(target))}")
     return 0
-
-
-# --- Checking the learner's copy ------------------------------------------------------------------
-
-def find_copy(stage_dir: Path, mine) -> Path:
-    """The learner's stage folder: `mine` itself, or `mine`/<stage folder name>."""
-    mine = Path(mine)
-    for folder in (mine / stage_dir.name, mine):
-        if folder.name == stage_dir.name and (folder / "__main__.py").is_file():
-            if folder.resolve() == stage_dir.resolve():
-                raise ExerciseError(f"{folder} is the repository's own {stage_dir.name}, not your "
-                                    "copy: give the folder `tinyharness course start "
-                                    f"{short_name(stage_dir.name)} DIR` wrote.")
-            return folder.resolve()
-    raise ExerciseError(
-        f"{mine} is not a copy of {stage_dir.name}: the checks run a folder named {stage_dir.name} "
-        f"that holds __main__.py (as `tinyharness course start {short_name(stage_dir.name)} DIR` "
-        "writes it into DIR).")
-
-
-def stage_tests(root: Path, stage_dir: Path) -> list[str]:
-    """pytest's arguments for every case of one stage: the whole suite, with the cases parametrised
-    with another stage deselected (tests/conftest.py's --stage) and the rest chosen by
-    tests/exercise_check.py."""
-    return ["tests", "--stage", stage_dir.name]
-
-
-def phrase(test_name: str) -> str:
-    """test_tool_results_are_paired_by_the_server_given_id -> 'tool results are paired by the server
-    given id'"""
-    return test_name.split("[")[0].removeprefix("test_").replace("_", " ")
-
-
-def behaviours(results: list[dict]) -> list[tuple[str, list[dict]]]:
-    """Results grouped by test function, in the order they ran: one behaviour, all its cases."""
-    grouped = {}
-    for result in results:
-        grouped.setdefault(phrase(result["name"]), []).append(result)
-    return list(grouped.items())
-
-
-def still_to_write(copy: Path, holes: list[Hole]) -> list[Hole]:
-    """The holes whose body in the learner's copy is still the generated raise."""
-    todo = []
-    for hole in holes:
-        path = copy / hole.file
-        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
-        if f"raise NotImplementedError({json.dumps(hole.message, ensure_ascii=False)})" in text:
-            todo.append(hole)
-    return todo
-
-
-def run_tests(root: Path, stage_dir: Path, copy: Path, first_failure=False) -> dict:
-    """Run the stage's own tests against the copy in a pytest subprocess; the plugin's JSON
-    report."""
-    with tempfile.TemporaryDirectory(prefix="tinyharness-check-") as scratch:
-        report_path = Path(scratch) / "report.json"
-        command = [sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "no:cacheprovider",
-                   "-p", "no:xdist",
-                   *(["-x"] if first_failure else []), *stage_tests(root, stage_dir)]
-        env = ({**os.environ, STAGE_DIR_ENV: str(copy), REPORT_ENV: str(report_path),
-                "PYTHONIOENCODING": "utf-8"})
-        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
-                              encoding="utf-8", errors="replace")
-        if not report_path.is_file():
-            raise ExerciseError("the tests did not run; pytest said:\n" + "\n".join(
-                (done.stdout + done.stderr).strip().splitlines()[-15:]))
-        return json.loads(report_path.read_text(encoding="utf-8"))
-
-
-def wrapped(message: str, width=100) -> list[str]:
-    """A failure's message as short lines (an assert's message can be one long line)."""
-    return [part for line in message.splitlines() for part in (textwrap.wrap(line, width) or [""])]
-
-
-# an XPASS(strict): a known escape that the copy stopped, and the suite fails on
-BAD = ("failed", "xpassed")
-
-
-def failing(groups: list[tuple[str, list[dict]]]) -> list[tuple[str, list[dict]]]:
-    """The behaviours with a bad case, a real failure before an XPASS, otherwise in the order they
-    ran (tests/exercise_check.py runs the most basic cases first)."""
-    bad = [(name, cases) for name, cases in groups if any(c["outcome"] in BAD for c in cases)]
-    return sorted(bad, key=lambda group: not any(c["outcome"] == "failed" for c in group[1]))
-
-
-def report(stage_dir: Path, copy: Path, shown_as: str, holes: list[Hole], results: dict,
-           output=print) -> bool:
-    """The friendly report; True when every case of the stage passed on the learner's own code."""
-    stage = stage_dir.name
-    if results.get("origin_error"):
-        output(f"The check could not run your copy: {results['origin_error']}")
-        return False
-    groups = behaviours(results["results"])
-    output(f"Checking your {stage} ({shown_as}) with the {len(groups)} behaviours the tests of "
-           f"{stage} check, its own lesson's first.")
-    output(f"Your code is what ran: {stage} was imported from {results['origin']}.\n")
-    failed = failing(groups)
-    for name, group in failed:
-        bad = [c for c in group if c["outcome"] in BAD]
-        mark = "FAIL" if any(c["outcome"] == "failed" for c in bad) else "XPASS"
-        count = f", {len(group) - len(bad)}/{len(group)} cases pass" if len(group) > 1 else ""
-        output(f"  {mark:<5} {name} ({bad[0]['nodeid'].split('::')[0].rsplit('/', 1)[-1]}{count})")
-    skipped = sum(all(c["outcome"] == "skipped" for c in group) for _, group in groups)
-    passed = len(groups) - len(failed) - skipped
-    output(("\n" if failed else "") + f"{passed} of {len(groups)} behaviours pass"
-           + (f" ({skipped} skipped on this machine)." if skipped else "."))
-    if not groups:
-        output("No test ran, so nothing is confirmed.")
-        return False
-    if failed:
-        name, group = failed[0]
-        case = next(c for c in group if c["outcome"] in BAD)
-        output(f"\nFirst failure: {name}\n  {case['nodeid']}")
-        for line in wrapped(case["message"])[:MESSAGE_LINES]:
-            output(f"    {line}")
-        if case["outcome"] == "xpassed":
-            output("    (a known escape: the stage's own code lets this attack through and the "
-                   "case says so; yours stopped it. Check that your guard does not refuse more "
-                   "than it should.)")
-        show_what_is_left(stage_dir, copy, holes, output)
-    return not failed
-
-
-def show_what_is_left(stage_dir: Path, copy: Path, holes: list[Hole], output) -> None:
-    """After a failure: the functions still to write, and where the hints are."""
-    todo = still_to_write(copy, holes)
-    output("\nStill to write: " + ", ".join(h.where for h in todo) if todo else "")
-    output(f"Stuck? tinyharness course hint {short_name(stage_dir.name)} gives the hints in steps: "
-           "the rule, the shape, the outline.")
-
-
-def check(stage_dir: Path, mine, root: Path = ROOT, output=print, first_failure=False) -> int:
-    """`course check STAGE --mine DIR`: 0 when every behaviour passes, 1 when one fails, 2 for a
-    usage error."""
-    try:
-        copy = find_copy(stage_dir, mine)
-        holes = find_holes(stage_dir)
-    except ExerciseError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    shown_as = str(mine) if Path(mine).resolve() == copy else str(Path(mine) / stage_dir.name)
-    again = f"tinyharness course check {short_name(stage_dir.name)} --mine {shlex.quote(shown_as)}"
-    try:
-        results = run_tests(root, stage_dir, copy, first_failure)
-    except ExerciseError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("Interrupted.", file=sys.stderr)
-        return 130
-    if report(stage_dir, copy, shown_as, holes, results, output):
-        record_pass(stage_dir.name)
-        output(f"\nExercise {short_name(stage_dir.name)} done: your "
-               f"{' and '.join(h.name for h in holes)} {'passes' if len(holes) == 1 else 'pass'} "
-               f"the tests the stage's own code passes. Compare with {stage_dir.name}/ to see "
-               f"another way to write {'it' if len(holes) == 1 else 'them'}.")
-        return 0
-    output(f"\nRun again: {again}")
-    return 1
 
 
 # --- Progress, next to the quiz's -----------------------------------------------------------------
