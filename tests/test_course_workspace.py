@@ -44,7 +44,7 @@ def test_workspace_force_replaces_the_folder(tmp_path):
 
 def test_workspace_unknown_name_and_inside_the_example_are_usage_errors(tmp_path, capsys):
     assert course.course_workspace("nope", tmp_path / "x") == 2
-    assert "images, notes, empty" in capsys.readouterr().err
+    assert "images, mistakes, notes, reports, empty" in capsys.readouterr().err
     assert course.course_workspace("notes", ROOT / "examples/notes/copy") == 2
     assert "inside the example" in capsys.readouterr().err
     assert not (ROOT / "examples/notes/copy").exists()
@@ -76,7 +76,7 @@ def test_a_script_path_still_wins_over_a_name(tmp_path, monkeypatch):
 def test_an_unknown_script_name_is_a_usage_error(capsys):
     assert cli.main(["fake-server", "--script", "no-such-script"]) == 2
     err = capsys.readouterr().err
-    assert "no-such-script" in err and "endless, hello, notebook, notes, reads-errors, repeat, self-rescue, verify" in err
+    assert "no-such-script" in err and "endless, hello, notebook, notes, reads-errors, repeat, reports, self-rescue, spellings, verify" in err
 
 
 def test_fake_server_serves_a_bundled_script_by_name(tmp_path):

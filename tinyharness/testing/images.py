@@ -230,12 +230,14 @@ COLOUR_PAIR = re.compile(r"\b(" + "|".join(COLOURS) + r")-(" + "|".join(COLOURS)
 def request_text(messages) -> str:
     """Every text a request's messages hold (contents, text parts, call arguments), one string."""
     texts = []
-    for m in messages if isinstance(messages, list) else []:
-        content = m.get("content") if isinstance(m, dict) else None
+    for m in [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []:
+        content = m.get("content")
         parts = content if isinstance(content, list) else [{"text": content}]
-        texts += [p.get("text") for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
-        texts += [str((c.get("function") or {}).get("arguments")) for c in m.get("tool_calls") or []
-                  if isinstance(c, dict)] if isinstance(m, dict) else []
+        texts += [p["text"] for p in parts
+                  if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        calls = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
+        texts += [str((c.get("function") or {}).get("arguments"))
+                  for c in calls if isinstance(c, dict)]
     return "\n".join(texts)
 
 
@@ -255,10 +257,13 @@ def looked_for(messages):
         return None
     users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     name = IMAGE_NAME.search(request_text(users[-1:]))
-    return {"tool_calls": [{"name": "view_image", "arguments": {"path": name.group(0)}}]} if name else None
+    if name is None:
+        return None
+    return {"tool_calls": [{"name": "view_image", "arguments": {"path": name.group(0)}}]}
 
 
-def vision_policy(answer_without_image="I cannot see any image.", before=(), guess=False, look=False):
+def vision_policy(answer_without_image="I cannot see any image.", before=(), guess=False,
+                  look=False):
     """A ScriptedServer policy that plays a vision model. The replies in `before` come first (for
     example a view_image call); with `look`, a task that names an image file and attaches none gets
     a view_image call for it. After that it answers from the pixels of every image part in the
