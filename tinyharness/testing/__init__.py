@@ -162,7 +162,7 @@ def main(argv=None) -> int:
     if args.context_window is not None and args.context_window < 1:
         parser.error("--context-window must be 1 or more")
     if args.context_window:
-        what += (f" with a {args.context_window}-token window"
+        what += (f" with a window of {args.context_window} tokens"
                  + " that cuts the oldest messages silently" * args.truncate)
     with ScriptedServer(**replies, drop_images=args.drop_images, host=args.host, port=args.port,
                         model=args.model, strict=not args.lenient, send_usage=not args.no_usage,
