@@ -6,13 +6,17 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tests.ladder import FINAL, ROOT, calls, run_stage, tool_call
-from tinyharness.sandbox import unavailable_reason
+from tinyharness import tools
+from tinyharness.run_end import Terminated
+from tinyharness.sandbox import Sandbox, remove_tmpdir, unavailable_reason
 from tinyharness.testing import ScriptedServer
 
 SANDBOXES = ["off"] + (["on"] if unavailable_reason() is None else [])
@@ -80,6 +84,34 @@ def test_a_signal_reaps_the_command_and_ends_with_the_result_line(tmp_path, sand
     assert result["error"] == f"terminated by {signal.Signals(signum).name}" and result["session_id"]
     assert "Traceback" not in err and f"Terminated ({signal.Signals(signum).name})." in err
     assert json.loads((workspace / "t.json").read_text())[-1]["tool_calls"]  # the transcript was written
+
+
+class SignalledAtStart(threading.Thread):
+    """The shell tool's output reader, with SIGTERM arriving while start() waits for the thread to run (on a
+    loaded machine, the moment the run's command has started and the signal comes)."""
+
+    def start(self):
+        super().start()
+        raise Terminated(signal.SIGTERM)
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_signal_as_the_shell_tool_starts_reading_still_ends_the_command(tmp_path, monkeypatch, sandbox):
+    marker = f"{230 + len(sandbox)}.{os.getpid()}"
+    box, started = Sandbox(enabled=sandbox == "on"), []
+    start = box.start
+    monkeypatch.setattr(box, "start", lambda *args, **kw: started.append(start(*args, **kw)) or started[-1])
+    monkeypatch.setattr(tools, "threading", SimpleNamespace(Thread=SignalledAtStart))
+    try:
+        with pytest.raises(Terminated):
+            tools.shell(str(tmp_path), f"sleep {marker}", timeout=60, sandbox=box)
+        assert running_with(marker) == [], "the command outlived the signal"
+    finally:
+        for pid in running_with(marker):
+            os.kill(pid, signal.SIGKILL)
+        box._spawners.close(remove_tmpdir)
+        for process, _ in started:  # left unreaped for a chat to count: reaped here
+            getattr(getattr(process, "spawner", None), "process", process).wait()
 
 
 def test_max_seconds_bounds_a_running_command(tmp_path):

@@ -403,17 +403,39 @@ def test_undoing_never_works_through_a_link_the_command_planted(place):
     assert sorted(p.name for p in (place.ws / ".git" / "hooks").iterdir()) == hooks_before
 
 
-@needs_sandbox
-def test_ctrl_c_during_a_command_ends_everything_it_started(place, monkeypatch):
-    marker = f"{time.time_ns() % 10_000_000 / 1000 + 3:.3f}"
+def sleeping(marker):
+    """How many `sleep MARKER` processes run (not the shell whose command line names them)."""
+    found = 0
+    for pid in running(f"sleep {marker}"):
+        try:
+            found += Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0")
+        except OSError:
+            pass
+    return found
 
-    def interrupted(process, timeout):  # the shell tool waits for the command; the user presses Ctrl-C
-        time.sleep(0.5)
+
+@needs_sandbox
+@pytest.mark.parametrize("way", ["cloned", "two-fork"])
+def test_ctrl_c_during_a_command_ends_everything_it_started(place, monkeypatch, way):
+    """When the shell tool passes Ctrl-C on, what the command started has ended, not only been sent its
+    signal: the run may exit next. The run's spawner cloned into its namespaces, or started the two-fork way
+    (a harness with threads: a copy of the harness between, whose death reaches the spawner a moment later)."""
+    marker = f"{time.time_ns() % 10_000_000 / 1000 + 3:.3f}"
+    if way == "two-fork":
+        monkeypatch.setattr(sandbox_module.sandbox_clone, "works", lambda: False)
+
+    seen = []
+
+    def interrupted(process, timeout):  # the shell tool waits; the user presses Ctrl-C once both sleeps run
+        deadline = time.monotonic() + 60
+        while sleeping(marker) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append(sleeping(marker))
         raise KeyboardInterrupt
     monkeypatch.setattr(tools, "wait", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run(place.ws, f"setsid sleep {marker} & sleep {marker}")
-    assert running(f"sleep {marker}") == []
+    assert running(f"sleep {marker}") == [] and seen == [2]
 
 
 @needs_sandbox

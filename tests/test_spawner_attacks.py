@@ -106,6 +106,15 @@ def running(marker):
     return found
 
 
+def appears(marker, seconds=60.0):
+    """The pids holding `marker` once there are any: a process shows its command line in /proc a moment
+    after Popen returns (once its exec has set it up), later still on a loaded machine."""
+    deadline = time.monotonic() + seconds
+    while not running(marker) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return running(marker)
+
+
 def gone_soon(marker, seconds=2.0):
     deadline = time.monotonic() + seconds
     while running(marker) and time.monotonic() < deadline:
@@ -157,7 +166,7 @@ def test_control_the_canary_check_sees_a_change_a_chmod_and_a_link(place):
 def test_control_the_process_check_sees_a_process_left_outside(place):
     child = subprocess.Popen(["sleep", f"{MARK}7"])
     try:
-        assert running(f"sleep {MARK}7") == [child.pid]
+        assert appears(f"sleep {MARK}7") == [child.pid]
     finally:
         child.kill()
         child.wait()

@@ -19,6 +19,7 @@ from pathlib import Path
 from .sandbox import Sandbox, hint_for
 from .sandbox.beneath import BENEATH, open_beneath
 from .sandbox.git import protected_path
+from .sandbox.reaping import wait_for_group
 from .sandbox.spawner import Spawned
 from .imageload import ImageError, load_image
 from .vision import image_part, view_image_result
@@ -204,8 +205,8 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     output = Output()
     reader = threading.Thread(target=output.collect, args=(process.stdout,), daemon=True)
-    reader.start()
-    try:
+    try:  # from the reader's start: a Ctrl-C or SIGTERM in Thread.start ends the command too
+        reader.start()
         wait(process, timeout)
         timed_out = False
     except subprocess.TimeoutExpired:
@@ -276,11 +277,13 @@ def end_group(process):
 
 
 def interrupt(process):
-    """Ctrl-C: kill the command, and leave it for chat to reap and count (`stop_commands`)."""
+    """Ctrl-C: kill the command, and leave it for chat to reap and count (`stop_commands`). It
+    returns once what was killed has ended: the run may exit next."""
     if isinstance(process, Spawned):
         process.interrupt()
     else:
         kill_group(process.pid)
+        wait_for_group(process.pid)
 
 
 def kill_group(pid):

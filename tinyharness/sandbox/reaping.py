@@ -10,11 +10,17 @@ process tree can be outrun. As a second net the harness is a child subreaper
 (`prctl(PR_SET_CHILD_SUBREAPER)`) and walks `/proc` for every descendant and every orphan it adopted
 during the command, and kills them.
 
+What was killed has ended before the harness says so: `wait_for_group` returns once every
+process of a killed group has ended (a pidfd each), not when the signal was sent: a Ctrl-C, a
+SIGTERM or SIGHUP ends the run only after its command is gone, and a namespace's PID 1 ends only
+after the kernel has ended every other process in it.
+
 What it cannot do: without namespaces, a program that insists on a session of its own (a daemon,
 `setsid`) does not start. Only the command's own descendants are ended: a process of the user's
 started before it is never touched.
 """
 import os
+import select
 import signal
 import threading
 import time
@@ -22,6 +28,7 @@ import time
 from .syscalls import prctl
 
 PR_SET_CHILD_SUBREAPER = 36
+GONE_SECONDS = 10  # a killed process still there after this is stuck in the kernel: go on
 # The children the harness started that run now (sandboxed commands, hooks: several hooks of one
 # event run together): a child started after another command began is not that command's leftover,
 # and is never killed - nor reaped, which would leave its owner's Popen.wait an exit status 0 it
@@ -161,3 +168,45 @@ def stat_of(pid):
 def is_zombie(pid):
     facts = stat_of(pid)
     return facts is None or facts[0] in (b"Z", b"X")  # gone already counts
+
+
+def wait_for_group(group, seconds=GONE_SECONDS):
+    """Return once no process of the process group `group`, killed just now, runs any more (each a
+    zombie or reaped), or after `seconds`. The kernel lets no member of a killed group fork, so one
+    look at /proc finds them all. A namespace's PID 1 in the group ends only after every process of
+    its namespace has ended, whatever group they are in."""
+    deadline = time.monotonic() + seconds
+    for pid in group_members(group):
+        wait_until_ended(pid, group, deadline)
+
+
+def group_members(group):
+    """The pids of the group's processes that have not ended."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            facts = stat_of(int(entry.name))
+            if facts is not None and facts[2] == group and facts[0] not in (b"Z", b"X"):
+                found.append(int(entry.name))
+    return found
+
+
+def wait_until_ended(pid, group, deadline):
+    """Until the process has ended (not reaped: its zombie stays for whoever waits for it), through
+    a pidfd; without one, by looking again. A number that left the group is no longer ours."""
+    try:
+        handle = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        handle = None
+    try:
+        while time.monotonic() < deadline:
+            facts = stat_of(pid)
+            if facts is None or facts[0] in (b"Z", b"X") or facts[2] != group:
+                return
+            if handle is not None:
+                select.select([handle], [], [], max(0.0, deadline - time.monotonic()))
+            else:
+                time.sleep(0.005)
+    finally:
+        if handle is not None:
+            os.close(handle)

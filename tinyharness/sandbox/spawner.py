@@ -40,7 +40,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .reaping import LIVE
+from .reaping import LIVE, wait_for_group
 
 PROGRAM = Path(__file__).with_name("spawner_main.py")
 READY_SECONDS = 10  # Python starting inside the sandbox
@@ -201,8 +201,14 @@ class Spawner:
             RESIDENT.pop(self.process.pid, None)
             LIVE.discard(self.process.pid)  # its number may come round to another child of ours
             self.control.close()
-            self.process.kill()
-            wait_until_gone(self.process.pid)  # its namespace is empty once it is a zombie
+            if self.process.poll() is None:  # not reaped: its number is still its group's
+                # its group: the spawner, and the two-fork way's process in between, whose death
+                # would reach the spawner only a moment later (its parent-death signal)
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                wait_for_group(self.process.pid)  # a namespace is empty once its PID 1 has ended
             if reap:
                 self.process.wait()
         return None
@@ -267,15 +273,3 @@ class Spawned:
 
 def readable(sock, timeout):
     return bool(select.select([sock], [], [], timeout)[0])
-
-
-def wait_until_gone(pid):
-    """Until the process has ended (not reaped: its zombie stays for whoever waits for it)."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except OSError:
-        return
-    try:
-        select.select([pidfd], [], [], ANSWER_SECONDS)
-    finally:
-        os.close(pidfd)
