@@ -24,7 +24,8 @@ TICK = 0.1   # seconds between two frames
 
 
 class Spinner:
-    """One call's spinner: start() when the request goes out, stop() at the first piece or the end."""
+    """One call's spinner: start() when the request goes out, stop() at the first piece or at
+    the end."""
 
     def __init__(self, out, label):
         self.out, self.label = out, label
