@@ -41,7 +41,7 @@ def place(tmp_path):
     return SimpleNamespace(ws=ws, outside=outside, canary=outside / "canary.txt", root=tmp_path)
 
 
-def run(ws, command, timeout=10, **options):
+def run(ws, command, timeout=60, **options):  # generous: a loaded machine
     """One shell call in the sandbox, past the regex: only the kernel stands in the way."""
     return tools.shell(str(ws), command, timeout=timeout, sandbox=Sandbox(**options))
 
@@ -237,11 +237,10 @@ def test_kill_of_a_process_outside_fails(place):
 @needs_sandbox
 def test_a_setsid_child_and_a_double_fork_are_gone_when_the_command_ends(place):
     marker = f"{time.time_ns() % 10_000_000 / 1000:.3f}"  # a sleep length no other process uses
-    started = time.monotonic()
     result = run(place.ws, f"setsid sh -c 'sleep {marker}; touch later1' > /dev/null 2>&1 & "
                            f"( ( sleep {marker}; touch later2 ) & ) ; nohup sleep {marker} > /dev/null 2>&1 & "
                            "sleep 0.3; echo started")  # time for setsid to have left the group
-    assert time.monotonic() - started < 5 and "started" in result, result
+    assert result.startswith("exit status 0") and "started" in result, result  # not held until the timeout
     assert running(f"sleep {marker}") == [], result  # a PID namespace, or setsid refused and one group kill
 
 
@@ -339,9 +338,9 @@ def test_one_attack_of_each_family_fails_under_run_yes(place, listeners):
     calls = [{"name": "shell", "arguments": {"command": c}, "id": family} for family, c in attacks.items()]
     try:
         with ScriptedServer(script=[{"tool_calls": calls}, "done"]) as server:
-            result = run_stage("tinyharness", place.ws, "--yes", "--base-url", server.base_url, "attack", timeout=30,
+            result = run_stage("tinyharness", place.ws, "--yes", "--base-url", server.base_url, "attack", timeout=240,
                                in_process=False)  # the real CLI process: subreaper, environment and all
-        time.sleep(2.5)  # long enough for the left-behind child to have written, had it lived
+        assert running("open('left.txt'") == []  # gone when the run ends: it can write nothing later
         results = tool_results(server.requests[-1])
         assert result.returncode == 0 and not any(r.startswith("BLOCKED") for r in results.values()), "\n".join(results.values())
         assert all(c.read_text() == CANARY for c in out.glob("*/canary.txt")) and len(list(out.glob("*/canary.txt"))) == 3

@@ -88,7 +88,7 @@ def test_a_fork_chain_under_run_yes_ends_with_its_command(tmp_path):
         with ScriptedServer(script=[{"tool_calls": calls}, "done"]) as server:
             (tmp_path / "ws").mkdir()
             result = run_stage("tinyharness", tmp_path / "ws", "--yes", "--no-session", "--base-url", server.base_url,
-                               "task", env={"HOME": str(tmp_path)}, in_process=False, timeout=60)
+                               "task", env={"HOME": str(tmp_path)}, in_process=False, timeout=240)
         gone = survivors(marker)
         results = tool_results(server.requests[-1])
         assert result.returncode == 0 and alive_at_the_end(results["c"]), results
