@@ -68,7 +68,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         from .run_end import Results
         Results.usage_error = message
-        super().error(message)
+        super().error(printable(message))  # a flag's value can carry an escape sequence
 
 
 def build_parser(command=None):

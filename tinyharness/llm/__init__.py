@@ -383,7 +383,8 @@ def explain_status(status, body, url, model):
         base = url[: -len("/chat/completions")]
         return (f"The server at {url} answered HTTP 404: {body}. OpenAI-compatible servers answer "
                 f"under /v1: try --base-url {base}/v1")
-    hint = ("Set TINYHARNESS_API_KEY (or OPENAI_API_KEY) if the server needs a key."
+    hint = ("Set TINYHARNESS_API_KEY if the server needs a key (OPENAI_API_KEY is sent only to "
+            "an endpoint from --base-url or OPENAI_BASE_URL)."
             if status in (401, 403) else "Check the server's log.")
     return f"The server at {url} answered HTTP {status}: {body}. {hint}"
 

@@ -384,7 +384,8 @@ class OllamaClient(KeepAlive):
         if status == 404:
             return LLMError(f"{where} has no native chat route ({said}). Is it an Ollama server? "
                             "For other servers use --api openai.")
-        hint = ("Set TINYHARNESS_API_KEY (or OPENAI_API_KEY) if the server needs a key."
+        hint = ("Set TINYHARNESS_API_KEY if the server needs a key (OPENAI_API_KEY is sent only "
+                "to an endpoint from --base-url or OPENAI_BASE_URL)."
                 if status in (401, 403) else "Check the server's log.")
         verb = "reported an error in the middle of its streamed answer" if streamed else "answered"
         return LLMError(f"{where} {verb} {said}. {hint}")
