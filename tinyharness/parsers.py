@@ -16,6 +16,7 @@ checked by flags.py and the commands, after parsing.
 """
 import argparse
 
+from .console import printable
 from .flags import add_agent_flags, add_dialect_flags
 
 # Only argparse and the flags module (standard library below it) are imported here: `tinyharness
