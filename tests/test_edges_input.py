@@ -158,3 +158,16 @@ def test_eval_out_with_a_nul_or_a_missing_folder_is_a_usage_error_before_any_run
         assert ev.main(["--models", "scripted:competent", "--out", out], runner=lambda job: 1 / 0) == 2
         err = capsys.readouterr().err
         assert "--out" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("flag", ["--image", "--sandbox-read"])
+def test_a_flag_value_with_an_escape_sequence_is_shown_escaped_in_its_usage_error(workspace, flag):
+    """argparse prints a usage error as it is given; a name that clears the screen must not."""
+    from tinyharness import cli as tinyharness_cli
+    name = "shot\x1b[2J\u202egnp.png"
+    done = run_in_process(FINAL, workspace, ["run", "--base-url", "http://127.0.0.1:9/v1", flag, name,
+                                             "task"], "", 30, dict(os.environ),
+                          main=tinyharness_cli.main, shown_as="tinyharness")
+    assert done.returncode == 2, done.stderr
+    assert "\x1b" not in done.stderr and "\u202e" not in done.stderr, repr(done.stderr)
+    assert "shot\\x1b[2J\\u202egnp.png" in done.stderr
