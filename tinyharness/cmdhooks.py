@@ -67,7 +67,10 @@ outlives it.
 What it cannot do. A hooks file in a workspace is code that runs on your machine: a cloned
 repository could ship one. The first time a workspace's hooks file is seen, or after it changed, the
 user is asked to trust it (trust.py), the question naming each hook that runs unconfined - and
-`--yes`, which approves the model's calls, does not answer that question. A hook sees the call, not
+`--yes`, which approves the model's calls, does not answer that question. Before each start of an
+unconfined hook the workspace files its command names are compared with what was trusted: one the
+model changed (or created) since is asked about again at a terminal, and without one the call is
+refused. A hook sees the call, not
 what the call will do: `pre_tool_use` on `shell` reads the same text the regex policy reads, with
 the same blind spots. Unconfined, a child that calls `setsid` leaves the group and survives.
 Claude's `prompt`, `http` and `agent` hooks (an LLM or a URL decides) are skipped with a warning
@@ -84,7 +87,7 @@ from pathlib import Path
 from .console import warn
 from .filedoor import CONFIG_CAP, read_config
 from .hookdecide import MAX_OUTPUT, Verdict, decision
-from .hookrun import run_command
+from .hookrun import cannot_start, run_command
 
 EVENTS = ("pre_tool_use", "post_tool_use", "user_prompt_submit", "stop", "pre_compact",
           "session_start")
@@ -129,6 +132,9 @@ class Hook:
     sandbox: bool = True
     # the folder of the user's own file it came from ("": the workspace's)
     home: str = ""
+    # what the user trusted of its workspace file (trust.Trusted), checked before it starts
+    # unconfined; None: the user's own file
+    trusted: object = None
 
 
 class HooksFileError(ValueError):
@@ -377,10 +383,8 @@ class CommandHooks:
         payload = self.payload(event, hook, tool, arguments, extra)
         timeout, command = self.time_for(hook, deadline), hook.command
         sandbox, cwd = self.sandbox_for(hook)  # a user's own hook never starts in the workspace
-        if sandbox is not None and (problem := sandbox.problem()):
-            return Verdict(False, f"the hook `{command}` runs in the sandbox, which cannot run "
-                                  f"here, so the call is refused ({problem}) Or give that hook "
-                                  "\"sandbox\": false.", hook=command)
+        if refused := cannot_start(hook, sandbox):
+            return refused
         env = {"CLAUDE_PROJECT_DIR": self.workspace, **({"PWD": cwd} if hook.home else {})}
         try:
             code, out, err = run_command(command, json.dumps(payload, default=str).encode(), cwd,
@@ -455,6 +459,13 @@ class CommandHooks:
         if event == "stop" and "answer" in extra:
             payload["last_assistant_message"] = extra["answer"]
         return payload
+
+
+def trusted_as(hooks, trusted):
+    """The hooks, each holding what the user trusted of its file (None: the user's own file)."""
+    for hook in hooks:
+        hook.trusted = trusted or None
+    return hooks
 
 
 def matches(matcher, tool):

@@ -307,13 +307,16 @@ def from_flags(args, workspace, ask, report):
                "was given: every write and command will be DENIED (nobody is there to answer the "
                "prompt). Pass --yes, or allow what may run, e.g. --allow 'Bash(npm test:*)' "
                "--allow 'Edit(src/**)'.")
-    configs = {}
+    configs, checks = {}, {}
     for name, config, source, trusted in server_configs(workspace, args.mcp):
-        if trusted is None and not trust.ensure_trusted(source, "an MCP server list", ask):
+        trusted = trusted or trust.ensure_trusted(source, "an MCP server list", ask)
+        if not trusted:
             raise SetupError(f"{source} was not trusted, so its servers were not started and the "
                              "run did not start. Trust it when asked, or remove the file.")
         configs[name] = config
-    slots = mcp.Slots.start(configs, report=report) if configs else None
+        if isinstance(trusted, trust.Trusted):  # a workspace file's: checked again at the start
+            checks[name] = trusted
+    slots = mcp.Slots.start(configs, report=report, trusted=checks) if configs else None
     hands = Extensions(slots, hooks, rules, subagents=args.subagents, parallel=args.parallel,
                        subagent_max_turns=args.subagent_max_turns,
                        subagent_max_seconds=args.subagent_max_seconds)
@@ -324,14 +327,15 @@ def from_flags(args, workspace, ask, report):
 
 def server_configs(workspace, flags=()):
     """[(name, config, source, trusted)] of every configured MCP server, the later file overriding
-    the earlier: trusted is True (the user's own file, a --mcp flag, a trusted workspace file) or
-    None (a workspace file not trusted yet). Raises SetupError for a file that cannot be used."""
+    the earlier: trusted is True (the user's own file, a --mcp flag), a trust.Trusted (a trusted
+    workspace file: what was trusted) or None (a workspace file not trusted yet). Raises
+    SetupError for a file that cannot be used."""
     found = {}
     for path in mcp_config.config_files(workspace):
         if not path.exists():
             continue
         workspace_file = Path(workspace) in path.parents
-        trusted = True if not workspace_file or trust.is_trusted(path) else None
+        trusted = True if not workspace_file else trust.trusted_now(path)
         try:
             configs = mcp_config.load_config(path, workspace)
         except ValueError as e:
@@ -375,14 +379,15 @@ def list_servers(workspace, flags=(), out=print):
             continue
         if not trusted:
             continue
-        status = max(status, show_server_tools(name, config, out))
+        status = max(status, show_server_tools(name, config, out, trusted))
     return status
 
 
-def show_server_tools(name, config, out):
+def show_server_tools(name, config, out, trusted=True):
     """Start one trusted server and list its tools: 0, or 1 when it did not start."""
     notes = []
-    slots = mcp.Slots.start({name: config}, report=notes.append)
+    slots = mcp.Slots.start({name: config}, report=notes.append,
+                            trusted={name: trusted} if isinstance(trusted, trust.Trusted) else None)
     try:
         server = slots.servers.get(name)
         if server is None or server.dead:
@@ -460,13 +465,15 @@ def load_policy(workspace, ask, report, flags=None):
             notes += said
             note = cmdhooks.confinement_note(hooks, getattr(flags, "sandbox", "on") != "off") \
                 if any(hooks.values()) else trust.UNCONFINED
-            if (any(hooks.values()) or allows) and not own and \
-                    not trust.ensure_trusted(path, "a hooks or settings file", ask, note):
+            trusted = None  # what the user trusted: each unconfined start is checked against it
+            if (any(hooks.values()) or allows) and not own:
+                trusted = trust.ensure_trusted(path, "a hooks or settings file", ask, note)
+            if trusted is False:
                 raise SetupError(f"{name} was not trusted, so the run did not start: its hooks and "
                                  "rules are this workspace's policy, and running without them "
                                  "would ignore it. Trust it when asked, or remove the file.")
             for event, entries in hooks.items():
-                merged.setdefault(event, []).extend(entries)
+                merged.setdefault(event, []).extend(cmdhooks.trusted_as(entries, trusted))
     except (cmdhooks.HooksFileError, ValueError) as e:
         raise SetupError(f"{e}. Fix it or remove it; the run did not start.") from None
     for note in notes:

@@ -15,7 +15,15 @@ harness's own hooks.json) never starts in the workspace: confined, it starts in 
 `hooks/` (where such scripts live, and the only part of the home folder it may read), else in the
 home folder (empty in there); unconfined, in the file's folder. With `--sandbox off` hooks run
 unconfined, as the commands do. A hook whose entry says `"sandbox": false` runs with all the user's
-rights; the trust question names it.
+rights; the trust question names it, and before each of its starts the workspace files its command
+names are compared with what the user trusted (trust.py, `cannot_start`): one the model changed
+since is asked about again, or, with no terminal, the hook is not started and the call is refused.
+
+Nothing of a hook outlives the harness, even killed with SIGKILL (no handler runs): confined, the
+process that enters its namespaces dies with the thread that started it, and takes the namespace
+with it; unconfined, a process stays between the harness and the hook's group and kills the group
+when the harness is gone (sandbox/rules.py, `die_with` and `stay_between`). The thread that starts a
+hook waits for it, so a thread's end never kills a hook early.
 
 What it cannot do. Confined, a hook that needs the network (a webhook, a notifier), a variable
 outside the allowlist, or your home folder (a script elsewhere in it, a tool's cache) fails, and a
@@ -29,7 +37,9 @@ import signal
 import subprocess
 import threading
 
+from .hookdecide import Verdict
 from .sandbox.reaping import LIVE, LOCK
+from .sandbox.rules import stay_between
 
 # bytes of a hook's stdout/stderr read into memory; the rest is read and dropped
 MAX_CAPTURE = 1 << 20
@@ -56,6 +66,21 @@ class Capture(threading.Thread):
         return b"".join(self.chunks)
 
 
+def cannot_start(hook, sandbox):
+    """A blocking Verdict when the hook must not start, else None: its sandbox cannot run here, or,
+    unconfined, a file its command names is not what the user trusted (trust.Trusted.may_start:
+    the model may have rewritten its script)."""
+    command = hook.command
+    if sandbox is not None and (problem := sandbox.problem()):
+        return Verdict(False, f"the hook `{command}` runs in the sandbox, which cannot run here, "
+                              f"so the call is refused ({problem}) Or give that hook "
+                              "\"sandbox\": false.", hook=command)
+    if sandbox is None and hook.trusted is not None and \
+            (changed := hook.trusted.may_start([command], f"the unconfined hook `{command}`")):
+        return Verdict(False, f"{changed}, so the call is refused", hook=command)
+    return None
+
+
 def run_command(command, stdin, cwd, env, timeout, sandbox=None, workspace=None, report=None):
     """(exit code, or None when it timed out; stdout bytes; stderr bytes). The command leads a
     process group; whatever is left of the group when it ends (a background child holding its
@@ -68,11 +93,7 @@ def run_command(command, stdin, cwd, env, timeout, sandbox=None, workspace=None,
         process, finish = (sandbox.start(workspace, command, timeout, cwd=cwd, env_extra=env,
                                          **pipes))
     else:
-        # registered at once: a confined hook's clean-up beside it never takes it for a leftover
-        with LOCK:
-            process = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd,
-                                       env={**os.environ, **env}, start_new_session=True, **pipes)
-            LIVE.add(process.pid)
+        process = start_unconfined(command, cwd, env, pipes)
     out, err = Capture(process.stdout), Capture(process.stderr)
     threading.Thread(target=feed, args=(process.stdin, stdin), daemon=True).start()
     try:
@@ -95,6 +116,20 @@ def run_command(command, stdin, cwd, env, timeout, sandbox=None, workspace=None,
         if report:
             report(f"[hook] `{command}`: {note}")
     return code, out.text(), err.text()
+
+
+def start_unconfined(command, cwd, env, pipes):
+    """`sh -c command` leading a process group of its own, with a process between it and the
+    harness that kills the group if the harness is killed (sandbox/rules.py, `stay_between`).
+    Registered in LIVE at once: a confined hook's clean-up beside it never takes it for a
+    leftover."""
+    harness = os.getpid()
+    with LOCK:
+        process = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env={**os.environ, **env},
+                                   start_new_session=True,
+                                   preexec_fn=lambda: stay_between(harness), **pipes)
+        LIVE.add(process.pid)
+    return process
 
 
 def feed(pipe, data):

@@ -15,6 +15,11 @@ suffix (`notes` finds `notes.py`), and a package runner's local copy (`npx tool`
 link leading out of the workspace is digested as its target's name, never followed), a folder's
 files in name order. The trust store keeps one digest of the list and all of these.
 
+The yes is checked again where it is used: before each start of an unconfined hook or of a
+workspace MCP server, what that entry names is looked up again (`names_in`) and digested, and
+compared with the digests taken when the user said yes (trust.Trusted): a file changed, or one
+created since under a name the entry names, stops that start.
+
 What it cannot do. It sees only what the list names. Code those files import from elsewhere in the
 workspace (a planted `json.py` beside server.py, a changed `node_modules/some-dependency/`) is not
 covered, nor a program that finds its files some other way. A folder is digested up to FOLDER_FILES
@@ -45,12 +50,18 @@ def workspace_of(path):
 def named_files(path, data):
     """The workspace-relative names of the files and folders the list names, sorted ([] when
     none)."""
-    workspace = workspace_of(path)
     try:
         values = list(strings_in(json.loads(data.decode("utf-8", errors="replace"))))
     # not JSON: the list's own digest changes with any edit, which is all there is
     except ValueError:
         return []
+    return names_in(values, path)
+
+
+def names_in(values, path):
+    """The workspace files and folders these strings of the list at PATH name, looked up now, sorted
+    (the list itself left out): a name that resolves to a file created since is among them."""
+    workspace = workspace_of(path)
     found = set()
     for word in (w for value in values for w in words(value)):
         found.update(candidates(word, workspace))
@@ -113,10 +124,20 @@ def candidates(word, workspace):
 
 def named_digest(names, workspace=None):
     """One SHA-256 over every named file's content (folders walked in name order)."""
+    return combined(digests(names, workspace))
+
+
+def digests(names, workspace):
+    """{name: the digest of its content} (entry_digest), in the names' order."""
+    return {name: entry_digest(name, workspace) for name in names}
+
+
+def combined(found):
+    """One SHA-256 over the digests of `digests`."""
     digest = hashlib.sha256()
-    for name in names:
+    for name, one in found.items():
         digest.update(f"{name}\0".encode())
-        digest.update(entry_digest(name, workspace))
+        digest.update(one)
     return digest.hexdigest()
 
 

@@ -13,7 +13,21 @@ them); command hooks in the sandbox, but for those whose entry says "sandbox": f
 The yes covers more than the file's own bytes: the model can write anywhere in the workspace, so a
 trusted `.mcp.json` that starts `python server.py` would run whatever the model later put in
 server.py. The fingerprint therefore takes in every workspace file the config names (named.py): a
-change to any of them asks again, and the question lists them. What it cannot cover: code those
+change to any of them asks again, and the question lists them.
+
+Checked where it is used. The model works during the run, so a yes checked only at the start would
+cover a script the model rewrites a minute later. `ensure_trusted` returns what the user trusted (a
+`Trusted`: the digest of each named file as shown); before every start of an unconfined hook
+(cmdhooks.py) and of a workspace MCP server (mcp/client.py), the files that entry names are looked
+up and digested again (only those: a few reads, not a walk of the workspace) and compared by
+content. A file changed, or created since under a name the entry names, stops that start: at a
+terminal the question is put again, naming the file and showing it; with no terminal the start is
+refused and said in one line (a hook's call is then blocked, as by a failing hook; a server is not
+started). Never run unasked. Hooks that run in the sandbox are not checked: running the model's
+latest code confined is what they are for (a test hook imports the tests the model just wrote),
+and the sandbox bounds what that code can do.
+
+What it cannot cover: code those
 files import or read from elsewhere in the workspace (a planted `json.py` beside server.py is
 imported first). For that, review the workspace before you trust it, or keep the server in your own
 config, which starts it outside the workspace (mcp_config.outside_the_workspace).
@@ -21,13 +35,16 @@ config, which starts it outside the workspace (mcp_config.outside_the_workspace)
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 
 from . import filedoor
 # the files are the workspace's: ESC, U+009B, U+202E are shown, not obeyed
 from .console import printable, warn
-from .named import named_digest, named_files, workspace_of
+from .named import combined, digests, entry_digest, named_files, names_in, workspace_of
 
+# one question at a time: hooks of one event start together, each on a thread of its own
+ASKING = threading.Lock()
 
 
 UNCONFINED = ("These commands run unconfined: outside the sandbox that confines the model's shell "
@@ -48,13 +65,91 @@ def store_path():
 def fingerprint(path):
     """The SHA-256 of the file, and of every workspace file it names when it names any (the same
     value as before for a file that names none, so that an earlier yes still holds)."""
+    return look(path).fingerprint()
+
+
+def look(path):
+    """The list at PATH as it is now, with the digest of each workspace file it names (a Trusted,
+    not trusted by anybody yet). OSError when the door refuses the list."""
     data = config_bytes(path)
-    digest = hashlib.sha256(data).hexdigest()
-    named = named_files(path, data)
-    if not named:
-        return digest
-    both = f"{digest}\n{named_digest(named, workspace_of(path))}"
-    return hashlib.sha256(both.encode()).hexdigest()
+    return Trusted(path, data, digests(named_files(path, data), workspace_of(path)))
+
+
+class Trusted:
+    """What a yes covered: the list's bytes and the digest of each workspace file it named, as the
+    user saw them. `ask`: the prompt that puts the question again, at a terminal."""
+
+    def __init__(self, path, data, named, ask=None):
+        self.path, self.data, self.digests, self.ask = path, data, named, ask
+
+    def fingerprint(self):
+        digest = hashlib.sha256(self.data).hexdigest()
+        if not self.digests:
+            return digest
+        return hashlib.sha256(f"{digest}\n{combined(self.digests)}".encode()).hexdigest()
+
+    def changed(self, strings):
+        """The workspace files `strings` (an entry's command, arguments...) name now whose content
+        is not what was trusted, or that did not exist then; sorted."""
+        workspace = workspace_of(self.path)
+        return [name for name in names_in(strings, self.path)
+                if entry_digest(name, workspace) != self.digests.get(name)]
+
+    def may_start(self, strings, what):
+        """None when what `strings` name is as the user trusted it; else why `what` is not started,
+        in one line. At a terminal the question is put again, naming the changed files; a yes
+        covers them as they are now (and is remembered)."""
+        with ASKING:
+            changed = self.changed(strings)
+            if not changed:
+                return None
+            names = ", ".join(changed)[:300]
+            if self.ask is None or not at_a_terminal():
+                return (f"{what} was not started: {names} changed since you trusted "
+                        f"{self.path} (the model or a command may have written it), and there is "
+                        "no terminal to ask at")
+            if self.ask_again(changed, what):
+                return None
+            return f"{what} was not started: you did not trust {names} as changed"
+
+    def ask_again(self, changed, what):
+        workspace = workspace_of(self.path)
+        print(printable(f"{', '.join(changed)[:300]} changed since you trusted {self.path}, and "
+                        f"{what} runs it UNCONFINED, with all your rights. As it is now:\n"
+                        + preview(changed, workspace)))
+        if not self.ask("Run it as it is now, and trust it from now on? [y/N] "):
+            return False
+        self.digests.update(digests(changed, workspace))
+        try:
+            remember(self.path, self)
+        except OSError:  # the yes holds for this run (the store's trouble was said at the start)
+            pass
+        return True
+
+
+def at_a_terminal():
+    """Whether a question can be put to somebody: the process has a terminal."""
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | getattr(os, "O_NOCTTY", 0)
+                         | getattr(os, "O_CLOEXEC", 0)))
+        return True
+    except OSError:
+        return False
+
+
+def preview(names, workspace, room=1500):
+    """The first `room` characters of the changed files (a folder is named, not shown)."""
+    shown = []
+    for name in names:
+        try:
+            data, _ = filedoor.read_bytes(name, room, workspace)
+        except OSError as e:
+            data = f"[{e.strerror or e}]".encode()
+        shown.append(f"--- {name}\n{data[:room].decode('utf-8', errors='replace')}")
+        room -= len(data)
+        if room <= 0:
+            break
+    return "\n".join(shown)
 
 
 def config_bytes(path):
@@ -74,32 +169,42 @@ def _load():
 
 
 def is_trusted(path):
+    return trusted_now(path) is not None
+
+
+def trusted_now(path):
+    """A Trusted for the list as it is now when the user trusted it so, else None (no question)."""
     try:
-        return _load().get(str(Path(path).resolve())) == fingerprint(path)
+        seen = look(path)
     # a link at the list's name, a FIFO: the door refused it, and nothing is trusted through it
     except OSError:
-        return False
+        return None
+    return seen if _load().get(str(Path(path).resolve())) == seen.fingerprint() else None
 
 
-def remember(path):
+def remember(path, seen=None):
+    """Store the yes: the fingerprint of what the user saw (`seen`), or of the list as it is now."""
     data = _load()
-    data[str(Path(path).resolve())] = fingerprint(path)
+    data[str(Path(path).resolve())] = (seen or look(path)).fingerprint()
     store = store_path()
     store.parent.mkdir(parents=True, exist_ok=True)
     store.write_text(json.dumps(data, indent=1), encoding="utf-8")
 
 
 def ensure_trusted(path, what, ask, note=UNCONFINED):
-    """True when the file is trusted (already, or the user says y now). `ask` is the permission
+    """A Trusted (true) when the file is trusted (already, or the user says y now), else False; the
+    Trusted checks each later start against what was trusted (may_start). `ask` is the permission
     prompt, never the --yes one. `note`: what running it means (a hooks file names which hooks run
     unconfined)."""
-    if is_trusted(path):
-        return True
     try:
-        text = config_bytes(path).decode("utf-8", errors="replace")
+        seen = look(path)  # what the question shows is what the yes covers
     except OSError as e:
         warn(f"{path} was not read, so nothing it lists runs: {e}")
         return False
+    seen.ask = ask
+    if _load().get(str(Path(path).resolve())) == seen.fingerprint():
+        return seen
+    text = seen.data.decode("utf-8", errors="replace")
     preview = text if len(text) < 1500 else text[:1500] + "\n[...]"
     print(printable(f"This workspace has {what} ({path}); it runs commands on your "
                     f"machine:\n{preview}"))
@@ -112,10 +217,10 @@ def ensure_trusted(path, what, ask, note=UNCONFINED):
                         "look before you trust."))
     if ask("Trust this file and run what it lists? [y/N] "):
         try:
-            remember(path)
+            remember(path, seen)
         # a read-only or full data folder: the yes holds for this run, the store says why not
         except OSError as e:
             warn(f"warning: {store_path()} could not be written ({e.strerror or e}): your yes to "
                  f"{path} holds for this run only, and you will be asked again next time.")
-        return True
+        return seen
     return False

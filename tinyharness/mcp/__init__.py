@@ -30,9 +30,12 @@ never to the model.
 
 What it cannot do. The harness cannot know what a server's tool really does: "read-only" is the
 configuration's word, not a fact, and a server runs with the user's rights, outside the shell
-sandbox. A server is code from somewhere: the workspace's `.tinyharness/mcp.json` is trusted only
-after the user says so. Only the tools capability is spoken here (no resources, prompts, sampling),
-and over HTTP no OAuth (a token can go in `headers`).
+sandbox. A server is code from somewhere: the workspace's `.tinyharness/mcp.json` is trusted
+only after the user says so, and each start of one of its servers first compares the workspace
+files the server's entry names with what the user trusted (trust.py): one changed since is asked
+about again at a terminal, and without one the server does not start. Only the tools capability
+is spoken here (no resources, prompts, sampling), and over HTTP no OAuth (a token can go in
+`headers`).
 
 Where it lives. This module holds the slots (`Slots`: every configured server seen by the loop as
 one set of tools, and the model-facing names); one server spoken to over stdio is mcp/client.py,
@@ -113,14 +116,16 @@ class Slots:
         self.names = {}  # model-facing name -> (server name, the server's tool name)
 
     @classmethod
-    def start(cls, configs, report=None, log_dir=None):
+    def start(cls, configs, report=None, log_dir=None, trusted=None):
         """Start each configured server (a disabled one is skipped); one that fails is reported once
-        and left out."""
+        and left out. `trusted`: {name: trust.Trusted} of the servers from a workspace file, each
+        checked against what the user trusted before it starts (mcp/client.py)."""
         slots = cls(report=report)
         for name, config in configs.items():
             if config.get("disabled"):
                 continue
             server = make_server(name, config, log_dir, slots.report)
+            server.trusted = (trusted or {}).get(name)
             try:
                 slots.servers[name] = server.start(config.get("start_timeout", START_TIMEOUT))
             except MCPError as e:

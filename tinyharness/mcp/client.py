@@ -134,6 +134,8 @@ class Server:
         self.log = Log(log_dir or log_folder(), name)
         self.log_path = self.log.path
         self.process = None
+        # trust.Trusted of the workspace file it comes from (None: the user's own, a --mcp flag)
+        self.trusted = None
         self.tools = {}            # tool name -> its description from tools/list (checked)
         self.version = None
         self.dead = None           # why the server is gone, once it is
@@ -147,6 +149,10 @@ class Server:
     # ------------------------------------------------------------
     def open(self, timeout):
         config = self.config
+        # the model may have changed server.py since the user trusted the list: check it now
+        if self.trusted is not None and (changed := self.trusted.may_start(
+                list(strings_of(config)), f"the MCP server {self.name!r}")):
+            raise MCPError(changed)
         try:
             self.process = subprocess.Popen(config["command"], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -375,6 +381,15 @@ class Server:
 
     def is_read_only(self, tool):
         return self.read_only is True or tool in (self.read_only or ())
+
+
+def strings_of(config):
+    """The strings of a server's entry that may name a workspace file: command, arguments, cwd, the
+    values of env."""
+    yield from config.get("command") or []
+    yield from (config.get("env") or {}).values()
+    if isinstance(config.get("cwd"), str):
+        yield config["cwd"]
 
 
 def kill_group(pid, sig):

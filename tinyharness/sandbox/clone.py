@@ -20,18 +20,25 @@ profile): then the first command finds out, and every command goes the two-fork 
 Be safe beside other threads: the C library's fork takes its allocator's and loader's locks
 first, a raw clone3 cannot, and a child could wait forever on one that another thread held at
 that instant; so only a harness with one thread clones (sandbox/__init__.py, `launch`), and one
-running parallel calls or hooks together forks, as before.
+running parallel calls or hooks together forks, as before. The child asks for SIGKILL when the
+thread that cloned it ends (PR_SET_PDEATHSIG; the only thread, which waits for it): as PID 1 it
+takes its namespace with it, so a killed harness leaves nothing of it.
 """
 import ctypes
 import inspect
 import os
+import select
 import signal
 import subprocess
+import sys
 
 
 # the same number on every architecture (system calls added since Linux 5.3 share one table)
 SYS_CLONE3 = 435
 SIGCHLD = int(signal.SIGCHLD)  # the signal the parent gets when the child ends, as after fork()
+PR_SET_PDEATHSIG = 1
+# loaded here, not in the child: the child takes no lock (the loader's) before it execs
+LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 _state = {"works": None}  # None until the first clone says
 NEEDED = ("args", "env", "pass_fds", "start_new_session", "p2cread", "p2cwrite", "c2pread",
           "c2pwrite", "errread", "errwrite")
@@ -136,24 +143,32 @@ def clone_and_start(flags, given, rules):
     try:
         write_id_maps(pid)
         os.write(ready_write, b"go")
+        # As Popen does: return once the child has exec'd, so that it holds none of our descriptors
+        # (another command's pipe it still held would keep that pipe open) when the caller goes on.
+        # `ready` stays open until then: the child sees it closed only if we died (in_the_child).
+        while os.read(exec_read, 512):
+            pass
     except OSError:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         raise
     finally:
         os.close(ready_write)
-    # As Popen does: return once the child has exec'd, so that it holds none of our descriptors
-    # (another command's pipe it still held would keep that pipe open) when the caller goes on.
-    while os.read(exec_read, 512):
-        pass
-    os.close(exec_read)
+        os.close(exec_read)
     return pid
 
 
 def in_the_child(given, rules, ready):
     """PID 1 of the new namespaces: standard streams, a session, the rules, exec. Never returns."""
     try:
+        # killed when the thread that cloned us ends (the harness killed): PID 1, so the whole
+        # namespace with us. That thread waits for us (sandbox/rules.py, `die_with`).
+        if LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
         if os.read(ready, 2) != b"go":  # the parent could not write our id maps: nothing may run
+            os._exit(126)
+        # its end still open, or the parent died before the prctl above and no signal will come
+        if select.select([ready], [], [], 0)[0]:
             os._exit(126)
         os.close(ready)
         for fd, target in ((given["p2cread"], 0), (given["c2pwrite"], 1), (given["errwrite"], 2)):

@@ -19,6 +19,13 @@ will start (the rules are inherited and can never be lifted):
   runs in a session of its own, without one, so it cannot type into yours with the TIOCSTI ioctl).
   Nothing else of the user's.
 - **seccomp** (sandbox/seccomp.py), and the namespaces where they work (sandbox/namespaces.py).
+- **death with the harness** (`PR_SET_PDEATHSIG`): a SIGKILL of the harness runs no handler and
+  sweeps nothing, so the process it forked asks the kernel for SIGKILL when the harness's thread
+  that started it ends (`die_with`; that thread waits for it: a hook's, or the main one for the
+  spawner). With namespaces that process is the command's PID 1, or the one between it and the
+  harness (whose end kills PID 1, whose end ends the namespace); without, a process stays between
+  the harness and the command's group (`stay_between`) and kills the whole group once the harness
+  is gone.
 - **resource limits** (`setrlimit`): CPU seconds (the shell timeout, per process), 1 GiB per file
   (`yes > big.txt` stops there), no core files, and a task count (RLIMIT_NPROC, processes and
   threads). In a user namespace of its own the kernel counts the command's tasks alone, so the bound
@@ -46,6 +53,7 @@ running as root, root-owned files there are readable too.
 import copy
 import os
 import platform
+import signal
 import stat
 import sys
 from pathlib import Path
@@ -75,7 +83,7 @@ NEW_TASKS = 256  # RLIMIT_NPROC: this many processes and threads more than the m
 FILE_BYTES = 1 << 30  # RLIMIT_FSIZE: no file written bigger than 1 GiB
 # no terminal: none is ours
 DEVICES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"]
-PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 38, 24
+PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_PDEATHSIG = 38, 24, 1
 
 
 def read_paths(extra=()):
@@ -136,6 +144,7 @@ class Rules:
         self.drop_capabilities = os.geteuid() == 0 or isolation is not None
         self.ruleset = None
         self.proc_rule = PathBeneathAttr(READ_EXECUTE & self.fs, -1)
+        self.owner = os.getpid()  # the harness: its commands die with it
 
     def build(self):
         """Create the Landlock ruleset and add every grant: in the parent, where it costs no fork
@@ -174,7 +183,7 @@ class Rules:
                        if which == resource.RLIMIT_NPROC else value) for which,
                       value in self.limits]
         one.isolation = self.isolation.with_tmpdir(tmpdir) if self.isolation else None
-        one.cwd = cwd
+        one.cwd, one.owner = cwd, os.getpid()
         return one
 
     def close(self):
@@ -208,13 +217,61 @@ class Rules:
 
     def apply_in_child(self):
         """apply(), or exit 126 with the reason on the command's output: a command never runs
-        unconfined."""
+        unconfined. First it makes sure it dies with the harness (a cloned child does that at its
+        start: sandbox/clone.py)."""
         try:
+            die_with(self.owner) if self.isolation else stay_between(self.owner)
             self.apply()
         except BaseException as e:
             os.write(2, "[sandbox] could not confine the command, so it did not run: "
                         f"{e}\n".encode())
             os._exit(126)
+
+
+def die_with(owner, signum=signal.SIGKILL):
+    """In a child between fork and exec: `signum` when the thread that started it ends; exit now if
+    `owner` (the harness's pid, taken before the fork) is gone already."""
+    prctl(PR_SET_PDEATHSIG, int(signum))
+    if os.getppid() != owner:  # it died before the line above: no signal will come
+        os._exit(1)
+
+
+def stay_between(owner):
+    """In a child between fork and exec that leads its process group (Popen's preexec_fn, after
+    setsid): fork. The child returns, to exec the command; this process stays between the harness
+    and it, holding nothing open, waits for it and leaves with its status. When the harness dies
+    first, it kills its whole group - the command and all it started - then itself. Never returns
+    in this process."""
+    watched = {signal.SIGTERM, signal.SIGCHLD}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    die_with(owner, signal.SIGTERM)
+    command = os.fork()
+    if command == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # the command gets its signals
+        return
+    os.closerange(0, 1 << 20)
+    while True:
+        if signal.sigwait(watched) == signal.SIGTERM:
+            # its starting thread ended, or somebody sent SIGTERM: only the harness's end counts
+            if os.getppid() != owner:
+                os.killpg(0, signal.SIGKILL)
+            continue
+        done, status = os.waitpid(command, os.WNOHANG)
+        if done:
+            leave_as(status)
+
+
+def leave_as(status):
+    """Exit as the command did: with its code, or killed by its signal."""
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        try:
+            signal.signal(signum, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+        except (OSError, ValueError):  # SIGKILL: its action cannot be set, nor blocked
+            pass
+        os.kill(os.getpid(), signum)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
 def tasks_now():
