@@ -11,8 +11,8 @@ The loop asks through `Edges.ask` and runs each call through `Edges.run`; everyt
   every turn, and only the counts the server really made.
 """
 import json
+import os
 import time
-from pathlib import Path
 
 from .tools import TOOLS
 
@@ -131,6 +131,11 @@ def garbled(problem):
 
 
 def save_transcript(path, messages):
-    """Rewritten every turn, so a crash still leaves the story so far."""
+    """Rewritten every turn, so a crash still leaves the story so far. Private (0600, whatever the
+    umask or the mode the file had): it holds everything the model read."""
     if path:
-        Path(path).write_text(json.dumps(messages, indent=2), encoding="utf-8")
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(descriptor, "w", encoding="utf-8") as file:
+            if os.path.isfile(path):
+                os.fchmod(descriptor, 0o600)
+            file.write(json.dumps(messages, indent=2))

@@ -16,10 +16,10 @@ The loop asks through `Edges.ask` and runs each call through `Edges.run`; everyt
 - What a stopped run did (`Record`): calls per tool and files written, for the account it prints.
 """
 import json
+import os
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 from .context import estimate_tokens
 from .guards import REPEAT_LIMIT, Stopped, brief, repeat_warning
@@ -206,9 +206,14 @@ def watch_context(watch, usage, messages):
 
 
 def save_transcript(path, messages):
-    """Rewritten every turn, so a crash still leaves the story so far."""
+    """Rewritten every turn, so a crash still leaves the story so far. Private (0600, whatever the
+    umask or the mode the file had): it holds everything the model read."""
     if path:
-        Path(path).write_text(json.dumps(messages, indent=2), encoding="utf-8")
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(descriptor, "w", encoding="utf-8") as file:
+            if os.path.isfile(path):
+                os.fchmod(descriptor, 0o600)
+            file.write(json.dumps(messages, indent=2))
 
 
 class Record:

@@ -1,5 +1,6 @@
 """m1: the loop. Run on m1, every later stage and `tinyharness run`."""
 
+import os
 import pytest
 
 from tests.ladder import calls, load_json, run_stage, stages_from, stats_line, tool_call, tool_results
@@ -183,3 +184,21 @@ def test_unencodable_content_leaves_the_old_file_intact(stage, workspace):
     assert result.returncode == 0 and "Traceback" not in result.stderr
     assert (workspace / "keep.txt").read_text() == "precious"
     assert "surrogate" in tool_results(server.requests[1])["call_1"].lower()
+
+
+@pytest.mark.parametrize("stage", LADDER)
+def test_the_transcript_is_private_whatever_the_umask_or_its_old_mode(stage, workspace, tmp_path):
+    # it holds every file the model read: another user of the machine must not read it
+    fresh, old = tmp_path / "fresh.json", tmp_path / "old.json"
+    old.write_text("[]")
+    old.chmod(0o644)
+    mask = os.umask(0o022)
+    try:
+        for transcript in (fresh, old):
+            with ScriptedServer(script=["finished"]) as server:
+                result = run_stage(stage, workspace, "--base-url", server.base_url, "--transcript",
+                                   str(transcript), "go")
+            assert result.returncode == 0, result.stderr
+            assert oct(transcript.stat().st_mode & 0o777) == "0o600", transcript.name
+    finally:
+        os.umask(mask)
