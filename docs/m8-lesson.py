@@ -437,7 +437,7 @@ def pre_tool_use(workspace, name, args):
 
 
 def ask_user(prompt):
-    """The permission prompt: only 'y' (any case) approves; anything else, or end of input, denies."""
+    """The permission prompt: 'y' or 'yes' (any case) approves; anything else, or end of input, denies."""
     try:
         answer = input(prompt)
     except EOFError:  # nobody there to answer: that is a no
@@ -446,7 +446,7 @@ def ask_user(prompt):
     else:
         if not sys.stdin.isatty():
             print(answer)  # a terminal shows what the user typed; a pipe does not, so show it here
-    return answer.strip().lower() == "y"
+    return answer.strip().lower() in ("y", "yes")
 
 
 def approve_everything(prompt):

@@ -28,6 +28,32 @@ WORKERS_ENV = "TINYHARNESS_TEST_WORKERS"
 def pytest_configure(config):
     spread_over_two_workers(config)
     keep_a_home_of_its_own(config)
+    leave_the_terminal()
+
+
+def leave_the_terminal():
+    """The suite answers no permission prompt from the developer's terminal: tinyharness asks at
+    /dev/tty (asking.py), and a run started by a test (in this process or a child) would wait there
+    for somebody to type. So this process gives up its controlling terminal (TIOCNOTTY; the workers
+    and every child it starts inherit none); output and Ctrl-C, which go by the terminal's
+    foreground group, are unchanged. A test that wants a terminal gives its run a pty of its own."""
+    try:
+        import fcntl
+        import signal
+        import termios
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except (ImportError, OSError):  # no terminal (CI), or not a Unix
+        return
+    try:
+        # a session leader that lets go of its terminal sends SIGHUP to its foreground group
+        hangup = signal.signal(signal.SIGHUP, signal.SIG_IGN) if os.getsid(0) == os.getpid() else None
+        fcntl.ioctl(fd, termios.TIOCNOTTY)
+        if hangup is not None:
+            signal.signal(signal.SIGHUP, hangup)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def spread_over_two_workers(config):

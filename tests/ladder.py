@@ -16,6 +16,7 @@ import importlib
 import io
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -114,23 +115,88 @@ def sessions_home():
     return _SESSIONS_HOME[0]
 
 
-def run_stage(stage, workspace, *args, stdin="", timeout=60, env=None, approve=False, in_process=True):
+def run_stage(stage, workspace, *args, stdin="", timeout=60, env=None, approve=False, in_process=True, tty=None):
     """Run a stage's CLI in `workspace` (its cwd); return a CompletedProcess (text mode).
 
     approve=True adds --yes on stages that ask permission (m3 on), so a test of an earlier
-    lesson can run unchanged on the later stages.
+    lesson can run unchanged on the later stages. `tty`: what the user types at the terminal, the
+    answers to the permission prompts. The stages read those from standard input; `tinyharness run`
+    only from its terminal, so it runs on a pty of its own (what the terminal showed in `.screen`),
+    standard input still `stdin`. Without `tty` the package has no terminal (conftest.py).
     """
     if approve and level(stage) >= 3:
         args = ("--yes", *args)
+    if tty is not None and stage != FINAL:
+        stdin = stdin + tty
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
     full_env["PYTHONPATH"] = os.pathsep.join(import_roots(stage)) + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env["PYTHONIOENCODING"] = "utf-8"
     full_env["XDG_DATA_HOME"] = sessions_home()  # sessions go to a folder of the test run: not home, not beside the workspace
     full_env.update(env or {})
+    if tty is not None and stage == FINAL:
+        return run_on_terminal(command(stage, *args), workspace, stdin, tty, timeout, full_env)
     if not (in_process and can_run_in_process(stage)):
         return subprocess.run(command(stage, *args), cwd=workspace, input=stdin, capture_output=True,
                               text=True, encoding="utf-8", errors="replace", timeout=timeout, env=full_env)
     return run_in_process(stage, workspace, list(args), stdin, timeout, full_env)
+
+
+# after setsid (start_new_session), opening a terminal makes it the session's controlling terminal
+TAKE_TERMINAL = ("import os, sys; os.close(os.open(sys.argv[1], os.O_RDWR)); "
+                 "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])")
+
+
+def on_terminal(argv, terminal):
+    """ARGV (a Python command line) with TERMINAL (a pty's path) as its controlling terminal: /dev/tty
+    opens it. Start it with start_new_session=True."""
+    return [argv[0], "-c", TAKE_TERMINAL, terminal, *argv[1:]]
+
+
+def run_on_terminal(argv, cwd, stdin, typed, timeout, env, preexec_fn=None):
+    """ARGV run with a pty as its terminal, TYPED written to it before it starts (each answer a line;
+    end of input after them), standard input `stdin` and standard output and error captured as usual.
+    A CompletedProcess whose `.screen` is the text the terminal was sent."""
+    with Terminal(typed) as terminal:
+        done = subprocess.run(on_terminal(argv, terminal.path), cwd=cwd, input=stdin, capture_output=True,
+                              text=True, encoding="utf-8", errors="replace", timeout=timeout, env=env,
+                              start_new_session=True, preexec_fn=preexec_fn)
+    done.screen = terminal.screen
+    return done
+
+
+class Terminal:
+    """A pty for one run: `path` to open as the controlling terminal (on_terminal, or open it after setsid),
+    TYPED already written to it (then Ctrl-D a few times: the end of input), and what it was sent kept in
+    `screen` (read all along: a terminal nobody reads fills up, and the writer blocks)."""
+
+    def __init__(self, typed):
+        self.typed, self.screen = typed, ""
+
+    def __enter__(self):
+        self.master, self.slave = os.openpty()
+        self.path = os.ttyname(self.slave)
+        os.write(self.master, self.typed.encode() + b"\x04" * 8)  # Ctrl-D at a line's start: end of input
+        self.received, self.stop = bytearray(), threading.Event()
+        self.reader = threading.Thread(target=self.drain, daemon=True)
+        self.reader.start()
+        return self
+
+    def drain(self):
+        while not self.stop.is_set():
+            if select.select([self.master], [], [], 0.05)[0]:
+                try:
+                    self.received.extend(os.read(self.master, 65536))
+                except OSError:
+                    return
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.reader.join(timeout=10)
+        while select.select([self.master], [], [], 0)[0]:  # what came after the reader's last look
+            self.received.extend(os.read(self.master, 65536))
+        os.close(self.slave)
+        os.close(self.master)
+        self.screen = bytes(self.received).decode("utf-8", errors="replace")
 
 
 def can_run_in_process(stage):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ladder import ROOT, calls, ctrl_c_as_on_a_terminal, tool_call, wait_for_the_first_request
+from tests.ladder import ROOT, calls, ctrl_c_as_on_a_terminal, run_on_terminal, tool_call, wait_for_the_first_request
 from tinyharness import compact, sessions
 from tinyharness.chat import INTERRUPTED_CALL, ChatSettings, Conversation, close_open_calls
 from tinyharness.chat_input import Input
@@ -26,7 +26,11 @@ def env_for(data_home):
     return env
 
 
-def run_cli(workspace, data_home, *args, stdin="", timeout=60):
+def run_cli(workspace, data_home, *args, stdin="", timeout=60, tty=None):
+    """`tinyharness ARGS`; `tty`: the answers typed at a terminal of its own (a pty), its messages still `stdin`."""
+    if tty is not None:
+        return run_on_terminal([sys.executable, "-m", "tinyharness", *args], workspace, stdin, tty, timeout,
+                               env_for(data_home))
     return subprocess.run([sys.executable, "-m", "tinyharness", *args], cwd=workspace, input=stdin,
                           capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=timeout,
                           env=env_for(data_home))
@@ -156,10 +160,10 @@ def test_resuming_a_session_from_another_folder_asks_first(workspace, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     with ScriptedServer(["Resumed."]) as srv:
-        refused = run_cli(elsewhere, data, "chat", "--resume", path.stem, "--base-url", srv.base_url, stdin="n\nagain\n")
+        refused = run_cli(elsewhere, data, "chat", "--resume", path.stem, "--base-url", srv.base_url, stdin="again\n", tty="n\n")
         assert refused.returncode == 1 and "not resumed" in refused.stderr and not srv.requests
         accepted = run_cli(elsewhere, data, "chat", "--resume", path.stem[:12], "--base-url", srv.base_url,
-                           stdin="y\nagain\n")
+                           stdin="again\n", tty="yes\n")
     assert accepted.returncode == 0, accepted.stderr
     assert f"was started in {workspace.resolve()}" in accepted.stdout
     assert [m["content"] for m in srv.requests[0]["messages"][1:]] == ["hi", "Hello.", "again"]

@@ -335,14 +335,15 @@ CLAUDE_SETTINGS = {
 }
 
 
-def run_cli(workspace, tmp_path, hooks, script, *args, stdin="y\n"):
+def run_cli(workspace, tmp_path, hooks, script, *args, tty="y\n"):
+    """`tinyharness run --yes`, the workspace's hooks file trusted at the terminal (`tty`: y)."""
     from tests.ladder import FINAL, run_stage
     from tinyharness.testing import ScriptedServer
     (workspace / ".tinyharness").mkdir(exist_ok=True)
     (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps(hooks))
     env = {"XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home")}
     with ScriptedServer(script=script) as server:
-        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "--yes", *args, stdin=stdin, env=env)
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "--yes", *args, tty=tty, env=env)
     return result, server
 
 
@@ -403,8 +404,7 @@ def test_user_prompt_submit_stdout_reaches_the_model_as_context(workspace, tmp_p
 
 def test_chat_hooks_get_the_sessions_id_and_file(workspace, tmp_path):
     import os
-    import subprocess
-    from tests.ladder import ROOT
+    from tests.ladder import ROOT, run_on_terminal
     from tinyharness.testing import ScriptedServer
     record = script(workspace, "import json,sys; e=json.load(sys.stdin); "
                                "open('seen.txt','a').write(e['session_id']+' '+e['transcript_path']+'\\n')")
@@ -412,9 +412,9 @@ def test_chat_hooks_get_the_sessions_id_and_file(workspace, tmp_path):
     (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps(
         {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": record}]}]}))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_DATA_HOME": str(tmp_path / "data"), "TERM": "dumb"}
-    with ScriptedServer(script=["Hello.", "Again."]) as server:
-        done = subprocess.run([sys.executable, "-m", "tinyharness", "chat", "--base-url", server.base_url],
-                              cwd=workspace, input="y\nhi\nmore\n", capture_output=True, text=True, timeout=60, env=env)
+    with ScriptedServer(script=["Hello.", "Again."]) as server:  # the hooks file trusted at the terminal (y)
+        done = run_on_terminal([sys.executable, "-m", "tinyharness", "chat", "--base-url", server.base_url],
+                               workspace, "hi\nmore\n", "y\n", 60, env)
     assert done.returncode == 0, done.stderr
     [session] = (tmp_path / "data" / "tinyharness" / "sessions").glob("*.jsonl")
     assert (workspace / "seen.txt").read_text().splitlines() == [f"{session.stem} {session}"] * 2

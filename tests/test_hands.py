@@ -9,9 +9,10 @@ from tinyharness.testing import ScriptedServer
 MCP_SERVER = f"{sys.executable} {ROOT / 'tests' / 'mcp_server.py'}"
 
 
-def run(workspace, *args, script=None, policy=None, stdin="", env=None):
+def run(workspace, *args, script=None, policy=None, tty=None, env=None):
+    """`tinyharness run ARGS`; `tty`: the answers typed at its terminal (a pty of its own)."""
     with ScriptedServer(script=script, policy=policy) as server:
-        result = run_stage(FINAL, workspace, "--base-url", server.base_url, *args, stdin=stdin, env=env)
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, *args, tty=tty, env=env)
     return result, server
 
 
@@ -60,7 +61,7 @@ def test_an_mcp_call_asks_permission_unless_the_config_says_read_only(workspace,
     write_mcp_config(workspace)
     script = [calls(tool_call("mcp__t__echo", text="free"), tool_call("mcp__t__add", a=1, b=2)), "Done."]
     # First answer: trust the workspace's mcp.json; second: refuse the add call. echo never asks.
-    result, server = run(workspace, "go", script=script, stdin="y\nn\n",
+    result, server = run(workspace, "go", script=script, tty="y\nn\n",
                          env={"XDG_DATA_HOME": str(tmp_path / "data")})
     assert result.returncode == 0, result.stderr
     assert list(tool_results(server.requests[1]).values()) == [
@@ -114,7 +115,7 @@ def test_a_child_stopped_by_its_limit_is_not_confirmed_complete_and_asks_permiss
     parent = [calls(tool_call("task", description="Read secret.txt, then write a.txt.")), "I could not finish."]
     child = [calls(tool_call("write_file", path="a.txt", content="x"))] * 5
     result, server = run(workspace, "go", "--subagent-max-turns", "2", policy=family_policy(child, parent),
-                         stdin="n\nn\n")
+                         tty="n\nn\n")
     assert result.returncode == 0, result.stderr
     assert not (workspace / "a.txt").exists()
     assert result.stdout.count("Allow write_file") == 2            # the child's writes asked, and were refused
@@ -137,7 +138,7 @@ def test_read_only_calls_of_one_reply_run_together_and_stay_paired(workspace, tm
     env = {"XDG_DATA_HOME": str(tmp_path / "data")}
     for extra, peak in (([], "peak 3"), (["--no-parallel"], "peak 1")):
         script = [calls(*reads), calls(tool_call("mcp__t__peak")), "Done."]
-        result, server = run(workspace, *extra, "read", script=script, stdin="y\n", env=env)
+        result, server = run(workspace, *extra, "read", script=script, tty="y\n", env=env)
         assert result.returncode == 0, result.stderr
         sent = server.requests[1]["messages"]
         ids = [c["id"] for c in sent[-5]["tool_calls"]]
@@ -158,7 +159,7 @@ def trusted_hooks(workspace, tmp_path, hooks):
 def test_a_failing_hook_blocks_the_call_and_the_user_sees_which(workspace, tmp_path):
     env = trusted_hooks(workspace, tmp_path, {"pre_tool_use": [{"matcher": "write_file", "command": "exit 1"}]})
     script = [calls(tool_call("write_file", path="a.txt", content="x")), "Done."]
-    result, server = run(workspace, "--yes", "go", script=script, stdin="y\n", env=env)  # y: trust the file
+    result, server = run(workspace, "--yes", "go", script=script, tty="y\n", env=env)  # y: trust the file
     assert result.returncode == 0, result.stderr
     assert not (workspace / "a.txt").exists()
     assert list(tool_results(server.requests[1]).values())[0].startswith("BLOCKED: the hook `exit 1` failed")
@@ -175,7 +176,7 @@ def test_a_stop_hook_sends_the_model_back_to_work(workspace, tmp_path):
     check = "test -f report.md || { echo 'report.md is missing' >&2; exit 2; }"
     env = trusted_hooks(workspace, tmp_path, {"stop": [{"command": check}]})
     script = ["Done (I think).", calls(tool_call("write_file", path="report.md", content="r")), "Done."]
-    result, server = run(workspace, "--yes", "go", script=script, stdin="y\n", env=env)
+    result, server = run(workspace, "--yes", "go", script=script, tty="y\n", env=env)
     assert result.returncode == 0, result.stderr
     assert server.requests[1]["messages"][-1]["content"] == (
         "[harness] A stop hook of this workspace says the task is not done yet: report.md is missing")

@@ -19,11 +19,11 @@ OVERFLOW = {"status": 400, "body": {"error": {
     "type": "exceed_context_size_error", "n_prompt_tokens": 9000, "n_ctx": 1000}}}
 
 
-def run(stage, workspace, script, *flags, stdin="", approve=True):
-    """Run the stage on a script; return (result, server) after the run."""
+def run(stage, workspace, script, *flags, stdin="", approve=True, tty=None):
+    """Run the stage on a script; return (result, server) after the run. `tty`: the answers typed."""
     with ScriptedServer(script=script) as server:
         result = run_stage(stage, workspace, "--base-url", server.base_url, *flags, "go", stdin=stdin,
-                           approve=approve)
+                           approve=approve, tty=tty)
     assert "Traceback" not in result.stderr, result.stderr
     return result, server
 
@@ -72,7 +72,7 @@ def test_the_self_rescue_error_is_visible_on_screen(stage, workspace):
 def test_blocked_and_denied_calls_are_visible_on_screen(stage, workspace):
     script = [calls(tool_call("write_file", path="../outside.txt", content="x"),
                     tool_call("write_file", path="inside.txt", content="x")), "I saved both files."]
-    result, _ = run(stage, workspace, script, stdin="n\n", approve=False)
+    result, _ = run(stage, workspace, script, tty="n\n", approve=False)
     assert result.returncode == 0, result.stderr
     shown = result_lines(result.stdout)
     assert shown[0].startswith("    -> BLOCKED: ") and shown[1].startswith("    -> DENIED: ")

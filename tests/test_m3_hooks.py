@@ -18,9 +18,18 @@ def prompt(name, **arguments):
     return f"Allow {name}({json.dumps(arguments, ensure_ascii=False, sort_keys=True)})? [y/N] "
 
 
-def run(stage, workspace, script, *args, stdin="", code=0):
+def asked(stage, name, **arguments):
+    """The question as the stage asks it: the contract's, or the package's, where a write names its path (its
+    diff is shown above) and `/a` offers "always" for a call a rule can cover (tests/test_prompt_answers.py)."""
+    if stage == FINAL and name == "write_file":
+        return f"Allow write_file({arguments['path']})? [y/N/a] "
+    return prompt(name, **arguments)
+
+
+def run(stage, workspace, script, *args, stdin="", code=0, tty=None):
+    """The stage's run; `tty`: the answers typed (the stages read them from stdin, the package at its terminal)."""
     with ScriptedServer(script=script) as server:
-        result = run_stage(stage, workspace, "--base-url", server.base_url, *args, "go", stdin=stdin)
+        result = run_stage(stage, workspace, "--base-url", server.base_url, *args, "go", stdin=stdin, tty=tty)
     assert result.returncode == code and "Traceback" not in result.stderr, result.stderr
     return result, server
 
@@ -50,13 +59,15 @@ def test_a_blocked_shell_command_says_what_and_why(stage, workspace):
 
 
 @pytest.mark.parametrize("stage", LADDER)
-@pytest.mark.parametrize("answer, approved", [("y\n", True), ("Y\n", True), ("  y  \n", True), ("yes\n", False),
-                                              ("n\n", False), ("\n", False), ("", False), ("sure\n", False)])
-def test_only_y_approves_a_write(stage, answer, approved, workspace):
+@pytest.mark.parametrize("answer, approved", [("y\n", True), ("Y\n", True), ("  y  \n", True), ("yes\n", True),
+                                              ("YES\n", True), (" Yes \n", True), ("n\n", False), ("no\n", False),
+                                              ("NO\n", False), ("\n", False), ("", False), ("sure\n", False),
+                                              ("yess\n", False)])
+def test_y_or_yes_approves_a_write(stage, answer, approved, workspace):
     script = [calls(tool_call("write_file", path="a.txt", content="hi")), "done"]
     nobody = stage == FINAL and not answer  # nobody there to answer at all: the package says nothing was allowed
-    result, server = run(stage, workspace, script, stdin=answer, code=3 if nobody else 0)
-    assert prompt("write_file", path="a.txt", content="hi") in result.stdout
+    result, server = run(stage, workspace, script, tty=answer, code=3 if nobody else 0)
+    assert asked(stage, "write_file", path="a.txt", content="hi") in result.stdout
     assert (workspace / "a.txt").exists() == approved
     outcome = tool_results(server.requests[1])["call_1"]
     assert outcome.startswith("OK: wrote 2 characters") if approved else outcome.startswith("DENIED: ")
@@ -71,7 +82,7 @@ def test_only_y_approves_a_write(stage, answer, approved, workspace):
 @pytest.mark.parametrize("stage", LADDER)
 def test_shell_asks_too_and_a_no_means_it_never_ran(stage, workspace):
     script = [calls(tool_call("shell", command="echo ran > marker.txt")), "done"]
-    result, server = run(stage, workspace, script, stdin="n\n")
+    result, server = run(stage, workspace, script, tty="n\n")
     assert prompt("shell", command="echo ran > marker.txt") in result.stdout
     assert not (workspace / "marker.txt").exists()
     assert tool_results(server.requests[1])["call_1"].startswith("DENIED: ")
@@ -91,7 +102,7 @@ def test_a_blocked_call_never_asks(stage, tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()
     script = [calls(tool_call("write_file", path="../x.txt", content="x"), tool_call("shell", command="sudo true")), "ok"]
-    result, server = run(stage, workspace, script, stdin="y\ny\n")
+    result, server = run(stage, workspace, script, tty="y\ny\n")
     assert "Allow" not in result.stdout
     assert all(r.startswith("BLOCKED: ") for r in tool_results(server.requests[1]).values())
     assert not (tmp_path / "x.txt").exists()
@@ -114,7 +125,7 @@ def test_the_denied_write_story(stage, notes_workspace, tmp_path):
     transcript = tmp_path / "run.json"
     with ScriptedServer(script=script) as server:
         result = run_stage(stage, notes_workspace, "--base-url", server.base_url, "--transcript", str(transcript),
-                           TASK, stdin="n\n")
+                           TASK, tty="n\n")
     assert result.returncode == 0, result.stderr
     assert "saved it to budget.md" in result.stdout.rstrip().splitlines()[-1]  # what the model claims...
     assert not (notes_workspace / "budget.md").exists()  # ...and what is true

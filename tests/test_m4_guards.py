@@ -13,9 +13,10 @@ LADDER = stages_from("m4")
 ENDLESS = "while true; do sleep 0.1; done"
 
 
-def run(stage, workspace, *args, script=None, policy=None, stdin="", approve=False):
+def run(stage, workspace, *args, script=None, policy=None, stdin="", approve=False, tty=None):
     with ScriptedServer(script=script, policy=policy) as server:
-        result = run_stage(stage, workspace, "--base-url", server.base_url, *args, "go", stdin=stdin, approve=approve)
+        result = run_stage(stage, workspace, "--base-url", server.base_url, *args, "go", stdin=stdin, approve=approve,
+                           tty=tty)
     assert "Traceback" not in result.stderr, result.stderr
     return result, server
 
@@ -151,7 +152,7 @@ def test_the_account_lists_only_files_really_written(stage, workspace):
     script = [calls(tool_call("write_file", path="kept.txt", content="1")),
               calls(tool_call("write_file", path="denied.txt", content="2")),
               calls(tool_call("write_file", path="../outside.txt", content="3"), tool_call("list_dir", path="."))]
-    result, server = run(stage, workspace, "--max-turns", "3", script=script, stdin="y\nn\n")
+    result, server = run(stage, workspace, "--max-turns", "3", script=script, tty="y\nn\n")
     assert result.returncode == 3
     lines = stopped_lines(result.stdout)
     assert lines == ["Stopped: reached --max-turns 3. The task is NOT confirmed complete.",

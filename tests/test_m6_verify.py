@@ -24,10 +24,10 @@ BROKEN = "def area(width, height):\n    return width * height)\n"
 GOOD = "def area(width, height):\n    return width * height\n"
 
 
-def run(stage, workspace, script=None, *args, policy=None, stdin="", task="go", approve=True):
+def run(stage, workspace, script=None, *args, policy=None, stdin="", task="go", approve=True, tty=None):
     with ScriptedServer(script=script, policy=policy) as server:
         result = run_stage(stage, workspace, "--base-url", server.base_url, *args, task, stdin=stdin,
-                           approve=approve)
+                           approve=approve, tty=tty)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     return result, server
 
@@ -84,7 +84,7 @@ def test_only_python_files_that_were_written_are_checked(stage, workspace):
 @pytest.mark.parametrize("stage", LADDER)
 def test_a_denied_write_is_not_checked(stage, workspace):
     script = [calls(tool_call("write_file", path="area.py", content=BROKEN)), "done"]
-    _, server = run(stage, workspace, script, stdin="n\n", approve=False)
+    _, server = run(stage, workspace, script, tty="n\n", approve=False)
     result = tool_results(server.requests[1])["call_1"]
     assert result.startswith("DENIED: ") and "[harness]" not in result
 

@@ -227,7 +227,7 @@ def test_a_url_the_model_chose_is_fetched_only_with_permission(stage, workspace,
     url = f"{site}/red-blue.png?asked={stage}-{len(reply)}"
     Pages.routes[url[len(site):]] = Pages.routes["/red-blue.png"]
     with ScriptedServer(policy=vision_policy(NO_IMAGE, before=[calls(tool_call("view_image", path=url))])) as server:
-        result = run_stage(stage, workspace, "--base-url", server.base_url, ASK, stdin=reply)
+        result = run_stage(stage, workspace, "--base-url", server.base_url, ASK, tty=reply)  # typed at the terminal
     assert f'Allow view_image({{"path": "{url}"}})? [y/N] ' in result.stdout
     assert (url[len(site):] in Pages.seen) == fetched
     outcome = tool_results(server.requests[1])["call_1"]

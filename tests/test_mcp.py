@@ -203,7 +203,7 @@ def test_a_vs_code_mcp_json_with_args_works_through_run(workspace, tmp_path):
         "gone": {"type": "stdio", "command": "/nonexistent/server", "disabled": True}}}))
     env = {"XDG_DATA_HOME": str(tmp_path / "data")}
     with ScriptedServer(script=[calls(tool_call("mcp__notes__echo", text="from vs code")), "Done."]) as server:
-        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "--yes", "go", stdin="y\n", env=env)
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "--yes", "go", tty="y\n", env=env)  # y: trust it
     assert result.returncode == 0, result.stderr
     assert list(tool_results(server.requests[1]).values()) == ["echo: from vs code"]
     assert "[mcp] notes: 17 tool(s), protocol 2025-11-25" in result.stderr and "gone" not in result.stderr
@@ -215,7 +215,7 @@ def test_a_malformed_config_stops_the_run_with_exit_2_and_a_sentence(workspace, 
     (workspace / ".tinyharness").mkdir()
     (workspace / ".tinyharness" / "mcp.json").write_text('{"mcpServers": {"n": {"command": "x", "env": {"A": 1}}}}')
     with ScriptedServer(script=["Done."]) as server:
-        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "go", stdin="y\n",
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "go", tty="y\n",
                            env={"XDG_DATA_HOME": str(tmp_path / "data")})
     assert result.returncode == 2 and server.requests == []
     assert "\"env\" must map names to strings" in result.stderr and "Traceback" not in result.stderr

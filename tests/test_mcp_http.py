@@ -94,7 +94,7 @@ def test_an_http_server_from_mcp_json_through_run(http_server, workspace, tmp_pa
     (workspace / ".tinyharness" / "mcp.json").write_text(json.dumps(
         {"servers": {"hosted": {"type": "http", "url": http_server.url, "read_only": True}}}))
     with ScriptedServer(script=[calls(tool_call("mcp__hosted__echo", text="hosted")), "Done."]) as server:
-        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "go", stdin="y\n",
+        result = run_stage(FINAL, workspace, "--base-url", server.base_url, "go", tty="y\n",
                            env={"XDG_DATA_HOME": str(tmp_path / "data")})
     assert result.returncode == 0, result.stderr
     assert list(tool_results(server.requests[1]).values()) == ["echo: hosted"]

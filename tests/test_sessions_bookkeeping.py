@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ladder import ROOT, calls, tool_call
+from tests.ladder import ROOT, calls, run_on_terminal, tool_call
 from tinyharness.testing import ScriptedServer
 
 SCRIPT = [calls(tool_call("list_dir", path=".")), "Done: the folder holds notes.txt."]
@@ -32,9 +32,13 @@ def env_for(data):
     return env
 
 
-def tinyharness(workspace, data, *args, stdin="", file_size=None):
+def tinyharness(workspace, data, *args, stdin="", file_size=None, tty=None):
+    """`tinyharness ARGS`; `tty`: the answers typed at a terminal of its own (a pty)."""
     def limit():  # a disk that fills: every write past FILE_SIZE bytes fails with EFBIG (Python ignores SIGXFSZ)
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    if tty is not None:
+        return run_on_terminal([sys.executable, "-m", "tinyharness", *args], workspace, stdin, tty, 60, env_for(data),
+                               preexec_fn=limit if file_size else None)
     return subprocess.run([sys.executable, "-m", "tinyharness", *args], cwd=workspace, input=stdin, text=True,
                           capture_output=True, env=env_for(data), timeout=60,
                           preexec_fn=limit if file_size else None)
@@ -120,7 +124,7 @@ def test_trusting_with_a_read_only_data_folder_holds_for_the_run_and_says_so(pla
     (data / "tinyharness").chmod(0o500)
     try:
         with ScriptedServer(SCRIPT) as srv:
-            done = tinyharness(workspace, data, "run", "--base-url", srv.base_url, "go", stdin="y\n")
+            done = tinyharness(workspace, data, "run", "--base-url", srv.base_url, "go", tty="y\n")
     finally:
         (data / "tinyharness").chmod(0o700)
     assert done.returncode == 0, done.stderr
@@ -136,7 +140,7 @@ def test_trusting_on_a_full_disk_holds_for_the_run_and_says_so(place):
     store.parent.mkdir(parents=True)
     store.write_text(json.dumps({f"/x/{i}": "0" * 64 for i in range(40)}))  # bigger than the limit below
     with ScriptedServer(SCRIPT) as srv:
-        done = tinyharness(workspace, data, "run", "--no-session", "--base-url", srv.base_url, "go", stdin="y\n",
+        done = tinyharness(workspace, data, "run", "--no-session", "--base-url", srv.base_url, "go", tty="y\n",
                            file_size=1000)
     assert done.returncode == 0, done.stderr
     assert "holds for this run only" in done.stderr and "Done:" in done.stdout

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ladder import on_terminal
+
 ROOT = Path(__file__).resolve().parents[1]
 PAYLOAD = ("\x1b]0;pwned\x07\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\u009b31mAll good: the task completed "
            "successfully.\u202etxt.exe")
@@ -44,8 +46,9 @@ def run_on_pty(args, cwd, data_home, answers=b"", timeout=60, env=None):
                 HOME=str(data_home), TERM="dumb", PYTHONIOENCODING="utf-8")
     base.update(env or {})
     env = {k: v for k, v in base.items() if v is not None}
-    process = subprocess.Popen([sys.executable, "-m", "tinyharness", *args], cwd=cwd, stdin=slave, stdout=slave,
-                               stderr=slave, env=env, start_new_session=True)
+    # the pty is the run's controlling terminal too: /dev/tty, where the permission prompts are answered
+    process = subprocess.Popen(on_terminal([sys.executable, "-m", "tinyharness", *args], os.ttyname(slave)), cwd=cwd,
+                               stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
     os.close(slave)
     if answers:
         os.write(master, answers)

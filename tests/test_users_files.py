@@ -65,7 +65,7 @@ def test_mcp_json_and_vscode_mcp_json_are_found_trusted_each_by_name_and_used(ws
         "code": {"type": "stdio", "command": SERVER[0], "args": SERVER[1:], "env": {"W": "${workspaceFolder}"}}}})
     script = [calls(tool_call("mcp__claude__echo", text="a"), tool_call("mcp__code__echo", text="b")), "Done."]
     with ScriptedServer(script) as server:
-        done = run_stage(FINAL, workspace, "--base-url", server.base_url, "--yes", "go", stdin="y\ny\n", env=home)
+        done = run_stage(FINAL, workspace, "--base-url", server.base_url, "--yes", "go", tty="y\ny\n", env=home)
     assert done.returncode == 0, done.stderr
     assert f"This workspace has an MCP server list ({claude})" in done.stdout
     assert f"This workspace has an MCP server list ({vscode})" in done.stdout
@@ -103,9 +103,10 @@ def claude_settings(ws, name="settings.json", **data):
     return write(ws / ".claude" / name, data)
 
 
-def run_with(ws, home, script, *args, stdin="y\n"):
+def run_with(ws, home, script, *args, tty="y\n", stdin=""):
+    """`tinyharness run`; `tty`: what is typed at its terminal (None: it has none), by default a y to trust."""
     with ScriptedServer(script) as server:
-        done = run_stage(FINAL, ws, "--base-url", server.base_url, *args, "go", stdin=stdin, env=home)
+        done = run_stage(FINAL, ws, "--base-url", server.base_url, *args, "go", stdin=stdin, tty=tty, env=home)
     return done, server
 
 
@@ -131,7 +132,7 @@ def test_a_deny_hook_and_deny_rules_in_claude_settings_hold_without_copying_anyt
 def test_settings_local_json_adds_its_rules_and_an_untrusted_one_stops_the_run(ws, home):
     claude_settings(ws, permissions={"deny": ["Bash(git push:*)"]})  # deny only: no question
     local = claude_settings(ws, "settings.local.json", permissions={"allow": ["Bash(echo hi)"]})
-    done, _ = run_with(ws, home, ["Done."], stdin="")
+    done, _ = run_with(ws, home, ["Done."], tty=None)
     assert done.returncode == 2 and ".claude/settings.local.json was not trusted" in done.stderr
     assert f"({local})" in done.stdout
 
@@ -143,23 +144,23 @@ def test_allow_and_deny_flags_in_claudes_spelling(ws, home):
                                                                                       content="a")), "Done."]
     done, server = run_with(ws, home, script, "--sandbox", "off", "--allow", "Bash(echo hi)", "--allow",
                             "Bash(npm test:*)", "--allow", "Edit(src/**)", "--deny", "Bash(npm test --watch)",
-                            stdin="")  # nobody answers: only what a rule allows runs
+                            tty=None)  # nobody answers: only what a rule allows runs
     results = list(tool_results(server.requests[1]).values())
     assert results[0] == "exit status 0\nhi\n"
     assert results[1].startswith("DENIED: the rule Bash(npm test --watch) (--deny) denies")  # deny wins over allow
     assert results[2].startswith("DENIED: the user did not allow")  # a chain is never allowed by a rule
     assert results[3].startswith("OK: wrote 1 characters") and (ws / "src" / "a.txt").read_text() == "a"
-    assert "standard input is not a terminal" not in done.stderr  # there are allow rules
+    assert "no terminal to answer at" not in done.stderr  # there are allow rules
 
 
 def test_deny_wins_over_yes_and_a_headless_run_without_rules_says_what_will_happen(ws, home):
     script = [calls(tool_call("write_file", path="a.txt", content="a")), "Done."]
     done, server = run_with(ws, home, script, "--yes", "--deny", "Write")
     assert tool_results(server.requests[1]).popitem()[1].startswith("DENIED: the rule Write (--deny)")
-    assert not (ws / "a.txt").exists() and "standard input is not a terminal" not in done.stderr
-    done, _ = run_with(ws, home, ["Done."])
-    assert "[permissions] standard input is not a terminal and neither --yes nor an allow rule was given: every write " \
-           "and command will be DENIED" in done.stderr
+    assert not (ws / "a.txt").exists() and "no terminal to answer at" not in done.stderr
+    done, _ = run_with(ws, home, ["Done."], tty=None)
+    assert "[permissions] there is no terminal to answer at and neither --yes nor an allow rule was given: every " \
+           "write and command will be DENIED" in done.stderr
     bad = run_stage(FINAL, ws, "--deny", "Bash(", "go", env=home)
     assert bad.returncode == 2 and "is not a rule" in bad.stderr
 
@@ -197,23 +198,24 @@ def test_every_matching_hook_runs_and_a_block_from_any_blocks(ws, home):
 def test_a_headless_run_whose_every_write_and_command_was_denied_exits_3_and_says_nothing_was_allowed(ws, home):
     """Issue 30: no terminal, no --yes, no allow rule: every write and command is DENIED, and the run used
     to exit 0 as if done. Now it is "not confirmed complete" (3), in words and in the --json result; a
-    piped "n" is somebody's answer, and an allow rule or --yes lets work run: those end as before."""
+    "n" typed at a terminal is somebody's answer (a piped one is nobody's: issue 39), and an allow rule or --yes
+    lets work run: those end as before."""
     script = [calls(tool_call("write_file", path="a.txt", content="a"), tool_call("shell", command="touch b")), "Done."]
-    done, server = run_with(ws, home, script, "--json", stdin="")
+    done, server = run_with(ws, home, script, "--json", tty=None)
     assert done.returncode == 3, done.stderr
     assert [r.startswith("DENIED: the user did not allow") for r in tool_results(server.requests[1]).values()] == \
            [True, True] and not (ws / "a.txt").exists() and not (ws / "b").exists()
     result = json.loads(done.stdout.splitlines()[-1])
     assert (result["type"], result["exit_code"], result["is_error"], result["answer"]) == ("result", 3, True, "Done.")
     assert result["stopped"].startswith("nothing was allowed: the 2 call(s) that needed approval")
-    done, _ = run_with(ws, home, script, stdin="")
+    done, _ = run_with(ws, home, script, tty=None, stdin="n\nn\n")  # piped: no answer
     assert done.returncode == 3 and done.stdout.rstrip().splitlines()[-1] == (
         "Stopped: nothing was allowed: the 2 call(s) that needed approval (a write, a command, a URL) were DENIED, as "
-        "standard input is not a terminal and neither --yes nor an allow rule was given. The task is NOT confirmed "
-        "complete.")
-    assert run_with(ws, home, script, stdin="n\nn\n")[0].returncode == 0  # somebody said no
-    assert run_with(ws, home, script, "--allow", "Write", stdin="")[0].returncode == 0  # the write ran
-    assert run_with(ws, home, ["Done."], stdin="")[0].returncode == 0  # nothing was asked
+        "nobody answered at a terminal (there was none, or its input ended) and neither --yes nor an allow rule was "
+        "given. The task is NOT confirmed complete.")
+    assert run_with(ws, home, script, tty="n\nn\n")[0].returncode == 0  # somebody said no
+    assert run_with(ws, home, script, "--allow", "Write", tty=None)[0].returncode == 0  # the write ran
+    assert run_with(ws, home, ["Done."], tty=None)[0].returncode == 0  # nothing was asked
 
 
 # --- the user's own hooks: ~/.claude/settings.json and $XDG_CONFIG_HOME/tinyharness/hooks.json ----------------
@@ -244,7 +246,7 @@ def test_a_users_claude_hook_runs_without_a_trust_question_confined_in_its_hooks
         "permissions": {"allow": ["Bash(echo fine:*)"], "deny": ["Write"]}})
     script = [calls(tool_call("shell", command="rm -f x"), tool_call("shell", command="echo fine"),
                     tool_call("write_file", path="w.txt", content="w")), "Done."]
-    done, server = run_with(ws, {**home, "HOME": str(me)}, script, stdin="")  # no --yes: the allow rule lets it run
+    done, server = run_with(ws, {**home, "HOME": str(me)}, script, tty=None)  # no --yes: the allow rule lets it run
     assert done.returncode == 0 and "Trust this file" not in done.stdout, done.stdout + done.stderr
     assert f"[permissions] {me / '.claude' / 'settings.json'} (your own): its allow rules apply here too: " \
            "Bash(echo fine:*)" in done.stderr
@@ -265,7 +267,7 @@ def test_our_own_user_hooks_file_starts_its_hooks_in_its_folder_never_the_worksp
     canary = tmp_path / "canary"
     planted = f"import pathlib\npathlib.Path({str(canary)!r}).write_text('pwned')\n"
     script = [calls(tool_call("write_file", path="audit.py", content=planted)), "Done."]
-    done, server = run_with(ws, {**home, "HOME": str(tmp_path / "me")}, script, "--yes", stdin="")
+    done, server = run_with(ws, {**home, "HOME": str(tmp_path / "me")}, script, "--yes", tty=None)
     assert done.returncode == 0 and "Trust this file" not in done.stdout, done.stdout + done.stderr
     assert tool_results(server.requests[1]).popitem()[1].endswith(f"audited from {config}")
     assert not canary.exists()

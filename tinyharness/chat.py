@@ -34,7 +34,8 @@ script, a test) each line is one message, the same continuations apply, and the 
 What it cannot do. Killing the commands of an interrupted turn needs /proc (Linux): elsewhere a
 command Ctrl-C interrupted runs on until it ends by itself. A turn stopped halfway may have written
 half its files: the interruption stops the harness, it does not undo anything. Permission prompts
-read standard input too, so in a pipe they take the next line as the answer (use --yes).
+are answered at the terminal (asking.py), never by a piped line: with messages piped in and no
+terminal, every write and command is denied (use --yes, or --allow what may run).
 """
 import json
 import os
@@ -338,7 +339,7 @@ def user_prompt(printer):
     it)."""
     def ask(prompt):
         printer.end_line()
-        return ask_user(printable(prompt))
+        return ask_user(prompt)  # at the terminal, never a piped line; made printable there
     return ask
 
 

@@ -154,10 +154,11 @@ def prepare_run(args, parser):
 def checked_run_args(args, parser):
     """(sandbox, image part or None): the task read, the usage errors found (exit 2) before anything
     starts."""
+    from . import piped
     from .imageload import ImageError
     from .vision import image_part
-    if args.task == "-":  # `echo "fix the tests" | tinyharness run -`
-        args.task = sys.stdin.read()
+    from_stdin = args.task == "-"  # `echo "fix the tests" | tinyharness run -`
+    args.task = sys.stdin.read() if from_stdin else args.task
     if not args.task.strip():
         parser.error("the task is empty")
     check_agent_flags(args, parser)
@@ -167,6 +168,8 @@ def checked_run_args(args, parser):
         parser.error("--continue and --resume go on with a session: they cannot be used with "
                      "--no-session")
     sandbox = sandbox_from_args(args, parser)
+    if not from_stdin:  # `cat log | tinyharness run "explain this"`: the log goes with the task
+        args.task = piped.with_task(args.task)
     try:  # a bad image is a usage error (exit 2), found before any model call
         return (sandbox, image_part(*image_from_flag(args.image, os.getcwd()))
                 if args.image is not None else None)
@@ -185,7 +188,7 @@ class Prompt:
         from .hooks import ask_user
         self.printer.end_line()  # a streamed line still open would run into the question
         self.calls += 1
-        return ask_user(printable(question), on_eof=self.nobody)
+        return ask_user(question, on_eof=self.nobody)  # made printable there, its offer kept
 
     def nobody(self):
         self.unanswered += 1
@@ -262,15 +265,14 @@ def nothing_allowed(args, hands, prompt, result):
     """0, or 3 for a run with nobody to approve (no terminal, no --yes, no allow rule) whose every
     write and command was DENIED, each question met by the end of input: the model's answer cannot
     be about work it was never allowed to do, so the run is "not confirmed complete", as a limit
-    would leave it (a script must not read exit 0 as done). A "n" piped in is somebody's answer:
-    that run ends as usual."""
-    if args.yes or sys.stdin.isatty() or (hands.rules
-                                          and hands.rules.allows_any()) or not prompt.calls or \
+    would leave it (a script must not read exit 0 as done). A "n" typed at the terminal is
+    somebody's answer: that run ends as usual."""
+    if args.yes or (hands.rules and hands.rules.allows_any()) or not prompt.calls or \
             prompt.unanswered < prompt.calls:
         return 0
     why = (f"nothing was allowed: the {prompt.calls} call(s) that needed approval (a write, a "
-           "command, a URL) were DENIED, as standard input is not a terminal and neither --yes "
-           "nor an allow rule was given")
+           "command, a URL) were DENIED, as nobody answered at a terminal (there was none, or its "
+           "input ended) and neither --yes nor an allow rule was given")
     result.update(exit_code=3, stopped=why)
     if not args.json:
         print(f"Stopped: {why}. The task is NOT confirmed complete.")

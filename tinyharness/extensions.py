@@ -19,7 +19,6 @@ What it cannot do. It adds hands, not judgement: an MCP tool is as safe as its s
 configuration's word on what only reads, and a command hook is as good as the program the workspace
 wrote. See mcp/__init__.py, subagents.py, cmdhooks.py and parallel.py for each piece's own lesson.
 """
-import sys
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cmdhooks, mcp, trust
+from .asking import has_terminal
 from .cmdhooks import Verdict
 from .hooks import needs_permission as ours_needs_permission
 from .permissions import Rules, fence_commands, from_settings
@@ -302,11 +302,11 @@ def from_flags(args, workspace, ask, report):
     """Load the workspace's hooks and the MCP servers (asking trust for the workspace's own files
     with `ask`, the real prompt: --yes never answers it), start the servers. Raises SetupError."""
     hooks, rules = load_policy(workspace, ask, report, args)
-    if not getattr(args, "yes", False) and not rules.allows_any() and not sys.stdin.isatty():
-        report("[permissions] standard input is not a terminal and neither --yes nor an allow rule "
-               "was given: every write and command will be DENIED (nobody is there to answer the "
-               "prompt). Pass --yes, or allow what may run, e.g. --allow 'Bash(npm test:*)' "
-               "--allow 'Edit(src/**)'.")
+    if not getattr(args, "yes", False) and not rules.allows_any() and not has_terminal():
+        report("[permissions] there is no terminal to answer at and neither --yes nor an allow "
+               "rule was given: every write and command will be DENIED (nobody is there to answer "
+               "the prompt; piped input never answers it). Pass --yes, or allow what may run, "
+               "e.g. --allow 'Bash(npm test:*)' --allow 'Edit(src/**)'.")
     configs, checks = {}, {}
     for name, config, source, trusted in server_configs(workspace, args.mcp):
         trusted = trusted or trust.ensure_trusted(source, "an MCP server list", ask)

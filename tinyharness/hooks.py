@@ -7,10 +7,9 @@ allow the call or a reason to block it, and a blocked call never runs (the model
 """
 import os
 import re
-import sys
 from pathlib import Path
 
-from .console import printable
+from . import asking
 from .imageload import is_url
 
 FILE_TOOLS = ("list_dir", "read_file", "write_file", "view_image")
@@ -160,20 +159,12 @@ def pre_tool_use(workspace, name, args):
 
 
 def ask_user(prompt, on_eof=None):
-    """The permission prompt: only 'y' (any case) approves; anything else, or end of input, denies.
-    `on_eof` is called when nobody was there to answer (a run counts those: cli.nothing_allowed)."""
-    try:
-        answer = input(prompt)
-    except EOFError:  # nobody there to answer: that is a no
-        answer = ""
-        print()
-        if on_eof:
-            on_eof()
-    else:
-        if not sys.stdin.isatty():
-            # a terminal shows what the user typed; a pipe does not, so show it here
-            print(printable(answer))
-    return answer.strip().lower() == "y"
+    """The permission prompt, at the terminal only (asking.py): 'y' or 'yes' approves, 'n' or 'no'
+    denies, in any case; 'a' or 'always' approves and allows the rule the question offers from now
+    on; anything else asks again. No terminal, or the end of its input, denies: nothing piped to
+    standard input is ever taken for an answer. `on_eof` is called when nobody was there to answer
+    (a run counts those: cli.nothing_allowed)."""
+    return asking.ask(prompt, on_eof)
 
 
 def approve_everything(prompt, allow_urls=False):

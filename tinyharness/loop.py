@@ -21,6 +21,7 @@ user's job.
 import itertools
 from functools import partial
 
+from .asking import for_call
 from .context import POLICIES, cap_chars, cap_on_insert
 from .edges import NO_ANSWER, Edges, Report, Stats, garbled, save_transcript
 from .extensions import RunHands
@@ -30,7 +31,7 @@ from .overflow import Model
 from .parallel import batches, run_together
 from .settings import RunSettings, system_prompt
 from .subagents import Parent
-from .tools import TOOLS, canonical, check_call, run_tool
+from .tools import TOOLS, check_call, run_tool
 from .verify import post_tool_use
 from .vision import image_followup_message, user_message_with_image
 
@@ -192,7 +193,8 @@ class CallRunner:
                     "did not run.")
         asks = ((needs_permission(name, arguments) if ours else ext.needs_permission(name))
                 and not rule)
-        if asks and not settings.approve(f"Allow {name}({canonical(arguments)})? [y/N] "):
+        # the question: a write's diff and size, and the rule an "always" would save (asking.py)
+        if asks and not settings.approve(for_call(name, arguments, workspace, ext.rules)):
             return f"DENIED: the user did not allow this {name} call, so it did not run."
         timeout = self.command_time()
         if ours and name == "shell" and timeout <= 0:
