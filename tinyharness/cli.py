@@ -11,8 +11,9 @@ imported at the top. `build_parser` (parsers.py) adds one subcommand per small f
 flags of run and chat only when that command was asked for. `dispatch` checks the line, then looks
 the command up in `COMMANDS`; each entry imports what it needs when it runs (eval and doctor parse
 their own flags and get the line whole). `run_command` sets up the workspace's hooks, MCP servers,
-sandbox and client, and `start_run` runs the loop once, with the session file and --json around it,
-and turns how it ended into an exit code.
+sandbox and client, and `start_run` runs the loop once, with the session file and --json (or
+Claude Code's output: -p, --output-format, claude_output.py) around it, and turns how it ended into
+an exit code.
 
 What it cannot do. The checks here see only the command line and the files it names: a server that
 is down or a model that cannot call tools is found by the run itself, or by `tinyharness doctor`.
@@ -25,7 +26,8 @@ import time
 from .console import StreamPrinter, printable, warn
 from .flags import (approver, check_agent_flags, client_from_args, image_from_flag,
                     irregular_config, sandbox_from_args, settings_from_args, usage_problem)
-from .parsers import build_parser, version
+from .claude_output import choose, missing_result
+from .parsers import build_parser, print_mode, version
 from .run_end import Results, Terminated, ending_signals, result_line, write_missing_result
 
 # Only the console, the flags and the parsers are imported here (the standard library below them):
@@ -36,7 +38,7 @@ from .run_end import Results, Terminated, ending_signals, result_line, write_mis
 def main(argv=None):
     """The command's exit code. With `run --json`, whatever the exit (a usage error, a signal), the
     last line on standard output is the result (run_end.py)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = print_mode(sys.argv[1:] if argv is None else list(argv))  # `tinyharness -p TASK`: run
     started, code = time.monotonic(), 1
     Results.written, Results.usage_error = False, None
     try:
@@ -52,6 +54,7 @@ def main(argv=None):
         code = e.code
     finally:
         if code != 0:  # a finished run wrote its own; --help and --version are no run
+            missing_result(argv, code, started)  # --output-format json, stream-json
             write_missing_result(argv, code, started)
     return code
 
@@ -106,7 +109,9 @@ def dispatch(argv):
 
 def run_command(args, parser):
     """`tinyharness run`; with --json, standard output is the JSON lines' alone: everything else the
-    run prints there (a trust question, a permission prompt) goes to standard error."""
+    run prints there (a trust question, a permission prompt) goes to standard error. So with -p and
+    --output-format (claude_output.py): standard output is the answer's, or Claude's lines'."""
+    args.output_format = choose(args, parser)
     if not args.json:
         return prepare_run(args, parser)
     args.json_out = sys.stdout
@@ -292,7 +297,11 @@ def open_records(args, client, hands, resumed):
         hands.hooks.transcript_path = str(session.path)
     if session or args.json:
         client = UsageTap(client, session)  # the session notes each call's usage beside its answer
-    lines = JsonLines(args.json_out, client, session, args.model) if args.json else None
+    if getattr(args, "output_format", None):  # Claude Code's shape, not --json's (claude_output.py)
+        from .claude_output import ClaudeLines
+        lines = ClaudeLines.for_run(args.output_format, args, client, session, hands)
+    else:
+        lines = JsonLines(args.json_out, client, session, args.model) if args.json else None
     if lines and history:
         lines.events.written = len(history)  # the events of this run, not the history again
     return client, session, lines

@@ -33,19 +33,51 @@ def add_run_flags(parser):
     parser.add_argument("task", help="what the agent should do, in plain words (-: read it from "
                                      "standard input)")
     parser.add_argument("--json", action="store_true",
-                        help="for scripts: write one JSON object per line on standard output and "
+                        help="for scripts, tinyharness's own (older) shape: write one JSON object "
+                             "per line on standard output and "
                              "nothing else - each event as the session file has it, then, on every "
                              "exit (a usage error too), the last line: {\"type\": \"result\", "
                              "\"exit_code\", \"is_error\", \"answer\", \"session_id\", \"model\", "
                              "\"num_turns\", \"duration_ms\", \"usage\" (null: never reported), "
-                             "\"stats\", ...}; the tool lines and warnings go to standard error")
-    parser.add_argument("--continue", dest="continue_session", action="store_true",
+                             "\"stats\", ...}; the tool lines and warnings go to standard error. "
+                             "Claude Code's shape: --output-format")
+    add_claude_flags(parser)
+    parser.add_argument("-c", "--continue", dest="continue_session", action="store_true",
                         help="go on with the latest session started in this folder: TASK is its "
                              "next message")
-    parser.add_argument("--resume", metavar="ID",
+    parser.add_argument("-r", "--resume", metavar="ID",
                         help="go on with the session ID (`tinyharness sessions` lists them)")
     add_agent_flags(parser)
     add_dialect_flags(parser)
+
+
+def add_claude_flags(parser):
+    """The flags of Claude Code's scripts: -p, --output-format, --verbose (claude_output.py)."""
+    parser.add_argument("-p", "--print", action="store_true",
+                        help="Claude Code's print mode: the answer alone on standard output (as "
+                             "--output-format text), everything else on standard error; "
+                             "`tinyharness -p TASK` is `tinyharness run -p TASK`")
+    parser.add_argument("--output-format", choices=["text", "json", "stream-json"],
+                        help="Claude Code's output, as `claude -p` writes it: text (the answer "
+                             "alone), json (one result object: \"type\": \"result\", \"subtype\" "
+                             "(success, error_max_turns, error_during_execution), \"result\", "
+                             "\"is_error\", \"num_turns\", \"duration_ms\", \"duration_api_ms\", "
+                             "\"session_id\", \"usage\", \"total_cost_usd\" (0: a local model "
+                             "has no price), \"permission_denials\", \"errors\"), stream-json "
+                             "(one object per line: system/init, then the assistant and user "
+                             "messages, then that result)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="accepted for Claude Code's command lines (its stream-json needs it); "
+                             "changes nothing here")
+
+
+def print_mode(argv):
+    """`tinyharness -p TASK` (Claude's `claude -p`): a line naming no command but holding -p or
+    --print is run's."""
+    before = argv[:argv.index("--")] if "--" in argv else argv
+    if argv[:1] and argv[0] not in COMMAND_NAMES and ("-p" in before or "--print" in before):
+        return ["run", *argv]
+    return argv
 
 
 def port_number(text):
@@ -80,7 +112,8 @@ def build_parser(command=None):
         description="A small agent harness for local models. The current folder is the agent's "
                     "workspace.",
         epilog="Start with `tinyharness demo` (no model server needed), then `tinyharness run "
-               "\"TASK\"` against Ollama (`ollama serve`, `ollama pull qwen3:8b`). "
+               "\"TASK\"` against Ollama (`ollama serve`, `ollama pull qwen3:8b`). For Claude "
+               "Code's scripts: `tinyharness -p TASK --output-format json` (see `run --help`). "
                + EXIT_CODES + ".")
     parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -337,6 +370,10 @@ def add_course_practice(course_sub):
     workspace.add_argument("--force", action="store_true", help="replace DIR if it exists")
 
 
+# the words that name a command (build_parser's subcommands; tests/test_claude_output.py checks)
+COMMAND_NAMES = ("run", "chat", "mcp", "hooks", "sessions", "view", "demo", "fake-server", "eval",
+                 "doctor", "course")
+
 SUBPARSERS = (add_run_parser, add_chat_parser, add_mcp_parser, add_hooks_parser,
               add_sessions_parser, add_view_parser, add_demo_parser,
               add_fake_server_parser, add_eval_and_doctor_parsers, add_course_parser)
@@ -349,9 +386,9 @@ def add_chat_flags(parser):
     from .compact import COMPACT_AT, KEEP_TURNS
     add_dialect_flags(parser)
     parser.add_argument("task", nargs="?", metavar="MESSAGE", help="a first message (optional)")
-    parser.add_argument("--continue", dest="continue_session", action="store_true",
+    parser.add_argument("-c", "--continue", dest="continue_session", action="store_true",
                         help="go on with the latest session started in this folder")
-    parser.add_argument("--resume", metavar="ID",
+    parser.add_argument("-r", "--resume", metavar="ID",
                         help="go on with the session ID (`tinyharness sessions` lists them)")
     parser.add_argument("--compact-at", type=float, default=COMPACT_AT, metavar="FRACTION",
                         help="summarise the history when the last prompt passes this fraction of "
