@@ -54,7 +54,7 @@ def image_followup_message(parts: list, names: list) -> dict:
 # under every vision model's price of a picture, over a text estimate's error
 MIN_IMAGE_TOKENS = 32
 
-
+# exercise(m8): Write arrival_check: warn unless the image clearly raised the prompt's token bill.
 def arrival_check(prompt_tokens_with_image, text_only_tokens, min_image_tokens=MIN_IMAGE_TOKENS):
     """A warning (text) when the image evidently never reached the model, else None."""
     if not prompt_tokens_with_image:

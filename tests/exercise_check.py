@@ -159,6 +159,8 @@ def cause_of(error, copy):
             where = (tb.tb_frame.f_code.co_name, Path(tb.tb_frame.f_code.co_filename).resolve().relative_to(copy), tb.tb_lineno)
         tb = tb.tb_next
     text = str(error).splitlines()[0] if str(error).strip() else ""
+    if isinstance(error, NotImplementedError) and text.endswith("see README 'Your turn'") and where:
+        return f"{where[0]} is not written yet: it still raises NotImplementedError ({where[1].as_posix()} line {where[2]})"
     text = text if len(text) <= 120 else text[:117] + "..."
     said = f"{type(error).__name__}: {text}" if text else type(error).__name__
     return said + (f" in {where[0]} ({where[1].as_posix()} line {where[2]})" if where else "")
