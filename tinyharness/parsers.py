@@ -352,9 +352,12 @@ def add_course_practice(course_sub):
     check = course_sub.add_parser("check", help="run the tests of one stage, or grade your copy "
                                                 "with --mine",
                                   description="Run the tests of one stage. With --mine, run every "
-                                              "test case of the stage against your copy of it, and "
-                                              "name each behaviour that fails, the most basic "
-                                              "first, with a hint; 'done' only when all pass.")
+                                              "test case of the stage against your copy of it: "
+                                              "its own lesson's first (a verdict in seconds), "
+                                              "then the rest; failures with one cause are grouped "
+                                              "under it, each told as its scenario and what your "
+                                              "code did; 'done' only when all pass (never with "
+                                              "-k).")
     check.add_argument("stage", help="a stage, e.g. m3")
     check.add_argument("--mine", metavar="DIR",
                        help="your copy: the folder `course start` wrote (or its parent)")
