@@ -106,3 +106,39 @@ def test_a_killed_harness_leaves_no_process_of_a_running_hook(tmp_path, how):
             harness.stderr.close()
             kill_left(marker)
         assert server.requests == []  # the hook held the run before its first model call
+
+
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+def test_a_killed_harness_leaves_no_shell_command_running(tmp_path, sandbox):
+    """The same for the model's shell command: confined (its spawner ends with the harness's socket)
+    and with --sandbox off (a process between the harness and the command's group kills the group
+    when the harness is gone)."""
+    if sandbox == "on" and NO_SANDBOX:
+        pytest.skip(str(NO_SANDBOX))
+    marker = f"shelldeath-{os.getpid()}-{time.monotonic_ns()}"
+    workspace, home = tmp_path / "ws", tmp_path / "home"
+    workspace.mkdir()
+    home.mkdir()
+    command = f"touch started; sleep 600 & {PY} -c 'import time; time.sleep(600)' {marker}; wait"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(home), "XDG_DATA_HOME": str(home / "data"),
+           "XDG_CONFIG_HOME": str(home / "config"), "TMPDIR": str(tmp_path)}
+    script = [{"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}, "done"]
+    with ScriptedServer(script=script) as server:
+        harness = subprocess.Popen([PY, "-m", "tinyharness", "run", "--yes", "--no-session", "--sandbox", sandbox,
+                                    "--base-url", server.base_url, "task"],
+                                   cwd=workspace, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            started = wait_until(lambda: harness.poll() is not None or (
+                (workspace / "started").exists() and running(marker)), 60)
+            assert started and harness.poll() is None, \
+                f"the command never started: {harness.poll()} {harness.stderr.read1(4000)!r}"
+            harness.kill()
+            harness.wait()
+            assert wait_until(lambda: running(marker) == [], 30), \
+                f"still running 30 s after the harness was killed: {running(marker)}"
+        finally:
+            harness.kill()
+            harness.wait()
+            harness.stderr.close()
+            kill_left(marker)

@@ -92,7 +92,7 @@ from .landlock import MIN_ABI, landlock_abi
 from . import clone as sandbox_clone
 from .namespaces import NAMESPACES, Isolation, namespaces_work
 from .reaping import LIVE, LOCK, become_subreaper, child_lister, end_everything
-from .rules import FILE_BYTES, NEW_TASKS, Rules, read_paths, tasks_now
+from .rules import FILE_BYTES, NEW_TASKS, Rules, read_paths, stay_between, tasks_now
 from .seccomp import syscall_filter
 from .settings_folders import holds, read_or_run_from, settings_targets, xdg
 from .spawner import Spawner, Spawners
@@ -205,8 +205,10 @@ class Sandbox:
         take (sandbox/spawner.py)."""
         if not self.enabled:
             env = {**os.environ, **env_extra} if env_extra else None
+            harness = os.getpid()  # a process stays between: the group dies with a killed harness
             process = subprocess.Popen(command, shell=True, cwd=cwd or workspace,
-                                       start_new_session=True, env=env, **popen)
+                                       start_new_session=True, env=env,
+                                       preexec_fn=lambda: stay_between(harness), **popen)
             return process, lambda timed_out=False, reap=True: []
         become_subreaper()
         adopted_before = child_lister()(os.getpid())
