@@ -196,3 +196,21 @@ def test_the_harness_own_folders_are_0700_and_an_old_open_one_is_closed(umask, t
     Input(True).close()
     history = fresh / "tinyharness" / "chat_history"
     assert [oct(stat.S_IMODE(p.stat().st_mode)) for p in (history.parent, history)] == ["0o700", "0o600"]
+
+
+@pytest.mark.parametrize("umask", [0o022], indirect=True)
+def test_the_trust_store_is_private_and_written_whole(tmp_path, monkeypatch, umask):
+    # which projects a user trusts is theirs: 0600 in a 0700 folder, a new file renamed over the old
+    from tinyharness import trust
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    listed = tmp_path / "ws" / ".mcp.json"
+    listed.parent.mkdir()
+    listed.write_text('{"mcpServers": {}}')
+    trust.remember(listed)
+    store = trust.store_path()
+    before = store.stat().st_ino
+    assert stat.S_IMODE(store.stat().st_mode) == 0o600
+    assert stat.S_IMODE(store.parent.stat().st_mode) == 0o700
+    trust.remember(listed)
+    assert store.stat().st_ino != before, "rewritten in place: a crash could leave half a store"
+    assert trust.is_trusted(listed)

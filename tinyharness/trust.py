@@ -42,6 +42,7 @@ from . import filedoor
 # the files are the workspace's: ESC, U+009B, U+202E are shown, not obeyed
 from .console import printable, warn
 from .named import combined, digests, entry_digest, named_files, names_in, workspace_of
+from .sessions.writer import private_folder
 
 # one question at a time: hooks of one event start together, each on a thread of its own
 ASKING = threading.Lock()
@@ -187,8 +188,9 @@ def remember(path, seen=None):
     data = _load()
     data[str(Path(path).resolve())] = (seen or look(path)).fingerprint()
     store = store_path()
-    store.parent.mkdir(parents=True, exist_ok=True)
-    store.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    private_folder(store.parent)
+    # whole or not at all (a new file renamed over the old), 0600: which projects you trust is yours
+    filedoor.write_bytes(store, json.dumps(data, indent=1).encode("utf-8"))
 
 
 def ensure_trusted(path, what, ask, note=UNCONFINED):
