@@ -116,10 +116,7 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         rejection = owner._reject(body, self.headers) if owner.strict else None
         if rejection:                               # what a real server answers to this request
-            status, rule, message = rejection
-            kind = "invalid_request_error" if status == 400 else "internal_server_error"
-            error = {"message": message, "type": kind, "rule": rule}
-            return self.send_json(status, {"error": error})
+            return self.send_rejection(*rejection)
         seen = body
         if owner.context_window and owner.truncate:
             seen = owner._fitted(body)              # Ollama: cut silently, answer 200
@@ -154,6 +151,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_half(build_completion(reply, calls, head, usage, **style))
         else:
             self.send_json(200, build_completion(reply, calls, head, usage, **style))
+
+    def send_rejection(self, status: int, rule: str, message: str):
+        kind = "invalid_request_error" if status == 400 else "internal_server_error"
+        self.send_json(status, {"error": {"message": message, "type": kind, "rule": rule}})
 
     def send_overflow(self, owner, body: dict):
         """The prompt does not fit `context_window`: answer as llama-cpp-python 0.3 does. It checks
