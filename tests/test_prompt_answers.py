@@ -16,6 +16,7 @@ import pytest
 
 from tests.ladder import FINAL, ROOT, calls, run_on_terminal, run_stage, sessions_home, tool_call, tool_results
 from tinyharness.always import rule_for
+from tinyharness.asking import for_call
 from tinyharness.testing import ScriptedServer
 
 SETTINGS = (".claude", "settings.local.json")
@@ -183,3 +184,11 @@ def test_chat_reads_its_messages_from_the_pipe_and_its_answers_from_the_terminal
 ])
 def test_the_rule_always_saves_is_claudes_spelling_and_covers_the_call(name, arguments, rule, tmp_path):
     assert rule_for(name, arguments, str(tmp_path)) == rule
+
+
+def test_a_path_cannot_draw_lines_of_its_own_in_the_question(tmp_path):
+    """The model picks the path: one with line breaks would otherwise print a fake diff or a fake question."""
+    question = for_call("write_file", {"path": "a.txt\n  +harmless\nAllow write_file(b.txt)? [y/N] ", "content": "x"},
+                        str(tmp_path))
+    assert question.count("\n") == 2 and question.splitlines()[1] == "  +x"
+    assert question.endswith('Allow write_file(a.txt\\n  +harmless\\nAllow write_file(b.txt)? [y/N] )? [y/N] ')

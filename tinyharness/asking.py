@@ -40,6 +40,7 @@ TRIES = 3                                 # unclear answers before the question 
 YES, NO, ALWAYS = ("y", "yes"), ("n", "no", ""), ("a", "always")
 PREVIEW_LINES, LINE_CHARS = 12, 160       # of a write's diff or new file shown in the question
 READ_CAP = 1024 * 1024                    # bytes of the current file the diff is made from
+DIFF_LINES = 20_000                       # lines of both sides past which no diff is made
 
 
 @dataclass(frozen=True)
@@ -78,28 +79,30 @@ def for_call(name, arguments, workspace, rules=None):
 
 
 def write_preview(path, content, workspace):
-    """(lines saying what the write changes, the path to show in the question)."""
+    """(lines saying what the write changes, the path as the question shows it: escaped as in JSON,
+    so that a name with a line break cannot draw lines of its own)."""
+    label = json.dumps(path, ensure_ascii=False)[1:-1]
     try:
         data, size = filedoor.read_bytes(path, READ_CAP, workspace)
         old = data.decode("utf-8", errors="replace")
     except FileNotFoundError:
-        old = size = None
+        old, size = None, "a new file"
     except OSError as e:  # a FIFO, a link leading out: the write will say so too
         old, size = None, f"the file there now is not read ({e})"
     lines = content.splitlines()
     new = f"{len(content):,} characters in {len(lines):,} line{'s' * (len(lines) != 1)}"
-    if isinstance(size, str) or old is None:
-        head = (f"write_file {path}: a new file, {new}" if size is None
-                else f"write_file {path}: {new}; {size}")
-        return head + shown_lines([f"+{line}" for line in lines]), path
     if old == content:
-        return f"write_file {path}: {new}, the same as the file has now\n", path
-    diff = list(difflib.unified_diff(old.splitlines(), lines, path, path, lineterm="", n=1))
+        return f"write_file {label}: {new}, the same as the file has now\n", label
+    if old is None or len(lines) + old.count("\n") > DIFF_LINES:  # difflib is slow on huge files
+        head = f"write_file {label}: {size}, {new}" if old is None else \
+            f"write_file {label}: {new}, replacing {size:,} bytes (too long to compare here)"
+        return head + shown_lines([f"+{line}" for line in lines]), label
+    diff = list(difflib.unified_diff(old.splitlines(), lines, label, label, lineterm="", n=1))
     added = sum(1 for d in diff[2:] if d.startswith("+"))
     removed = sum(1 for d in diff[2:] if d.startswith("-"))
-    cut = " (the first 1 MiB compared)" if size > READ_CAP else ""
-    return (f"write_file {path}: {new}, replacing {size:,} bytes{cut}: +{added} -{removed} lines"
-            + shown_lines(diff)), path
+    cut = " (its first 1 MiB compared)" if size > READ_CAP else ""
+    return (f"write_file {label}: {new}, replacing {size:,} bytes{cut}: +{added} -{removed} lines"
+            + shown_lines(diff)), label
 
 
 def shown_lines(lines):
