@@ -300,7 +300,17 @@ def check_flags(args, parser):
 
 def from_flags(args, workspace, ask, report):
     """Load the workspace's hooks and the MCP servers (asking trust for the workspace's own files
-    with `ask`, the real prompt: --yes never answers it), start the servers. Raises SetupError."""
+    with `ask`, the real prompt: --yes never answers it; --trust answers it while the run starts,
+    trust.AtStart), start the servers. Raises SetupError."""
+    ask = trust.AtStart(ask) if getattr(args, "trust", False) else ask
+    try:
+        return start_extensions(args, workspace, ask, report)
+    finally:
+        if isinstance(ask, trust.AtStart):
+            ask.over()  # from here on a changed file is asked about by the real prompt
+
+
+def start_extensions(args, workspace, ask, report):
     hooks, rules = load_policy(workspace, ask, report, args)
     if not getattr(args, "yes", False) and not rules.allows_any() and not has_terminal():
         report("[permissions] there is no terminal to answer at and neither --yes nor an allow "
