@@ -10,6 +10,9 @@ the file lists runs: MCP servers unconfined (the sandbox confines the model's sh
 them); command hooks in the sandbox, but for those whose entry says "sandbox": false, which it names
 - a hook that runs the tests unconfined runs whatever test files the model wrote.
 
+`--trust` answers the questions of a run's start for CI (AtStart): each file is named on stderr,
+as it is then, for that run only; a change the model makes later is asked about as ever.
+
 The yes covers more than the file's own bytes: the model can write anywhere in the workspace, so a
 trusted `.mcp.json` that starts `python server.py` would run whatever the model later put in
 server.py. The fingerprint therefore takes in every workspace file the config names (named.py): a
@@ -193,6 +196,23 @@ def remember(path, seen=None):
     filedoor.write_bytes(store, json.dumps(data, indent=1).encode("utf-8"))
 
 
+class AtStart:
+    """--trust: the trust questions of a run's start are answered yes without asking (for CI, where
+    nobody is at a terminal and piped input never answers), each file named on stderr and not
+    remembered. Once the start is over (`over()`), a file the model changed is asked about as
+    ever, by the real prompt `ask`, which refuses without a terminal: --trust covers the files as
+    they were when the run began, never what the model makes of them."""
+
+    def __init__(self, ask):
+        self.ask, self.starting = ask, True
+
+    def __call__(self, question):
+        return True if self.starting else self.ask(question)
+
+    def over(self):
+        self.starting = False
+
+
 def ensure_trusted(path, what, ask, note=UNCONFINED):
     """A Trusted (true) when the file is trusted (already, or the user says y now), else False; the
     Trusted checks each later start against what was trusted (may_start). `ask` is the permission
@@ -205,6 +225,12 @@ def ensure_trusted(path, what, ask, note=UNCONFINED):
         return False
     seen.ask = ask
     if _load().get(str(Path(path).resolve())) == seen.fingerprint():
+        return seen
+    if isinstance(ask, AtStart) and ask.starting:
+        named = named_files(path, seen.data)
+        warn(f"[trust] --trust: {path} ({what}) is trusted as it is now, for this run"
+             + (f", with the files it names: {', '.join(named)[:600]}" if named else "")
+             + "; a change the model makes to them is asked about again.")
         return seen
     text = seen.data.decode("utf-8", errors="replace")
     preview = text if len(text) < 1500 else text[:1500] + "\n[...]"
