@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cmdhooks, mcp, trust
+from .checkpoints import around as checkpoint
 from .asking import has_terminal
 from .cmdhooks import Verdict
 from .hooks import needs_permission as ours_needs_permission
@@ -164,8 +165,9 @@ class RunHands:
     # --- command hooks around every call
     # -----------------------------------------------------------
     def hook(self, event, tool=None, arguments=None, **extra):
-        return (self.ext.hook(event, tool, arguments, agent=self.settings.agent,
-                              deadline=self.deadline, **extra))
+        with checkpoint(self.settings if self.ext.hooks else None, f"{event} hook"):  # it may write
+            return (self.ext.hook(event, tool, arguments, agent=self.settings.agent,
+                                  deadline=self.deadline, **extra))
 
     def pre_tool_use(self, name, arguments):
         """None when the call may go on, else why not. A hook that asks puts the call to the

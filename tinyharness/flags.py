@@ -122,6 +122,7 @@ def add_agent_flags(parser):
     add_record_flags(parser)
     add_tool_flags(parser)
     add_sandbox_flags(parser)
+    add_checkpoint_flag(parser)
     add_window_flag(parser)
     extensions.add_flags(parser)
 
@@ -226,6 +227,15 @@ def add_sandbox_flags(parser):
                              "and cache folders, ~/.local/bin, every folder on PATH, ~/.ssh, "
                              "~/.gnupg): the model's commands may then change what runs outside "
                              "the sandbox later. Refused (exit 2) without it")
+
+
+def add_checkpoint_flag(parser):
+    """Whether the run keeps checkpoints (checkpoints/__init__.py explains them)."""
+    parser.add_argument("--no-checkpoints", dest="checkpoints", action="store_false",
+                        help="keep no checkpoints: by default, before each write, command or hook "
+                             "the workspace is recorded (its .git included) in a store outside it, "
+                             "so that `tinyharness undo` (chat: /undo, /rewind N) can put it back; "
+                             "`tinyharness checkpoints` lists the changes")
 
 
 def add_window_flag(parser):
@@ -372,6 +382,9 @@ def settings_from_args(args, window, **built):
     from .settings import RunSettings
     named = {f.name: getattr(args, f.name) for f in fields(RunSettings)
              if hasattr(args, f.name) and f.name not in BUILT}
+    if "checkpoints" in named:  # the flag says whether; the run's recorder is made here
+        from .checkpoints import recorder_for
+        named["checkpoints"] = recorder_for(os.getcwd(), warn, named["checkpoints"])
     return RunSettings(**{**named, "context_window": window, **built})
 
 

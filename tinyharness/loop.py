@@ -22,6 +22,7 @@ import itertools
 from functools import partial
 
 from .asking import for_call
+from .checkpoints import around as checkpoint
 from .context import POLICIES, cap_chars, cap_on_insert
 from .edges import NO_ANSWER, Edges, Report, Stats, garbled, save_transcript
 from .extensions import RunHands
@@ -156,7 +157,8 @@ class CallRunner:
         if problem:
             return garbled(problem), []
         loaded = []
-        return self.checked_run(name, arguments, loaded), loaded
+        with checkpoint(self.settings, name, arguments, self.ext):  # what it changes can be undone
+            return self.checked_run(name, arguments, loaded), loaded
 
     def as_sent(self, result):
         return result if self.cap is None else cap_on_insert(result, self.cap)

@@ -373,13 +373,37 @@ def add_course_practice(course_sub):
     workspace.add_argument("--force", action="store_true", help="replace DIR if it exists")
 
 
+def add_undo_parsers(sub, command):
+    """`checkpoints` and `undo`: the changes the last run made here, and putting them back
+    (checkpoints/commands.py)."""
+    listing = sub.add_parser("checkpoints", help="the changes the last run made in the current "
+                                                 "folder: time, the call, the paths it changed",
+                             description="List the checkpoints of the last run in the current "
+                                         "folder that made a change not yet undone, kept in "
+                                         "$XDG_DATA_HOME/tinyharness/checkpoints/.")
+    listing.set_defaults(usage=listing)
+    undo = sub.add_parser("undo", help="put the current folder back as it was before the last "
+                                       "run's last change (or change N)",
+                          description="Put the current folder back as it was before the last "
+                                      "change of the last run (files, modes, links, .git "
+                                      "included): deleted and overwritten files come back, files "
+                                      "it created go. A file you changed after the run is kept "
+                                      "and named. Run it again to go one change further back.")
+    undo.add_argument("--to", type=int, metavar="N",
+                      help="back to before change N (`tinyharness checkpoints` numbers them)")
+    undo.add_argument("--force", action="store_true",
+                      help="also put back the files you changed after the run")
+    undo.set_defaults(usage=undo)
+
+
 # the words that name a command (build_parser's subcommands; tests/test_claude_output.py checks)
 COMMAND_NAMES = ("run", "chat", "mcp", "hooks", "sessions", "view", "demo", "fake-server", "eval",
-                 "doctor", "course")
+                 "doctor", "course", "checkpoints", "undo")
 
 SUBPARSERS = (add_run_parser, add_chat_parser, add_mcp_parser, add_hooks_parser,
               add_sessions_parser, add_view_parser, add_demo_parser,
-              add_fake_server_parser, add_eval_and_doctor_parsers, add_course_parser)
+              add_fake_server_parser, add_eval_and_doctor_parsers, add_course_parser,
+              add_undo_parsers)
 
 
 def add_chat_flags(parser):

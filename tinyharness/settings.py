@@ -82,6 +82,8 @@ class RunSettings:
     context_window: int = CONTEXT_WINDOW
     # how shell commands run (sandbox.Sandbox; None = the defaults)
     sandbox: Any = None
+    # checkpoints.recorder.Recorder: a checkpoint before each call that may write (None: none kept)
+    checkpoints: Any = None
     approve: Callable[[str], bool] = ask_user  # the permission prompt: a question in, yes or no out
     # extensions.Extensions (frozen): MCP tools, the task tool, command
     extensions: Any = None
