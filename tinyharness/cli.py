@@ -464,9 +464,16 @@ def script_path(name_or_path):
     return None
 
 
+def checkpoints_command(args, usage):
+    """`checkpoints` and `undo` (checkpoints/commands.py)."""
+    from .checkpoints import commands
+    return (commands.undo_command if args.command == "undo" else commands.list_command)(args, usage)
+
+
 # Each command's function, given its arguments and its own parser (for usage errors); each imports
 # what it needs.
 COMMANDS = {"run": run_command, "chat": open_chat, "mcp": list_mcp, "hooks": list_hooks,
             "sessions": list_sessions, "view": view_session,
             "demo": replay_demo, "fake-server": lambda args, usage: fake_server(args),
-            "course": lambda args, usage: course_command(args)}
+            "course": lambda args, usage: course_command(args),
+            "checkpoints": checkpoints_command, "undo": checkpoints_command}
