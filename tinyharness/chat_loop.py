@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from .chat_input import BLOCK
+from .checkpoints.commands import chat_command
 from .console import printable
 from .guards import Stopped
 from .llm import LLMError
@@ -33,6 +34,8 @@ a line holding only {BLOCK} starts a block that ends at the next {BLOCK} line.
   /clear         forget the conversation (the session file keeps it)
   /model NAME    talk to another model from the next message on
   /save [PATH]   write the conversation as a JSON transcript (default: chat-<session id>.json)
+  /undo          put the workspace back as it was before the last change the model made
+  /rewind [N]    list the changes; with N, put the workspace back as it was before change N
   /quit          end the session (so does Ctrl-D)
 Ctrl-C stops the current turn (the model call or the running command) and returns to the prompt."""
 
@@ -105,6 +108,8 @@ class Chat:
                 self.say(f"Saved the conversation to {path}")
             except OSError as e:
                 self.say(f"Cannot save to {path}: {e.strerror or e}")
+        elif name in ("/undo", "/rewind"):  # files you changed since are kept, and named
+            chat_command(name, rest, self.conversation.settings.run.checkpoints, self.say)
         else:
             self.say(f"Unknown command {name}; /help lists the commands.")
         return True
