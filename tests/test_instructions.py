@@ -1,4 +1,4 @@
-"""Project instructions (tinyharness only): AGENTS.md, else CLAUDE.md, beside INSTRUCTIONS.md in the system
+"""Project instructions (tinyharness only): AGENTS.md and CLAUDE.md, beside INSTRUCTIONS.md in the system
 prompt the server receives; read through the harness's one door for its own files (tinyharness/filedoor.py):
 capped, and never through a link or from a FIFO."""
 import os
@@ -15,14 +15,15 @@ def system_sent(workspace, *args):
     return server.requests[0]["messages"][0]["content"], done.stderr
 
 
-def test_agents_md_is_read_beside_instructions_md_and_wins_over_claude_md(tmp_path):
+def test_agents_md_is_read_beside_instructions_md_and_before_claude_md(tmp_path):
+    """Both tools' files are read when both are there (a user of both keeps both), AGENTS.md first."""
     (tmp_path / "INSTRUCTIONS.md").write_text("Answer in haiku.")
     (tmp_path / "AGENTS.md").write_text("Run `make test` before you finish.")
     (tmp_path / "CLAUDE.md").write_text("Claude's own notes.")
     system, _ = system_sent(tmp_path)
     assert "(INSTRUCTIONS.md):\nAnswer in haiku." in system
     assert "(AGENTS.md):\nRun `make test` before you finish." in system
-    assert "Claude's own notes." not in system
+    assert system.endswith("(CLAUDE.md):\nClaude's own notes.")
 
 
 def test_claude_md_is_read_when_there_is_no_agents_md(tmp_path):

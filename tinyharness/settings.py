@@ -21,9 +21,9 @@ from typing import Any, Callable, Optional
 
 from .console import warn
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY
-from .filedoor import read_workspace_text
 from .guards import MAX_SECONDS, MAX_TURNS
 from .hooks import ask_user
+from .instructions import gather
 from .tools import SHELL_TIMEOUT
 
 SYSTEM_PROMPT = """You are an agent working in a folder on the user's computer (the workspace).
@@ -33,38 +33,18 @@ keep what you will need later with save_note. When the task is done, answer brie
 did."""
 
 
-# the cross-tool convention first; Claude Code's name when it is missing
-PROJECT_FILES = ("AGENTS.md", "CLAUDE.md")
-
-
 def system_prompt(workspace, settings=None):
-    """The built-in prompt plus the workspace's INSTRUCTIONS.md and its AGENTS.md (else CLAUDE.md),
-    when it has them, each read through filedoor.py: no link leading out, no FIFO, at most 64 KiB, a
-    cut said; and none that a Read deny rule of the run (its `settings.extensions.rules`) covers, as
-    written or where its links lead: that one is skipped with one line naming the rule."""
+    """The built-in prompt plus the instruction files (instructions.py: INSTRUCTIONS.md, the
+    user's own ~/.codex/AGENTS.md and ~/.claude/CLAUDE.md, then AGENTS.md, CLAUDE.md and
+    CLAUDE.local.md from the project root down to the workspace, with CLAUDE.md's @imports), each
+    read through filedoor.py (no link leading out, no FIFO, 64 KiB for them all, a cut said) and
+    none that a Read deny rule of the run (its `settings.extensions.rules`) covers, as written or
+    where its links lead: that one is skipped with a line naming the rule. The main agent's prompt
+    says on stderr, in one line, what was read and skipped (a subagent's does not repeat it)."""
     rules = getattr(getattr(settings, "extensions", None), "rules", None)
     say = settings.warn if settings else warn
-    prompt = SYSTEM_PROMPT
-    extra = instruction_text(workspace, "INSTRUCTIONS.md", rules, say)
-    if extra is not None:
-        prompt += "\n\nInstructions from the workspace (INSTRUCTIONS.md):\n" + extra
-    for name in PROJECT_FILES:
-        project = instruction_text(workspace, name, rules, say)
-        if project is not None:
-            return prompt + f"\n\nProject instructions from the workspace ({name}):\n" + project
-    return prompt
-
-
-def instruction_text(workspace, name, rules, say):
-    """The file's text, or None: missing, refused by the door, or denied by a rule (looked at
-    before the read and again after it, should a link have changed in between)."""
-    refusal = rules and rules.read_refusal(name)
-    text = None if refusal else read_workspace_text(workspace, name)
-    refusal = refusal or (text is not None and rules and rules.read_refusal(name))
-    if refusal:
-        say(f"warning: not read into the prompt: {name} {refusal}")
-        return None
-    return text
+    parent = getattr(settings, "agent", "parent") == "parent"
+    return SYSTEM_PROMPT + gather(workspace, rules, say, summary=parent)
 
 
 @dataclass(frozen=True)
