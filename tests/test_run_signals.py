@@ -15,7 +15,7 @@ import pytest
 
 from tests.ladder import FINAL, ROOT, calls, run_stage, tool_call
 from tinyharness import tools
-from tinyharness.run_end import Terminated
+from tinyharness.run_end import Terminated, ending_signals
 from tinyharness.sandbox import Sandbox, remove_tmpdir, unavailable_reason
 from tinyharness.testing import ScriptedServer
 
@@ -86,6 +86,14 @@ def test_a_signal_reaps_the_command_and_ends_with_the_result_line(tmp_path, sand
     assert json.loads((workspace / "t.json").read_text())[-1]["tool_calls"]  # the transcript was written
 
 
+def kill_left(marker):
+    for pid in running_with(marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class SignalledAtStart(threading.Thread):
     """The shell tool's output reader, with SIGTERM arriving while start() waits for the thread to run (on a
     loaded machine, the moment the run's command has started and the signal comes)."""
@@ -107,8 +115,34 @@ def test_a_signal_as_the_shell_tool_starts_reading_still_ends_the_command(tmp_pa
             tools.shell(str(tmp_path), f"sleep {marker}", timeout=60, sandbox=box)
         assert running_with(marker) == [], "the command outlived the signal"
     finally:
-        for pid in running_with(marker):
-            os.kill(pid, signal.SIGKILL)
+        kill_left(marker)
+        box._spawners.close(remove_tmpdir)
+        for process, _ in started:  # left unreaped for a chat to count: reaped here
+            getattr(getattr(process, "spawner", None), "process", process).wait()
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_signal_as_the_command_starts_still_ends_it(tmp_path, monkeypatch, sandbox):
+    """SIGTERM while the command starts: in Popen, after the fork and before it keeps the child's number, on a
+    loaded machine. Here it comes as the sandbox hands the process over: handled at once, where it used to be
+    raised before the shell tool knew the command."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are set in the main thread only")
+    marker = f"{240 + len(sandbox)}.{os.getpid()}"
+    box, started = Sandbox(enabled=sandbox == "on"), []
+    start = box.start
+
+    def start_then_signal(*args, **kw):
+        started.append(start(*args, **kw))
+        os.kill(os.getpid(), signal.SIGTERM)
+        return started[-1]
+    monkeypatch.setattr(box, "start", start_then_signal)
+    try:
+        with ending_signals(), pytest.raises(Terminated):
+            tools.shell(str(tmp_path), f"sleep {marker}", timeout=60, sandbox=box)
+        assert running_with(marker) == [], "the command outlived the signal"
+    finally:
+        kill_left(marker)
         box._spawners.close(remove_tmpdir)
         for process, _ in started:  # left unreaped for a chat to count: reaped here
             getattr(getattr(process, "spawner", None), "process", process).wait()

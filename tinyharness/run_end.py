@@ -11,7 +11,10 @@ The mechanism. `ending_signals` turns SIGTERM and SIGHUP into `Terminated`, a Ke
 every path that cleans up after Ctrl-C (the command's process group killed, the sandbox's leftovers
 reaped, MCP servers closed, files flushed) cleans up after them too; the run exits 128 + the
 signal's number (143, 129), as a shell reports it (`chat` too: chat.py). A second signal while
-cleaning up is ignored: cleaning up is what the first one asked for. `Results` remembers whether the
+cleaning up is ignored: cleaning up is what the first one asked for. While the shell tool starts a
+command, the three are held (sandbox/reaping.py, `SignalsHeld`) and raised once the tool can kill
+what it started: raised inside Popen, between the fork and the line that keeps the child's number,
+they left the command running after the run. `Results` remembers whether the
 result line was written; `main` writes one itself when a run ended before it could (an argparse
 error, an untrusted config, a signal during set-up). `result_line` gives every result the same
 fields: `session_id`, `is_error`, `duration_ms`, `num_turns`, `model`, and `usage` whose counts are

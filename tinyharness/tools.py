@@ -19,7 +19,7 @@ from pathlib import Path
 from .sandbox import Sandbox, hint_for
 from .sandbox.beneath import BENEATH, open_beneath
 from .sandbox.git import protected_path
-from .sandbox.reaping import wait_for_group
+from .sandbox.reaping import SignalsHeld, wait_for_group
 from .sandbox.spawner import Spawned
 from .imageload import ImageError, load_image
 from .vision import image_part, view_image_result
@@ -200,12 +200,11 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
     problem = sandbox.problem()
     if problem:
         return f"ERROR: {problem}"
-    process, finish = sandbox.start(workspace, command, timeout, reuse=True,
-                                    stdin=subprocess.DEVNULL,  # waiting for input: end-of-file
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    held, process, finish = start_held(sandbox, workspace, command, timeout)
     output = Output()
     reader = threading.Thread(target=output.collect, args=(process.stdout,), daemon=True)
-    try:  # from the reader's start: a Ctrl-C or SIGTERM in Thread.start ends the command too
+    try:  # a Ctrl-C or SIGTERM from the command's start on ends it: held until here
+        held.release()
         reader.start()
         wait(process, timeout)
         timed_out = False
@@ -232,6 +231,20 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
         return (f"ERROR: timed out after {shown} s; the command and everything it started were "
                 f"killed (exit status {status}). Output until then:\n{text}")
     return f"exit status {status}" + (f"\n{text}" if text else " (no output)")
+
+
+def start_held(sandbox, workspace, command, timeout):
+    """(held signals, process, finish): the command started with Ctrl-C, SIGTERM and SIGHUP held
+    (sandbox/reaping.py): raised inside Popen, after the fork and before it keeps the child's
+    number, one would lose the command, which would run on after the run."""
+    held = SignalsHeld()
+    try:
+        return (held, *sandbox.start(workspace, command, timeout, reuse=True,
+                                     stdin=subprocess.DEVNULL,  # waiting for input: end-of-file
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    except BaseException:
+        held.release()
+        raise
 
 
 def wait(process, timeout):

@@ -13,7 +13,8 @@ during the command, and kills them.
 What was killed has ended before the harness says so: `wait_for_group` returns once every
 process of a killed group has ended (a pidfd each), not when the signal was sent: a Ctrl-C, a
 SIGTERM or SIGHUP ends the run only after its command is gone, and a namespace's PID 1 ends only
-after the kernel has ended every other process in it.
+after the kernel has ended every other process in it. While a command starts, those signals are
+held (`SignalsHeld`) until the harness holds the process it must kill.
 
 What it cannot do: without namespaces, a program that insists on a session of its own (a daemon,
 `setsid`) does not start. Only the command's own descendants are ended: a process of the user's
@@ -210,3 +211,28 @@ def wait_until_ended(pid, group, deadline):
     finally:
         if handle is not None:
             os.close(handle)
+
+
+class SignalsHeld:
+    """Ctrl-C, SIGTERM and SIGHUP held from now until `release()`, which hands the first that came
+    to its own handler (KeyboardInterrupt; run_end's Terminated). Held while a command starts:
+    raised inside Popen, after the fork and before it keeps the child's number, one would lose the
+    command to the clean-up, and it would run on. Outside the main thread, or for a signal with no
+    Python handler, nothing changes."""
+
+    def __init__(self):
+        self.pending, self.handlers = None, {}
+        if threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                if callable(signal.getsignal(number)):
+                    self.handlers[number] = signal.signal(number, self.hold)
+
+    def hold(self, signum, frame):
+        self.pending = self.pending or signum
+
+    def release(self):
+        handlers, self.handlers = self.handlers, {}
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+        if self.pending is not None:
+            handlers[self.pending](self.pending, None)
