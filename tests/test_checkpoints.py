@@ -193,3 +193,15 @@ def test_chat_undo_and_rewind(place):
     assert "1  " in done.stdout and "write_file: d.txt" in done.stdout  # /rewind lists the changes
     assert done.stdout.count("Undid 1 change") == 2
     assert tree(place.ws) == before
+
+
+def test_links_the_model_left_where_a_folder_and_a_file_were_lead_the_restore_nowhere(place, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "canary").write_text("keep\n")
+    before, canary = tree(place.ws), tree(outside)
+    place.run(shell(f"{RM} src a.txt && ln -s ../outside src && ln -s ../outside/canary a.txt"))
+    undone = place.cli("undo")
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert tree(place.ws) == before  # src a folder again, a.txt a file again
+    assert tree(outside) == canary  # nothing written through either link

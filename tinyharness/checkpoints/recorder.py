@@ -31,6 +31,7 @@ from .watch import Watcher
 
 LABEL_CHARS = 200
 NAMES_KEPT = 200  # paths listed in a checkpoint's record; the count is always whole
+SLOW_START = 3  # seconds: a first checkpoint slower than this is said
 
 
 class Recorder:
@@ -77,9 +78,14 @@ class Recorder:
         self.watcher = Watcher(self.store.workspace) if self.watch else None
         cache = load_cache(self.store)
         self.snapshot = Snapshot(self.store.workspace, self.store, self.watcher, cache=cache)
+        started = time.monotonic()
         self.snapshot.scan()
         self.snapshot.changed.clear()
         save_cache(self.store, self.snapshot)
+        if time.monotonic() - started > SLOW_START:
+            self.warn(f"[checkpoints] the first checkpoint of this run took "
+                      f"{time.monotonic() - started:.0f} s ({len(cache)} files known from earlier "
+                      "runs); the next ones look only at what changed")
 
     def look(self):
         """Bring the snapshot up to date: the folders the watcher names, or everything."""

@@ -15,9 +15,9 @@ until something beneath it changes, so a checkpoint writes the trees on the way 
 nothing else. Files are opened beneath the workspace (openat2 RESOLVE_BENEATH, O_NOFOLLOW,
 O_NONBLOCK): a link leads nowhere else, a FIFO never hangs.
 
-What it cannot do. Left out, and said once per run: special files (FIFOs, sockets, devices), files
-over the size cap (SIZE_CAP), files and folders it may not read, and whatever the caller's `skip`
-names (files git ignores). Owners, times, extended attributes and hard links are not kept: a
+What it cannot do. Left out: special files (FIFOs, sockets, devices: they hold no bytes); and,
+said once per run, files over the size cap (SIZE_CAP), files and folders it may not read, and
+whatever the caller's `skip` names. Owners, times, extended attributes and hard links are not kept: a
 restored file has its bytes and its mode, and two names of one file come back as two files.
 """
 import os
@@ -128,8 +128,7 @@ class Snapshot:
             return [FOLDER, mode, None, [0, 0, info.st_ino, 0], False]
         if stat.S_ISLNK(info.st_mode):
             return [LINK, mode, os.fsdecode(os.readlink(os.path.join(self.root, path))), key, False]
-        if not stat.S_ISREG(info.st_mode):
-            self.left_out[path] = "is not a regular file (a FIFO, socket or device)"
+        if not stat.S_ISREG(info.st_mode):  # a FIFO, socket or device: no bytes to keep
             return None
         if not touched and old is not None and old[0] == FILE and old[3] == key and not old[4]:
             return [FILE, mode, old[2], key, False]

@@ -25,6 +25,7 @@ import errno
 import os
 import struct
 import sys
+import weakref
 
 IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE = 0x2, 0x4, 0x8
 IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x40, 0x80, 0x100, 0x200
@@ -52,6 +53,7 @@ class Watcher:
             self.broken = f"inotify: {os.strerror(ctypes.get_errno())}"
             return
         self.fd = fd
+        self._closer = weakref.finalize(self, os.close, fd)  # a run's end, in-process too
 
     @property
     def available(self):
@@ -118,5 +120,5 @@ class Watcher:
 
     def close(self):
         if self.fd >= 0:
-            os.close(self.fd)
+            self._closer()
             self.fd = -1
