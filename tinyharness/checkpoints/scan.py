@@ -17,8 +17,9 @@ O_NONBLOCK): a link leads nowhere else, a FIFO never hangs.
 
 What it cannot do. Left out: special files (FIFOs, sockets, devices: they hold no bytes); and,
 said once per run, files over the size cap (SIZE_CAP), files and folders it may not read, and
-whatever the caller's `skip` names. Owners, times, extended attributes and hard links are not kept: a
-restored file has its bytes and its mode, and two names of one file come back as two files.
+whatever the caller's `skip` names. Owners, times, extended attributes and hard links are not
+kept: a restored file has its bytes and its mode, and two names of one file come back as two
+files.
 """
 import os
 import stat
