@@ -98,6 +98,8 @@ class Recorder:
                          for new in self.snapshot.look(folder, names)]
                 for folder in added:
                     self.snapshot.scan(folder)
+                for folder, names in self.snapshot.other_names(self.snapshot.changed).items():
+                    self.snapshot.look(folder, names)  # a hard link's other names
                 self.say_left_out()
                 return
             self.say_once("watch", f"[checkpoints] {watcher.broken}: each checkpoint now looks at "

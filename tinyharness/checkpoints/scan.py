@@ -19,7 +19,7 @@ What it cannot do. Left out: special files (FIFOs, sockets, devices: they hold n
 said once per run, files over the size cap (SIZE_CAP), files and folders it may not read, and
 whatever the caller's `skip` names. Owners, times, extended attributes and hard links are not
 kept: a restored file has its bytes and its mode, and two names of one file come back as two
-files.
+files (a write through one name is seen under the other too: `linked`).
 """
 import os
 import stat
@@ -46,6 +46,22 @@ class Snapshot:
         self.cache = cache or {}  # path -> [key, digest]: what an earlier run read
         self.left_out = {}  # path -> why
         self.changed = set()  # paths whose entry changed since the caller last emptied it
+        self.linked = {}  # inode -> the paths of a file with more than one name
+
+    def other_names(self, paths):
+        """{folder: {names}} of the other names of the files among `paths` that have several."""
+        inodes = {e[3][2] for p in paths if (e := self.entry_of(p)) and e[0] == FILE}
+        others = {}
+        for inode in inodes & set(self.linked):
+            for path in self.linked[inode] - set(paths):
+                folder, _, name = path.rpartition("/")
+                if folder in self.folders:  # not a folder gone since
+                    others.setdefault(folder, set()).add(name)
+        return others
+
+    def entry_of(self, path):
+        folder, _, name = path.rpartition("/")
+        return self.folders.get(folder, {}).get(name)
 
     # --- looking ------------------------------------------------------------------------------
     def scan(self, folder=""):
@@ -131,6 +147,8 @@ class Snapshot:
             return [LINK, mode, os.fsdecode(os.readlink(os.path.join(self.root, path))), key, False]
         if not stat.S_ISREG(info.st_mode):  # a FIFO, socket or device: no bytes to keep
             return None
+        if info.st_nlink > 1:  # a write through another name is reported in that name's folder
+            self.linked.setdefault(info.st_ino, set()).add(path)
         if not touched and old is not None and old[0] == FILE and old[3] == key and not old[4]:
             return [FILE, mode, old[2], key, False]
         cached = self.cache.get(path)
