@@ -118,7 +118,9 @@ def test_continue_resume_and_view_say_it_in_one_line_with_little_memory(workspac
     data, _, made = huge
     with ScriptedServer(["Never asked."]) as server:
         base = ["--base-url", server.base_url] if args[0] != "view" else []
-        done = cli(workspace, data, *args[:1], *base, *args[1:], stdin="hi\n", limit=MEMORY)
+        # a chat's message comes on standard input; a run's would go to the model with its task
+        done = cli(workspace, data, *args[:1], *base, *args[1:], stdin="hi\n" if args[0] == "chat" else "",
+                   limit=MEMORY)
     assert done.returncode == (2 if args[0] == "run" else 1), done.stderr
     assert one_line_each(done.stderr, [made[name].stem]), done.stderr
     assert said in done.stderr and not server.requests

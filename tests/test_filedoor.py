@@ -196,6 +196,8 @@ ELSEWHERE = {
     ("cmdhooks", "load_with_notes"): "a workspace config behind the trust question (irregular_config first)",
     ("trust", "config_bytes"): "through the door (filedoor.read_bytes)",
     ("trust", "preview"): "through the door (filedoor.read_bytes)",
+    ("asking", "write_preview"): "through the door (filedoor.read_bytes)",
+    ("always", "save"): "through the door (filedoor.read_config, filedoor.write_bytes)",
     ("named", "file_digest"): "through the door (filedoor.read_bytes)",
     ("trust", "_load"): "the harness's own store", ("trust", "remember"): "the harness's own store",
     ("sessions/__init__", "opened"): "the session store, regular files only, capped",

@@ -13,7 +13,6 @@ by real effects: the secret in no request the model server received, the Makefil
 DENIED. A control in each run proves the detection works (a file no rule denies does reach the model).
 """
 import json
-import os
 import shlex
 import subprocess
 import sys

@@ -215,11 +215,11 @@ def add_sandbox_flags(parser):
                              "and DBUS_SESSION_BUS_ADDRESS never)")
     parser.add_argument("--trust", action="store_true",
                         default=os.environ.get("TINYHARNESS_TRUST") == "1",
-                        help="trust the workspace's hooks and MCP server files as they are when the "
-                             "run starts, without the question (for CI: piped input never answers "
-                             "it; also TINYHARNESS_TRUST=1); each is named on stderr and not "
-                             "remembered, and a file the model changes later is asked about again "
-                             "(refused without a terminal)")
+                        help="trust the workspace's hooks and MCP server files as they are "
+                             "when the run starts, without the question (for CI: piped input "
+                             "never answers it; also TINYHARNESS_TRUST=1); each is named on "
+                             "stderr and not remembered, and a file the model changes later is "
+                             "asked about again (refused without a terminal)")
     parser.add_argument("--workspace-anyway", action="store_true",
                         help="start even in a folder that holds your home folder, your config or "
                              "data folder or tinyharness itself, or that lies inside a folder "

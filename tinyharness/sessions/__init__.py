@@ -58,7 +58,7 @@ from ..console import printable
 from ..filedoor import write_text
 from .checks import event_problem, header_problem
 from .writer import (MESSAGE_TYPES, SessionError, SessionWriter, claim, json_line, open_regular,
-                     private_folder, sessions_dir)
+                     sessions_dir)
 
 UNANSWERED = ("ERROR: the session file holds no result for this call (the run ended, or the file "
               "was cut, before it was written); it may or may not have run.")
