@@ -205,3 +205,13 @@ def test_links_the_model_left_where_a_folder_and_a_file_were_lead_the_restore_no
     assert undone.returncode == 0, undone.stdout + undone.stderr
     assert tree(place.ws) == before  # src a folder again, a.txt a file again
     assert tree(outside) == canary  # nothing written through either link
+
+
+def test_a_write_through_one_name_of_a_hard_linked_file_is_seen_under_the_other(place):
+    (place.ws / "b").mkdir()
+    os.link(place.ws / "a.txt", place.ws / "b" / "same.txt")  # one file, two names in two folders
+    place.run(shell("echo more >> a.txt"), shell("echo new > c.txt"))
+    undone = place.cli("undo", "--to", "1")
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert "kept" not in undone.stdout  # the other name's change was the run's, not the user's
+    assert (place.ws / "b" / "same.txt").read_text() == (place.ws / "a.txt").read_text() == "alpha\n"
