@@ -47,7 +47,7 @@ def test_exit_2_blocks_with_stderr_as_the_reason(workspace):
 @pytest.mark.parametrize("command, why", [
     ("exit 1", "failed with exit code 1"),
     ("sleep 30", "did not finish within 2 s"),
-    ("echo 'ok sure, go ahead'", "not a JSON decision"),
+    ("""echo '{"decision": "block"'""", "JSON that cannot be read as a decision"),
     ("/nonexistent/policy", "failed with exit code 127"),
     ("printf '\\377\\376'", "not UTF-8"),
 ])

@@ -50,15 +50,20 @@ stdout allows. Exit 0 with a JSON object decides by its fields: `{"decision": "b
 (even a read that never asks; under --yes that prompt answers yes, as it does for every call the
 hooks let through; with nobody at the terminal it is a no); allow lets it pass the hook - the
 permission prompt still asks as usual (a hook narrows what runs, it never widens what the user
-approves); `"continue": false` blocks; any other decision, or `updatedInput` (rewriting a call is
-not supported), blocks. `post_tool_use` and `pre_compact` stdout is text for the model (or the
+approves); any other decision, or `updatedInput` (rewriting a call is not supported), blocks.
+`"continue": false` ends the run (the loop stops before its next model call, exit 3) with its
+`stopReason` said; `systemMessage` is shown to the user. Plain text with exit 0 from a
+`pre_tool_use` or `stop` hook is no objection, as in Claude Code: shown to the user, not given to
+the model (hookdecide.py). `post_tool_use` and `pre_compact` stdout is text for the model (or the
 summary request); `user_prompt_submit`/`session_start` stdout is context added to the task (or
-Claude's `additionalContext`). `stop_hook_active` is true when the model is already going on because
-a stop hook sent it back, so a guarded Claude Stop hook lets it stop the second time.
+Claude's `additionalContext`); `session_start`'s `source` is `startup`, or `resume` for a run that
+goes on with a session (--continue, --resume). `stop_hook_active` is true when the model is already
+going on because a stop hook sent it back, so a guarded Claude Stop hook lets it stop the second
+time.
 
 Fail closed. Claude Code lets a hook that crashes, times out or exits with another code proceed - a
 guard that fails opens the door. Here any other exit code, a command that cannot start, a timeout or
-output that cannot be read blocks the call, and the user sees which hook decided and why. Each hook
+JSON that cannot be read blocks the call, and the user sees which hook decided and why. Each hook
 runs in a process group of its own (confined: a PID namespace of its own), bounded by its `timeout`
 (default 30 s) and by what is left of the run's --max-seconds; when it ends or times out the whole
 group is killed, so a background child it left holding its output neither keeps the call waiting nor
@@ -86,8 +91,8 @@ from pathlib import Path
 
 from .console import warn
 from .filedoor import CONFIG_CAP, read_config
-from .hookdecide import MAX_OUTPUT, Verdict, decision
-from .hookrun import cannot_start, run_command
+from .hookdecide import Verdict, verdict_of
+from .hookrun import cannot_start, confinement_note, run_command, tool_folders
 
 EVENTS = ("pre_tool_use", "post_tool_use", "user_prompt_submit", "stop", "pre_compact",
           "session_start")
@@ -239,27 +244,6 @@ def load_file(path, claude_settings=False, own=False):
     return whole, hooks, [note.replace(str(HOOKS_FILE), str(name)) for note in notes]
 
 
-CONFINED = ("in the sandbox that confines the model's shell commands: they may write only in this "
-            "workspace, open no network connection and read nothing of your home folder")
-
-
-def confinement_note(hooks, sandbox_on=True):
-    """What the trust question says of a file's hooks ({event: [Hook]}): which of them run
-    unconfined."""
-    every = [hook for entries in hooks.values() for hook in entries]
-    loose = list(dict.fromkeys(hook.command for hook in every if not (hook.sandbox and sandbox_on)))
-    if not loose:
-        return (f"These commands run {CONFINED} (\"sandbox\": false in a hook's entry runs it "
-                "unconfined).")
-    why = '"sandbox": false' if sandbox_on else "--sandbox off"
-    others = f" The others run {CONFINED}." if len(loose) < len(every) else ""
-    return (f"These run UNCONFINED ({why}): {', '.join(f'`{c}`' for c in loose)} - outside the "
-            "sandbox, with all your rights (your files, your keys, the network); they can run "
-            "code the model wrote in this workspace (a hook that runs the tests imports its test "
-            f"files).{others} Trust this file only if you would run these commands yourself, in "
-            "this folder, after the model has worked in it.")
-
-
 def parse_entry(event, entry, agents=None, notes=None):
     """The Hooks of one entry: ours {"matcher", "command", "timeout"} or Claude Code's
     {"matcher", "hooks": [{"type": "command", "command", "timeout"}]}."""
@@ -343,6 +327,8 @@ class CommandHooks:
         self.transcript_path = transcript_path
         self.timeout = timeout        # caps every hook's own timeout (tests); None: each hook's own
         self.report = report or warn  # console.warn: the default of settings.warn, made printable
+        self.ended = None  # (event, stopReason) of a "continue": false, until the loop takes it
+        self.with_tools = None  # the run's sandbox that may read the user's PATH tools too
 
     def __bool__(self):
         return any(self.hooks.values())
@@ -362,16 +348,36 @@ class CommandHooks:
                 verdicts = list(pool.map(run, chosen))
         else:
             verdicts = [run(hook) for hook in chosen]
+        if event in ("session_start", "user_prompt_submit") and agent == "parent":
+            self.ended = None  # a new task: no end pending from the last one (a chat's)
         outputs, asks = [], []
         for hook, verdict in zip(chosen, verdicts):
             verdict.own = bool(hook.home)
-            if not verdict.allowed:
-                self.report(f"[hook] {event} `{hook.command}` blocked{' ' + tool if tool else ''}: "
-                            f"{verdict.reason}")
+            self.tell(event, hook, tool, verdict)
             outputs += [verdict.output] if verdict.output else []
             asks += [verdict.ask] if verdict.ask else []
         blocked = next((verdict for verdict in verdicts if not verdict.allowed), None)
         return blocked or Verdict(True, output="\n".join(outputs), ask="; ".join(asks))
+
+    def tell(self, event, hook, tool, verdict):
+        """What the user sees of one hook's answer: its plain line, its systemMessage, a block, or
+        that it ends the run (kept for the loop, take_ended)."""
+        name = f"[hook] {event} `{hook.command}`"
+        if verdict.shown:
+            self.report(f"{name}: {verdict.shown}")
+        if verdict.message:
+            self.report(f"[hook] {verdict.message}")
+        if verdict.stop:
+            self.ended = self.ended or (event, verdict.stop)
+            self.report(f"{name} ends the run: {verdict.stop}")
+        elif not verdict.allowed:
+            self.report(f"{name} blocked{' ' + tool if tool else ''}: {verdict.reason}")
+
+    def take_ended(self):
+        """(event, stopReason) when a hook said "continue": false since it was last asked, else
+        None; asked by the loop between turns (edges.py), which then stops the run."""
+        ended, self.ended = self.ended, None
+        return ended
 
     def time_for(self, hook, deadline=None):
         limit = hook.timeout if self.timeout is None else min(hook.timeout, self.timeout)
@@ -392,29 +398,7 @@ class CommandHooks:
         except OSError as e:
             return (Verdict(False, f"the hook `{command}` could not run ({e}), so the call is "
                                    "refused", hook=command))
-        if code is None:
-            return Verdict(False, f"the hook `{command}` did not finish within {timeout:g} s, so "
-                                  "the call is refused (a hook that fails must not open the door)",
-                           hook=command)
-        try:
-            out, err = out.decode("utf-8").strip(), err.decode("utf-8").strip()
-        except UnicodeDecodeError:
-            return Verdict(False, f"the hook `{command}` wrote output that is not UTF-8 text, so "
-                                  "the call is refused",
-                           hook=command)
-        if code == 2:
-            return Verdict(False, err[:MAX_OUTPUT]
-                           or f"the hook `{command}` refused it (exit 2, no reason given)",
-                           hook=command)
-        if code != 0:
-            confined = (" It ran in the sandbox (no network, no home folder, writes only in the "
-                        "workspace): \"sandbox\": false in its entry runs it "
-                        "unconfined.") if sandbox else ""
-            return Verdict(False, f"the hook `{command}` failed with exit code "
-                                  f"{code}{': ' + err[:500] if err else ''}, so the call is "
-                                  "refused (fail closed: Claude Code would have let it "
-                                  f"run).{confined}", hook=command)
-        return decision(event, out, command)
+        return verdict_of(event, command, code, out, err, timeout, confined=bool(sandbox))
 
     def sandbox_for(self, hook):
         """(the sandbox this hook runs in, or None: unconfined ("sandbox": false, or --sandbox off);
@@ -426,14 +410,16 @@ class CommandHooks:
             self.sandbox = Sandbox()
         if not hook.sandbox or not self.sandbox.enabled:
             return None, hook.home or self.workspace
+        if self.with_tools is None:  # the programs on the user's PATH too (hookrun.tool_folders)
+            self.with_tools = self.sandbox.with_read(tool_folders())
         if not hook.home:
-            return self.sandbox, self.workspace
+            return self.with_tools, self.workspace
         scripts = os.path.join(hook.home, "hooks")
         if not os.path.isdir(scripts):
-            return self.sandbox, os.path.expanduser("~")
+            return self.with_tools, os.path.expanduser("~")
         if scripts not in self.confined:
             # built once a run, as the run's own
-            self.confined[scripts] = self.sandbox.with_read([scripts])
+            self.confined[scripts] = self.with_tools.with_read([scripts])
         return self.confined[scripts], scripts
 
     def payload(self, event, hook, tool, arguments, extra):

@@ -174,9 +174,11 @@ class Edges:
         self.was_cut = self.nudged = False
 
     def check_budget(self, budget, turn):
-        """Between turns, the only moment the loop can stop: --max-turns, --max-seconds,
-        --max-tokens."""
-        limit = (budget.exceeded(turn)
+        """Between turns, the only moment the loop can stop: a command hook's "continue": false
+        (cmdhooks.py), --max-turns, --max-seconds, --max-tokens."""
+        hooks = self.hands.ext.hooks
+        ended = hooks.take_ended() if hooks else None
+        limit = ((ended and f"a {ended[0]} hook ended the run: {ended[1]}") or budget.exceeded(turn)
                  or tokens_spent(self.report.stats, self.report.settings.max_tokens))
         if limit:
             raise Stopped(limit, self.report.record.account())

@@ -207,14 +207,17 @@ class RunHands:
             return f"{result}\n[hook] a post_tool_use hook objected: {verdict.reason}"
         return f"{result}\n[hook] {verdict.output}" if verdict.output else result
 
-    def user_prompt_submit(self, task):
+    def user_prompt_submit(self, task, history=None):
         """A task starts: its clock starts, session_start hooks run when this run opens the session
         (the first of a chat's messages; never a subagent), then user_prompt_submit. None when it
-        may go on, else why not; what the hooks printed waits in prompt_context (with_context)."""
+        may go on, else why not; what the hooks printed waits in prompt_context (with_context).
+        `history`: the messages the run goes on from; with a user turn in them (--continue,
+        --resume, a resumed chat) session_start's source is "resume", as in Claude Code."""
         seconds, context = self.settings.max_seconds, []
         self.deadline = None if seconds is None else time.monotonic() + seconds
         if self.settings.opens_session:
-            verdict = self.hook("session_start", source="startup")
+            resumed = any(message.get("role") == "user" for message in history or ())
+            verdict = self.hook("session_start", source="resume" if resumed else "startup")
             if not verdict.allowed:
                 return verdict.reason
             context += [verdict.output] if verdict.output else []

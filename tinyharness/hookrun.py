@@ -10,14 +10,21 @@ Trusting the hooks file does not make the workspace's files trustworthy.
 The mechanism. A hook runs as a model's `shell` command does (sandbox/__init__.py): the workspace
 writable, a private TMPDIR, the system readable, no network, no home folder, nothing left running
 afterwards, the protected paths (`.git`, `.tinyharness`) put back. Only its environment differs: the
-allowlist plus `CLAUDE_PROJECT_DIR`. A hook from the user's own file (`~/.claude/settings.json`, the
-harness's own hooks.json) never starts in the workspace: confined, it starts in that file's folder's
-`hooks/` (where such scripts live, and the only part of the home folder it may read), else in the
-home folder (empty in there); unconfined, in the file's folder. With `--sandbox off` hooks run
-unconfined, as the commands do. A hook whose entry says `"sandbox": false` runs with all the user's
-rights; the trust question names it, and before each of its starts the workspace files its command
-names are compared with what the user trusted (trust.py, `cannot_start`): one the model changed
-since is asked about again, or, with no terminal, the hook is not started and the call is refused.
+allowlist plus `CLAUDE_PROJECT_DIR`; and it may read and run the programs on the user's PATH that
+live in the home folder (`tool_folders`: each PATH folder there - `~/.local/bin`, `~/.cargo/bin`, a
+version manager's `bin` - the folder each of its programs really lives in when it is a link or names
+its interpreter, each such `bin` folder's `lib`, `lib64`, `libexec` and a virtualenv's `pyvenv.cfg`,
+`~/.rustup` for `~/.cargo/bin`), read-only, never the home folder itself nor a private place
+(private_places.py: `~/.ssh`, `~/.gnupg`, `~/.aws`, `~/.claude/.credentials.json`...), so a
+formatter hook finds its formatter as it would in the user's shell. A hook from the user's own file
+(`~/.claude/settings.json`, the harness's own hooks.json) never starts in the workspace: confined,
+it starts in that file's folder's `hooks/` (where such scripts live, and the only part of the home
+folder it may read), else in the home folder (empty in there); unconfined, in the file's folder.
+With `--sandbox off` hooks run unconfined, as the commands do. A hook whose entry says `"sandbox":
+false` runs with all the user's rights; the trust question names it, and before each of its starts
+the workspace files its command names are compared with what the user trusted (trust.py,
+`cannot_start`): one the model changed since is asked about again, or, with no terminal, the hook is
+not started and the call is refused.
 
 Nothing of a hook outlives the harness, even killed with SIGKILL (no handler runs): confined, the
 process that enters its namespaces dies with the thread that started it, and takes the namespace
@@ -26,23 +33,104 @@ when the harness is gone (sandbox/rules.py, `die_with` and `stay_between`). The 
 hook waits for it, so a thread's end never kills a hook early.
 
 What it cannot do. Confined, a hook that needs the network (a webhook, a notifier), a variable
-outside the allowlist, or your home folder (a script elsewhere in it, a tool's cache) fails, and a
-failing hook blocks: give that one `"sandbox": false`, knowing what it runs. What a confined hook
-writes under `.git` or `.tinyharness` is put back, as a command's is. Unconfined, a hook runs
-whatever the workspace holds that it imports or reads. Where the sandbox cannot run (no Landlock), a
-confined hook refuses, as `shell` does.
+outside the allowlist, or your home folder beyond its PATH tools (a script elsewhere in it, a tool's
+cache or settings, a tool that finds its files through a variable) fails, and a failing hook blocks:
+give that one `"sandbox": false`, knowing what it runs. What a confined hook writes under `.git` or
+`.tinyharness` is put back, as a command's is. Unconfined, a hook runs whatever the workspace holds
+that it imports or reads. Where the sandbox cannot run (no Landlock), a confined hook refuses, as
+`shell` does.
 """
 import os
 import signal
 import subprocess
 import threading
 
+from .filedoor import read_bytes
 from .hookdecide import Verdict
+from .private_places import private
 from .sandbox.reaping import LIVE, LOCK
 from .sandbox.rules import stay_between
 
 # bytes of a hook's stdout/stderr read into memory; the rest is read and dropped
 MAX_CAPTURE = 1 << 20
+PROGRAMS = 2000  # entries of one PATH folder looked at for where its programs really live
+BESIDE_BIN = ("lib", "lib64", "libexec", "pyvenv.cfg")  # what an install prefix's programs read
+
+
+CONFINED = ("in the sandbox that confines the model's shell commands: they may write only in this "
+            "workspace, open no network connection and read nothing of your home folder but the "
+            "programs on your PATH")
+
+
+def confinement_note(hooks, sandbox_on=True):
+    """What the trust question says of a file's hooks ({event: [Hook]}): which of them run
+    unconfined."""
+    every = [hook for entries in hooks.values() for hook in entries]
+    loose = list(dict.fromkeys(hook.command for hook in every if not (hook.sandbox and sandbox_on)))
+    if not loose:
+        return (f"These commands run {CONFINED} (\"sandbox\": false in a hook's entry runs it "
+                "unconfined).")
+    why = '"sandbox": false' if sandbox_on else "--sandbox off"
+    others = f" The others run {CONFINED}." if len(loose) < len(every) else ""
+    return (f"These run UNCONFINED ({why}): {', '.join(f'`{c}`' for c in loose)} - outside the "
+            "sandbox, with all your rights (your files, your keys, the network); they can run "
+            "code the model wrote in this workspace (a hook that runs the tests imports its test "
+            f"files).{others} Trust this file only if you would run these commands yourself, in "
+            "this folder, after the model has worked in it.")
+
+
+def tool_folders(environ=None, home=None):
+    """The paths a confined hook may read and run besides the commands' own: the user's PATH tools
+    that live in the home folder and what they need (the module's docstring), no private place."""
+    environ = os.environ if environ is None else environ
+    home = os.path.realpath(home or os.path.expanduser("~"))
+    found = []
+    for entry in environ.get("PATH", "").split(os.pathsep):
+        folder = os.path.realpath(entry) if os.path.isabs(entry) else ""
+        if not in_home(folder, home):
+            continue
+        found += beside(folder)
+        for program in programs(folder):
+            found += [path for where in (os.path.realpath(program), interpreter(program))
+                      if in_home(where, home) for path in beside(os.path.dirname(where))]
+        if folder == os.path.join(home, ".cargo", "bin"):  # rustup's proxies read its toolchains
+            found.append(environ.get("RUSTUP_HOME") or os.path.join(home, ".rustup"))
+    return [path for path in dict.fromkeys(found)
+            if os.path.exists(path) and in_home(path, home) and not private(path, home)]
+
+
+def in_home(path, home):
+    """Inside the home folder, not the home folder itself."""
+    return bool(path) and path.startswith(home.rstrip(os.sep) + os.sep)
+
+
+def beside(folder):
+    """The folder, and for a `bin` folder what its install prefix's programs read beside it."""
+    parent = os.path.dirname(folder)
+    extra = [os.path.join(parent, name) for name in BESIDE_BIN]
+    return [folder, *(extra if os.path.basename(folder) == "bin" else [])]
+
+
+def programs(folder):
+    try:
+        with os.scandir(folder) as entries:
+            return [entry.path for _, entry in zip(range(PROGRAMS), entries)]
+    except OSError:
+        return []
+
+
+def interpreter(program):
+    """The absolute interpreter a script's `#!` line names (a pipx or venv tool's Python), or
+    ''."""
+    real = os.path.realpath(program)
+    try:  # through the door: a FIFO named like a program never hangs the harness
+        first = read_bytes(os.path.basename(real), 256, os.path.dirname(real))[0].split(b"\n")[0]
+    except (OSError, ValueError):
+        return ""
+    if not first.startswith(b"#!"):
+        return ""
+    words = first[2:].split()
+    return os.path.realpath(os.fsdecode(words[0])) if words and words[0].startswith(b"/") else ""
 
 
 class Capture(threading.Thread):

@@ -84,7 +84,7 @@ def start(task, workspace, settings, hands, messages=None):
     """The conversation the run starts from: the system prompt (or a chat's history), then the task
     with its picture (--image) and what the user_prompt_submit hooks added. Stopped when a hook
     refuses it."""
-    refused = hands.user_prompt_submit(task)
+    refused = hands.user_prompt_submit(task, messages)  # a history: session_start says "resume"
     if refused:
         raise Stopped(f"a user_prompt_submit hook refused the task: {refused}",
                       "Tool calls: none.\nFiles written: none.")
