@@ -1,11 +1,12 @@
 """Hooks as Claude Code's users write them (issue 39, 6), through the real command line: a friendly line on
 stdout with exit 0 is no objection (shown, not a block); a sandboxed hook runs the user's own tools from
 ~/.local/bin (and what they need) but reads no key; `continue: false` ends the run with its stopReason;
-`systemMessage` is shown; SessionStart says `resume` on --continue."""
+`systemMessage` is shown; SessionStart says `resume` on --continue and `compact` after /compact."""
 import json
 import os
-import stat
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +122,22 @@ def test_session_start_says_resume_on_continue(place):
     done, server = run(ws, me, ["Done again."], "--continue")
     assert done.returncode == 0, done.stderr
     assert "source=resume" in server.requests[0]["messages"][-1]["content"]
+
+
+def test_session_start_says_compact_after_a_chat_compacts(place):
+    """After /compact the session starts afresh from the summary: SessionStart fires again with source
+    "compact" (as Claude Code's does), and what it prints reaches the model with the next message."""
+    ws, me = place
+    users_hooks(me, "SessionStart", f"{sys.executable} -c \"import json,sys; "
+                                    f"print('source=' + json.load(sys.stdin)['source'])\"")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TINYHARNESS_")}
+    env.update(HOME=str(me), XDG_CONFIG_HOME=str(me / ".config"), XDG_DATA_HOME=str(me / ".local" / "share"),
+               PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    with ScriptedServer(["One.", "Two.", "Summary: we said hello.", "Three."]) as server:
+        done = subprocess.run([sys.executable, "-m", "tinyharness", "chat", "--yes", "--no-stream", "--keep-turns",
+                               "1", "--base-url", server.base_url], cwd=ws, env=env, capture_output=True, text=True,
+                              input="hello\nagain\n/compact\nthird\n/quit\n", timeout=60)
+    assert done.returncode == 0, done.stderr
+    sent = [request["messages"][-1]["content"] for request in server.requests]
+    assert "source=startup" in sent[0] and "source=" not in sent[1], sent
+    assert "source=compact" in sent[3], sent

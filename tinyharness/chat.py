@@ -86,6 +86,7 @@ class Conversation:
         self.end_line = lambda: None
         self.all_stats = []  # each message's, for chat --json's result line
         self.opened = False  # the first message opens the session: its session_start hooks run then
+        self.source = True  # what the next opening tells them: True (startup or resume), "compact"
 
     def sync(self, messages=None):
         if self.writer:
@@ -136,8 +137,8 @@ class Conversation:
     def run_settings(self, echo, image=None):
         """The loop's settings for one message: the chat's, derived with this message's picture and
         echo, the session's callbacks (the chat writes --transcript itself), and session_start for
-        the first only."""
-        opens, self.opened = not self.opened, True
+        the first only, and for the first after a compaction (its source "compact")."""
+        opens, self.opened, self.source = (not self.opened) and self.source, True, True
         return replace(self.settings.run, echo=echo, image=image, transcript=None,
                        opens_session=opens, on_update=self.sync, on_subagent=self.keep_subagent)
 
@@ -179,6 +180,7 @@ class Conversation:
         self.messages[:] = done.messages
         if self.writer:
             self.writer.compaction(done.summary, done.replaced, self.messages)
+        self.opened, self.source = False, "compact"  # the next message opens it again, as Claude
         self.tap.last_usage = {}  # the next size check must measure the new, shorter history
         self.notice(f"[compact] replaced {len(done.replaced)} messages with a summary: the history "
                     f"went from about {before} to {compaction.estimate_tokens(self.messages)} "

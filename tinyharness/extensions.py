@@ -212,12 +212,15 @@ class RunHands:
         (the first of a chat's messages; never a subagent), then user_prompt_submit. None when it
         may go on, else why not; what the hooks printed waits in prompt_context (with_context).
         `history`: the messages the run goes on from; with a user turn in them (--continue,
-        --resume, a resumed chat) session_start's source is "resume", as in Claude Code."""
+        --resume, a resumed chat) session_start's source is "resume", after a chat's compaction
+        "compact" (settings.opens_session), as in Claude Code."""
         seconds, context = self.settings.max_seconds, []
         self.deadline = None if seconds is None else time.monotonic() + seconds
         if self.settings.opens_session:
             resumed = any(message.get("role") == "user" for message in history or ())
-            verdict = self.hook("session_start", source="resume" if resumed else "startup")
+            opens = self.settings.opens_session  # "compact": a chat's first message after one
+            source = opens if isinstance(opens, str) else "resume" if resumed else "startup"
+            verdict = self.hook("session_start", source=source)
             if not verdict.allowed:
                 return verdict.reason
             context += [verdict.output] if verdict.output else []

@@ -70,8 +70,9 @@ class RunSettings:
                                                # hooks, permission rules, parallel reads; None =
                                                # none of them
     agent: str = "parent"                      # or "subagent": the command hooks read it
-    # session_start hooks run with this run's task (a chat's first only)
-    opens_session: bool = True
+    # session_start hooks run with this run's task (a chat's first only, and its first after a
+    # compaction: then "compact", the source they are told)
+    opens_session: Any = True
     # Callbacks: each line the run shows (the [tool] lines); each warning it writes to the user (one
     # channel: stderr, made printable); the messages whenever some were added (the session file
     # appends them); a subagent's messages when it ends (the session keeps them).
