@@ -5,8 +5,10 @@
   and a long command is a script better kept in a file. It is refused unread, never waved through.
 - A hard-linked file (`hard_links`): the same file under other names, perhaps outside the workspace,
   where no path check can see them.
-- A regex that backtracks (`then`): a rule like `rm[^;]*-r` rescans the rest of the command for every
-  `rm`, and nothing times the judging out (`(\\w+|:)\\s*\\(\\)...` took four minutes on 200,000 characters).
+- A regex that backtracks (`then`): a rule like `git[^;]*push` rescans the rest of the command for every
+  `git`, and nothing times the judging out (`(\\w+|:)\\s*\\(\\)...` took four minutes on 200,000 characters).
+  The lesson's own rule (hooks.py:recursive_delete) stays plain: past the length guard it never reads
+  more than 10,000 characters, which even a rescan for every `rm` judges in a fraction of a second.
 - The command policy's catalogue beyond the recursive deletes (`MORE_RULES`): sudo, mkfs, devices,
   shell start-up files, force pushes, downloads run unread, fork bombs, credentials, data sent away.
 """
@@ -44,7 +46,7 @@ def length_guard(workspace, name, args):
     return None
 
 
-# The rest of the command policy (hooks.py:COMMAND_RULES opens with the recursive deletes, its lesson):
+# The rest of the command policy (hooks.py:recursive_delete, its lesson, judges first):
 # each rule is (a regex over what a command would do, what the model is told when it fires).
 MORE_RULES = [
     (r"\b(sudo|doas|pkexec)\b|(^|[;&|(]\s*)su\b", "running as another user (sudo, su): more rights than you were given"),

@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-from .fences import MORE_RULES, hard_links, length_guard, then
+from .fences import MORE_RULES, hard_links, length_guard
 FILE_TOOLS = ("list_dir", "read_file", "write_file")
 NEEDS_PERMISSION = ("write_file", "shell")
 
@@ -38,23 +38,27 @@ def path_guard(workspace, name, args):
     return None
 
 
-# Each rule is a regex over what a command would do (its intent, not one spelling of it) and what the
-# model is told when it fires. A regex still only reads text: README.md lists what it cannot see.
-# `then(a, b)`: a, later followed by b in the same command, in linear time (fences.py says why).
-COMMAND_RULES = [
-    (then(r"\brm\b", r"\s(-[a-zA-Z]*[rR]|--recursive)"),
-     "a recursive delete (rm -r): one wrong path and a whole tree is gone, with no undo"),
-    ("(?i)" + then(r"\bremove-item\b", r"\s-r", within="."),
-     "a recursive delete (Remove-Item -Recurse): one wrong path and a whole tree is gone"),
-    *MORE_RULES,  # fences.py: sudo, mkfs, devices, start-up files, force pushes, pipes into a shell, ...
-]
+# The command policy: regexes over what a command would do, its shape, not one spelling of it (a regex
+# still only reads text: README.md lists what it cannot see). The lesson's rule first, then the armour's.
+COMMAND_RULES = MORE_RULES  # fences.py: sudo, mkfs, devices, start-up files, force pushes, `curl ... | sh`, ...
+
+
+# exercise(m3): Write recursive_delete: return why a shell command looks like a recursive delete, or None: rm with a flag holding r or R (or --recursive) anywhere after it in the same command, or Remove-Item with -Recurse in any case.
+def recursive_delete(command):
+    """The lesson's rule. A substring ("rm -rf") misses `rm -r -f`, `rm -fr` and `rm --recursive`;
+    a regex over the shape - the word, then such a flag in any order or grouping - does not."""
+    if re.search(r"\brm\b[^;&|\n]*\s(-[a-zA-Z]*[rR]|--recursive)", command):  # [^;&|\n]: the same command
+        return "a recursive delete (rm -r): one wrong path and a whole tree is gone, with no undo"
+    if re.search(r"(?i)\bremove-item\b.*\s-r", command):  # PowerShell: -Recurse, or its short form -r
+        return "a recursive delete (Remove-Item -Recurse): one wrong path and a whole tree is gone"
+    return None
 
 
 def command_policy(command):
-    """The reason a shell command is refused, or None. The first rule that matches wins."""
-    for pattern, why in COMMAND_RULES:
-        if re.search(pattern, command):
-            return f"the command looks like {why}. If the task needs it, say so in your answer and let the user run it."
+    """The reason a shell command is refused, or None: the first rule that matches wins."""
+    why = recursive_delete(command) or next((why for rule, why in COMMAND_RULES if re.search(rule, command)), None)
+    if why:
+        return f"the command looks like {why}. If the task needs it, say so in your answer and let the user run it."
     return None
 
 

@@ -235,3 +235,46 @@ def test_the_path_guard_at_the_workspace_edge(stage, tmp_path):
         assert guard(workspace, "list_dir", {"path": inside}) is None, inside
     for outside in ("..", "sub/../..", "../ws/..", str(tmp_path)):
         assert "outside the workspace" in guard(workspace, "list_dir", {"path": outside}), outside
+
+
+# --- The lesson's own rule: a regex over the shape, and a spelling it cannot see -------------------------
+# hooks.py:recursive_delete is m3's exercise: the learner writes the rule. Run once per distinct copy of the
+# stages' hooks.py (the package keeps its own, hardened rules: tinyharness/hooks.py).
+RULE_COPIES = copies("m3", "hooks.py", final=False)
+SHAPES_OF_A_TREE_DELETE = ["rm -r -f build", "rm -fr build", "rm -R build", "rm --recursive build",
+                           "rm -f build.log notes/ -r", "Remove-Item -Path build -Force -Recurse",
+                           "remove-item build -recurse", "ls; rm -rf build"]
+NOT_A_TREE_DELETE = ["rm file", "git rm --cached x", "rm -f build.log", "rm notes.txt; ls -R", "grep -r rm ."]
+
+
+@pytest.mark.parametrize("stage", RULE_COPIES)
+@pytest.mark.parametrize("command", SHAPES_OF_A_TREE_DELETE)
+def test_the_recursive_delete_rule_catches_the_shape_in_any_spelling(stage, command):
+    why = stage_hooks(stage).recursive_delete(command)
+    assert why and "recursive delete" in why, f"{command!r} deletes a whole tree, and the rule let it through"
+
+
+@pytest.mark.parametrize("stage", RULE_COPIES)
+@pytest.mark.parametrize("command", NOT_A_TREE_DELETE)
+def test_the_recursive_delete_rule_lets_an_ordinary_delete_through(stage, command):
+    assert not stage_hooks(stage).recursive_delete(command), f"{command!r} deletes no tree, and the rule refused it"
+
+
+@pytest.mark.parametrize("stage", RULE_COPIES)
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="known escape: the shell builds `rm -rf` from a variable when it runs; the regex reads the text before")
+def test_a_spelling_the_recursive_delete_rule_cannot_see(stage):
+    command = "x=rm; $x -rf build"
+    assert stage_hooks(stage).recursive_delete(command), f"{command!r} escapes the rule: it says rm nowhere"
+
+
+@pytest.mark.parametrize("stage", RULE_COPIES)
+def test_the_recursive_delete_rule_judges_the_longest_command_at_once(stage):
+    """The length guard lets commands of up to MAX_COMMAND_CHARS through to the rules. A plain regex that
+    rescans the rest of the command for every `rm` still judges that many characters in well under a
+    second; one that backtracks over nested repeats (`(\\w+\\s*)*-r`) takes minutes, and fails here."""
+    hooks = stage_hooks(stage)
+    limits = importlib.import_module(hooks.length_guard.__module__)
+    for shape, text in hard_texts(limits.MAX_COMMAND_CHARS).items():
+        _, seconds = judged_in_time(lambda: hooks.recursive_delete(text))
+        assert seconds < 5, f"the rule took {seconds:.1f} s on {len(text):,} characters of {shape}"
