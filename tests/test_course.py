@@ -94,21 +94,48 @@ def test_the_files_command_on_the_real_course():
     assert done.returncode == 0 and done.stdout.split() == ["m1_loop/llm.py", "m1_loop/loop.py", "m1_loop/tools.py"]
 
 
-def test_the_final_lesson_in_one_file_is_regenerated_byte_for_byte_and_its_length_is_told():
-    # docs/m8-lesson.py is python -m tinyharness.course flatten m8, as committed; the READMEs give its length
-    repo = Path(course.ROOT)
-    done = subprocess.run([sys.executable, "-m", "tinyharness.course", "flatten", "m8"], capture_output=True,
-                          timeout=60, cwd=repo)
+def flattened(*args):
+    done = subprocess.run([sys.executable, "-m", "tinyharness.course", "flatten", *args], capture_output=True,
+                          text=True, encoding="utf-8", timeout=60, cwd=course.ROOT)
     assert done.returncode == 0, done.stderr
-    committed = (repo / "docs" / "m8-lesson.py").read_bytes()
-    assert done.stdout == committed, "docs/m8-lesson.py is stale: python -m tinyharness.course flatten m8 > docs/m8-lesson.py"
-    text = committed.decode("utf-8")
-    headers = [line for line in text.splitlines() if line.startswith("# ==")]
-    assert [h.split()[2] for h in headers][:3] == ["m8_vision/llm.py", "m8_vision/loop.py", "m8_vision/tools.py"]
-    assert headers[-1].split()[2] == "m8_vision/vision.py" and len(headers) == 12
-    told = f"`docs/m8-lesson.py`](docs/m8-lesson.py), {len(text.splitlines())} lines"
-    assert told in (repo / "README.md").read_text(encoding="utf-8")
-    assert f"`docs/m8-lesson.py` ({len(text.splitlines())} lines)" in (repo / "m8_vision" / "README.md").read_text(encoding="utf-8")
+    return done.stdout
+
+
+def flat_files(text):
+    return [line.split()[2].removeprefix("m8_vision/") for line in text.splitlines() if line.startswith("# ==")]
+
+
+@pytest.mark.parametrize("args, target, files", [
+    ((), "m8-lesson.py", ["llm.py", "loop.py", "tools.py", "hooks.py", "guards.py", "context.py", "verify.py",
+                          "vision.py"]),
+    (("--eval",), "m8-eval.py", ["eval.py", "evals/__init__.py", "evals/claims.py", "evals/common.py"])])
+def test_the_final_harness_and_its_eval_in_one_file_each_are_regenerated_byte_for_byte(args, target, files):
+    # docs/m8-lesson.py is the harness alone (python -m tinyharness.course flatten m8); the eval, which
+    # measures it, is docs/m8-eval.py (flatten m8 --eval). The READMEs point to both, and give no stale count.
+    committed = (Path(course.ROOT) / "docs" / target).read_text(encoding="utf-8")
+    assert flattened("m8", *args) == committed, f"docs/{target} is stale: python -m tinyharness.course flatten " \
+                                                f"m8 {' '.join(args)} > docs/{target}"
+    assert flat_files(committed) == files
+    assert f"(docs/{target.replace('-eval', '-lesson')})" in (Path(course.ROOT) / "README.md").read_text(encoding="utf-8")
+    assert f"`docs/{target}`" in (Path(course.ROOT) / "m8_vision" / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_flat_header_counts_code_docstrings_comments_and_blank_lines_beside_the_article():
+    sample = '"""Doc.\n\nmore"""\nimport os\n\n# note\nx = 1  # trailing\ns = """\n# not a comment\n"""\n'
+    assert course.line_kinds(sample) == {"code": 5, "comments": 1, "docstrings": 3, "blank": 1}
+    header = flattened("m8").split("\n# ==")[0]
+    kinds = {}
+    for rel in flat_files(flattened("m8")):
+        for kind, n in course.line_kinds((Path(course.ROOT) / "m8_vision" / rel).read_text(encoding="utf-8")).items():
+            kinds[kind] = kinds.get(kind, 0) + n
+    told = " ".join(line.lstrip("# ") for line in header.splitlines())
+    assert f"{sum(kinds.values())} lines: {kinds['code']} of code, {kinds['comments']} of comments, " \
+           f"{kinds['docstrings']} of docstrings, {kinds['blank']} blank" in told, told
+    assert "300 lines" in told and "docs/m8-eval.py" in told
+
+
+def test_flatten_eval_of_a_stage_without_one_says_so(capsys):
+    assert course.course_flatten("m3", part="eval") == 2 and "m3_hooks has no eval" in capsys.readouterr().err
 
 
 def test_flatten_names_an_unknown_stage(capsys):
@@ -253,7 +280,7 @@ def exercise_lines(stage):
 def test_diff_hides_the_exercise_bodies_until_the_learner_s_copy_passes(progress):
     from tinyharness import exercises
     secret = exercise_lines("m3_hooks")
-    assert len(secret) > 10                                            # path_guard and checked_run
+    assert len(secret) > 10
     hidden = io.StringIO()
     assert course.course_diff("m2", "m3", output=hidden, color=False) == 0
     text = hidden.getvalue().splitlines()
@@ -262,7 +289,8 @@ def test_diff_hides_the_exercise_bodies_until_the_learner_s_copy_passes(progress
     assert "+def path_guard(workspace, name, args):" in text and \
         '+    """File tools stay inside the workspace. Resolve first (follow \'..\' and symlinks), then compare."""' in text
     placeholder = [line for line in text if "hidden" in line and "course diff m2 m3 --solutions" in line]
-    assert sum("your exercise (m3)" in line and "course check m3 --mine" in line for line in placeholder) == 2
+    holes = exercises.find_holes(Path(course.ROOT) / "m3_hooks")         # path_guard, recursive_delete, checked_run
+    assert sum("your exercise (m3)" in line and "course check m3 --mine" in line for line in placeholder) == len(holes) == 3
     shown = io.StringIO()
     assert course.course_diff("m2", "m3", output=shown, color=False, solutions=True) == 0
     assert all("+" + line in shown.getvalue().splitlines() for line in secret)
