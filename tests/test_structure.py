@@ -23,13 +23,19 @@ def changed_files(earlier, later):
     return (before ^ after) | edited
 
 
-def what_changed_table(stage):
-    """The file names in the first column of the README's "What changed" table."""
+def what_changed_rows(stage):
+    """{file: [its other cells]} from the README's "What changed" table (file, role, why)."""
     text = (ROOT / stage / "README.md").read_text(encoding="utf-8")
     section = re.search(r"^##+ What changed\s*$(.*?)(?=^##? |\Z)", text, re.M | re.S)
     assert section, f"{stage}/README.md has no '## What changed' section"
     rows = [line for line in section.group(1).splitlines() if line.strip().startswith("|")]
-    return {m.group(1) for row in rows[2:] for m in [re.match(r"\|\s*`?([^`|]+?)`?\s*\|", row)] if m}
+    cells = [[cell.strip() for cell in row.strip().strip("|").split(" | ")] for row in rows[2:]]
+    return {row[0].strip("`"): row[1:] for row in cells if row and row[0]}
+
+
+def what_changed_table(stage):
+    """The file names in the first column of the README's "What changed" table."""
+    return set(what_changed_rows(stage))
 
 
 def imported_modules(path):
@@ -65,6 +71,21 @@ def test_every_changed_file_is_in_the_what_changed_table(earlier, later):
     assert not missing, f"{later}/README.md 'What changed' does not name {sorted(missing)}"
 
 
+@pytest.mark.parametrize("earlier, later", list(zip(STAGES, STAGES[1:])))
+def test_every_file_the_what_changed_table_names_differs_from_the_previous_stage(earlier, later):
+    # the table says what this stage changed, not what the learner has by now: `course files` lists that
+    unchanged = what_changed_table(later) - changed_files(earlier, later)
+    assert not unchanged, f"{later}/README.md 'What changed' names {sorted(unchanged)}, which {later} did not change"
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_what_changed_table_gives_each_file_its_role_from_the_manifest(stage):
+    from tinyharness.manifest import FILES
+    roles = {file: cells[0].lower() if cells else "" for file, cells in what_changed_rows(stage).items()}
+    wrong = {file: role for file, role in roles.items() if role != FILES[stage].get(file)}
+    assert not wrong, f"{stage}/README.md 'What changed': the role column (lesson, armour, CLI) says {wrong}"
+
+
 def test_first_stage_table_names_its_files():
     assert stage_files(STAGES[0]) - {"__init__.py"} <= what_changed_table(STAGES[0])
 
@@ -77,6 +98,10 @@ def test_changed_files_detects_an_edit(tmp_path, monkeypatch):
             (tmp_path / stage / name).write_text(text)
     monkeypatch.setattr("tests.test_structure.ROOT", tmp_path)
     assert changed_files("m0_a", "m1_b") == {"x.py", "gone.py", "new.py"}
+    # and the table's reader: a row for a file that did not change is seen, with its role
+    (tmp_path / "m1_b" / "README.md").write_text("## What changed\n| file | role | why |\n|---|---|---|\n"
+                                               "| `x.py` | lesson | edited |\n| `same.py` | armour | not edited |\n")
+    assert what_changed_rows("m1_b") == {"x.py": ["lesson", "edited"], "same.py": ["armour", "not edited"]}
 
 
 def named_attacks(readme):
