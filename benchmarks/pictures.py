@@ -103,7 +103,7 @@ def loop_picture() -> str:
     svg.label(400, 75, "messages = [system prompt, user: the task]", anchor="middle")
     svg.arrow([(400, 90), (400, 124)])
     svg.box(230, 126, 340, 52, COLOURS["assistant"])
-    svg.label(400, 148, "message = client.chat(messages, SCHEMAS)", anchor="middle", size=12, mono=True)
+    svg.label(400, 148, "message = edges.ask(messages, SCHEMAS)", anchor="middle", size=12, mono=True)
     svg.label(400, 167, "messages.append(message)", anchor="middle", size=12, mono=True)
     svg.arrow([(400, 178), (400, 206)])
     svg.diamond(400, 240, 220, 64, "#ffffff")
@@ -115,14 +115,14 @@ def loop_picture() -> str:
     svg.label(688, 254, "is the answer", anchor="middle")
     svg.arrow([(400, 272), (400, 308)])
     svg.label(410, 294, "yes", weight="bold")
-    svg.box(130, 310, 540, 62, COLOURS["tool"])
-    svg.label(400, 333, "for call in message[\"tool_calls\"]: result = run_tool(...)", anchor="middle", size=12,
-              mono=True)
-    svg.label(400, 355, 'messages.append({"role": "tool", "tool_call_id": call["id"], ...})', anchor="middle",
-              size=12, mono=True)
-    svg.arrow([(130, 341), (100, 341), (100, 152), (228, 152)])
-    svg.label(110, 232, "next turn", weight="bold")
-    svg.label(110, 250, "(a new model call)", size=12)
+    svg.box(90, 310, 620, 62, COLOURS["tool"])
+    svg.label(400, 333, "for call in message[\"tool_calls\"]: result = edges.run(call, run_tool, workspace)",
+              anchor="middle", size=12, mono=True)
+    svg.label(400, 355, 'messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})',
+              anchor="middle", size=12, mono=True)
+    svg.arrow([(90, 341), (62, 341), (62, 152), (228, 152)])
+    svg.label(72, 232, "next turn", weight="bold")
+    svg.label(72, 250, "(a new model call)", size=12)
     svg.box(170, 400, 460, 48, "#ffffff", dashed=True)
     svg.label(400, 420, "after max_turns (8) model calls with calls still coming:", anchor="middle", size=12)
     svg.label(400, 438, "raise Stopped, exit 3: not confirmed complete", anchor="middle", size=12)

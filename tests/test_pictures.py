@@ -75,3 +75,16 @@ def test_text_is_cut_to_its_box_and_escaped():
     svg = pictures.Svg(10, 10, "a < b & c")
     ET.fromstring(svg.text())
     assert "a &lt; b &amp; c" in svg.text()
+
+
+def test_the_loop_picture_draws_the_calls_the_loop_makes():
+    # m1's loop asks through edges.ask and runs each call through edges.run (the exercise needs both): a
+    # picture that drew client.chat sent the learner to the wrong call
+    import ast
+    import re
+    tree = ast.parse((ROOT / "m1_loop" / "loop.py").read_text(encoding="utf-8"))
+    loop = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "run_agent")
+    code = "\n".join(ast.unparse(statement) for statement in loop.body[1:])  # the body, its docstring aside
+    called = set(re.findall(r"\b(\w+\.\w+)\(", code))
+    drawn = set(re.findall(r"\b(\w+\.\w+)\(", " ".join(texts("m1-loop.svg"))))
+    assert {"edges.ask", "edges.run"} <= drawn and drawn <= called, f"drawn {sorted(drawn)}, called {sorted(called)}"
