@@ -215,3 +215,14 @@ def test_a_write_through_one_name_of_a_hard_linked_file_is_seen_under_the_other(
     assert undone.returncode == 0, undone.stdout + undone.stderr
     assert "kept" not in undone.stdout  # the other name's change was the run's, not the user's
     assert (place.ws / "b" / "same.txt").read_text() == (place.ws / "a.txt").read_text() == "alpha\n"
+
+
+def test_a_tree_deeper_than_pythons_recursion_is_kept_and_restored(place):
+    make = "import os\nfor _ in range(1100): os.mkdir('d'); os.chdir('d')\nopen('f', 'w').write('deep')"
+    try:
+        place.run(shell(f"python3 -c \"{make}\""), shell(f"{RM} d"))
+        undone = place.cli("undo")
+        assert undone.returncode == 0, undone.stdout + undone.stderr
+        assert (place.ws / ("d/" * 1100) / "f").read_text() == "deep"
+    finally:
+        subprocess.run(["rm", "-rf", "d"], cwd=place.ws)  # shutil.rmtree recurses: pytest's clean-up could not

@@ -32,25 +32,24 @@ from .scan import FILE, FOLDER, LINK, join
 from .store import CHUNK, write_all
 
 
-def diff(store, a, b, prefix=""):
-    """{path: (entry in a, entry in b)} for every path whose entry differs; None = absent."""
-    changes = {}
-    if a == b:
-        return changes
-    left = store.get_tree(a) if a else {}
-    right = store.get_tree(b) if b else {}
-    for name in sorted(set(left) | set(right)):
-        x, y, path = left.get(name), right.get(name), join(prefix, name)
-        if x == y:
+def diff(store, a, b):
+    """{path: (entry in a, entry in b)} for every path whose entry differs; None = absent. A pair
+    of folders with the same digest is skipped whole; the walk keeps a list, not the stack."""
+    changes, todo = {}, [(a, b, "")]
+    while todo:
+        a, b, prefix = todo.pop()
+        if a == b:
             continue
-        if x and y and x[0] == y[0] == FOLDER:
-            if x[1] != y[1]:
+        left = store.get_tree(a) if a else {}
+        right = store.get_tree(b) if b else {}
+        for name in set(left) | set(right):
+            x, y, path = left.get(name), right.get(name), join(prefix, name)
+            if x == y:
+                continue
+            if not (x and y and x[0] == y[0] == FOLDER and x[1] == y[1]):
                 changes[path] = (x, y)
-            changes.update(diff(store, x[2], y[2], path))
-            continue
-        changes[path] = (x, y)
-        changes.update(diff(store, x[2] if x and x[0] == FOLDER else None,
-                            y[2] if y and y[0] == FOLDER else None, path))
+            todo.append((x[2] if x and x[0] == FOLDER else None,
+                         y[2] if y and y[0] == FOLDER else None, path))
     return changes
 
 

@@ -65,13 +65,17 @@ class Snapshot:
 
     # --- looking ------------------------------------------------------------------------------
     def scan(self, folder=""):
-        """Look at the folder and everything beneath it (a watch first, then the listing)."""
-        if self.watcher is not None:
-            self.watcher.add(folder)
-        self.look(folder, ())
-        for name, entry in list(self.folders.get(folder, {}).items()):
-            if entry[0] == FOLDER:
-                self.scan(join(folder, name))
+        """Look at the folder and everything beneath it (a watch first, then the listing); by a
+        list of folders still to look at, not recursion: a tree thousands of folders deep is a
+        tree like any other."""
+        todo = [folder]
+        while todo:
+            folder = todo.pop()
+            if self.watcher is not None:
+                self.watcher.add(folder)
+            self.look(folder, ())
+            todo += [join(folder, name) for name, entry in self.folders.get(folder, {}).items()
+                     if entry[0] == FOLDER]
 
     def look(self, folder, names):
         """List one folder again: read the files in `names` and those whose key changed; scan a new
@@ -178,16 +182,20 @@ class Snapshot:
         return [FILE, mode, digest, key, time.time_ns() - key[1] < RACY_NS]
 
     # --- the trees ------------------------------------------------------------------------------
-    def digest(self, folder=""):
-        """The folder's tree digest, writing the trees that changed (bottom up)."""
-        if folder in self.digests:
-            return self.digests[folder]
-        entries = {}
-        for name, entry in self.folders.get(folder, {}).items():
-            inner = self.digest(join(folder, name)) if entry[0] == FOLDER else entry[2]
-            entries[name] = [entry[0], entry[1], inner]
-        self.digests[folder] = self.store.put_tree(entries)
-        return self.digests[folder]
+    def digest(self):
+        """The workspace's tree digest, writing the trees that changed, deepest first. A folder
+        that could not be listed is left out of its parent's tree: its content is not known."""
+        if "" in self.digests:
+            return self.digests[""]
+        unsettled = [f for f in self.folders if f not in self.digests]
+        for folder in sorted(unsettled, key=lambda f: f.count("/") + bool(f), reverse=True):
+            entries = {}
+            for name, entry in self.folders[folder].items():
+                inner = self.digests.get(join(folder, name)) if entry[0] == FOLDER else entry[2]
+                if inner is not None:
+                    entries[name] = [entry[0], entry[1], inner]
+            self.digests[folder] = self.store.put_tree(entries)
+        return self.digests.get("") or self.store.put_tree({})
 
     def files(self):
         """path -> [key, digest] of every file: what the next run need not read again."""
