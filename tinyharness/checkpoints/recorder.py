@@ -65,8 +65,8 @@ class Recorder:
             return None
         try:
             return step(*args)
-        except OSError as e:
-            self.failed = str(e)
+        except Exception as e:  # a full disk (OSError), or a bug: the run goes on, told
+            self.failed = str(e) or type(e).__name__
             self.warn(f"[checkpoints] off for the rest of this run: {e}; changes from now on "
                       "cannot be undone")
             return None
