@@ -48,7 +48,8 @@ def build(root, files):
     if shutil.which("git"):
         env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
                "GIT_COMMITTER_EMAIL": "b@b"}
-        for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "files"]):
+        # packed, as a repository that has lived a while (and no gc --auto in the background)
+        for args in (["init", "-q"], ["add", "-A"], ["-c", "gc.auto=0", "commit", "-qm", "files"], ["gc", "-q"]):
             subprocess.run(["git", *args], cwd=ws, env=env, check=True, capture_output=True)
     return ws
 
