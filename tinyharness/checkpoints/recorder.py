@@ -92,18 +92,20 @@ class Recorder:
         watcher = self.watcher
         if watcher is not None and watcher.available:
             changes = watcher.changes()
-            if watcher.available:
+            if watcher.available and not watcher.overflowed:
                 added = [new for folder, names in sorted(changes.items())
                          if folder in self.snapshot.folders
-                         for new in self.snapshot.look(folder, names)]
+                         for new in self.snapshot.look(folder, names, watched=True)]
                 for folder in added:
                     self.snapshot.scan(folder)
                 for folder, names in self.snapshot.other_names(self.snapshot.changed).items():
                     self.snapshot.look(folder, names)  # a hard link's other names
                 self.say_left_out()
                 return
-            self.say_once("watch", f"[checkpoints] {watcher.broken}: each checkpoint now looks at "
-                                   "every file (slower)")
+            if watcher.broken:
+                self.say_once("watch", f"[checkpoints] {watcher.broken}: each checkpoint now "
+                                       "looks at every file (slower)")
+            watcher.overflowed = False  # the scan below sees what the lost events said
         self.snapshot.scan()
         self.say_left_out()
 

@@ -36,6 +36,14 @@ def join(folder, name):
     return f"{folder}/{name}" if folder else name
 
 
+def changed(before, entry):
+    """Whether an entry changed what a tree holds: its kind, mode or bytes (a folder: also its
+    identity, a folder replaced by another of the same name). A new stat key alone (a touch)
+    is no change."""
+    return (before is None or before[:3] != entry[:3]
+            or (entry[0] == FOLDER and before[3][2] != entry[3][2]))
+
+
 class Snapshot:
     """folder -> {name: [kind, mode, digest-or-target, key, racy]}; '' is the workspace."""
 
@@ -77,30 +85,35 @@ class Snapshot:
             todo += [join(folder, name) for name, entry in self.folders.get(folder, {}).items()
                      if entry[0] == FOLDER]
 
-    def look(self, folder, names):
+    def look(self, folder, names, watched=False):
         """List one folder again: read the files in `names` and those whose key changed; scan a new
-        folder, drop one that is gone. Returns the new sub-folders it scanned."""
+        folder, drop one that is gone. Returns the new sub-folders it scanned. `watched`: every
+        write since the last look is among `names` (the watcher said so), so a file read soon
+        after its last write is not read again."""
         old = self.folders.get(folder, {})
         try:
             listing = os.scandir(os.path.join(self.root, folder))
         except OSError as e:
             return self.unlisted(folder, e)
-        new, added = {}, []
+        new, added, differs = {}, [], False
         with listing:
             for item in listing:
                 path = join(folder, item.name)
                 if self.skip(path):
                     continue
-                entry = self.entry(path, item, old.get(item.name), item.name in names)
+                before = old.get(item.name)
+                entry = self.entry(path, item, before, item.name in names, watched)
                 if entry is None:
                     continue
                 new[item.name] = entry
-                if entry != old.get(item.name):
-                    self.note(path, old.get(item.name), entry, added)
+                if changed(before, entry):
+                    differs = True
+                    self.note(path, before, entry, added)
         for name in set(old) - set(new):
+            differs = True
             self.note(join(folder, name), old[name], None, added)
         self.folders[folder] = new
-        if new != old:
+        if differs:
             self.unsettle(folder)
         return added
 
@@ -137,7 +150,7 @@ class Snapshot:
             folder = folder.rpartition("/")[0]
 
     # --- one entry ------------------------------------------------------------------------------
-    def entry(self, path, item, old, touched):
+    def entry(self, path, item, old, touched, watched=False):
         """[kind, mode, digest-or-target, key, racy] for one listed name, or None (left out)."""
         try:
             info = item.stat(follow_symlinks=False)
@@ -153,7 +166,8 @@ class Snapshot:
             return None
         if info.st_nlink > 1:  # a write through another name is reported in that name's folder
             self.linked.setdefault(info.st_ino, set()).add(path)
-        if not touched and old is not None and old[0] == FILE and old[3] == key and not old[4]:
+        if (not touched and old is not None and old[0] == FILE and old[3] == key
+                and (watched or not old[4])):
             return [FILE, mode, old[2], key, False]
         cached = self.cache.get(path)
         if not touched and old is None and cached and cached[0] == key:

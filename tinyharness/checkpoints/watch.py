@@ -11,9 +11,9 @@ folder of the workspace, added before the folder is listed so that nothing chang
 the two. The kernel queues an event for every name created, deleted, moved, written or whose
 attributes changed, in a watched folder, from any process (the sandbox's commands included: a bind
 mount shares the inodes). `changes()` reads the queue without waiting and returns, per folder, the
-names that had events; the scan (scan.py) looks again at those alone. A queue that overflowed, or a
-watch the kernel refused (fs.inotify.max_user_watches), is said, and the caller falls back to
-looking at every file.
+names that had events; the scan (scan.py) looks again at those alone. A queue that overflowed
+(`overflowed`) makes the caller look at every file once; a watch the kernel refused
+(fs.inotify.max_user_watches) is said, and the caller looks at every file from then on.
 
 What it cannot do. inotify does not report writes through a shared memory mapping (mmap), nor a
 write through a hard link whose other name lies outside the watched folders; the scan looks at
@@ -43,7 +43,7 @@ class Watcher:
     caller then looks at every file); `changes()` reads what happened."""
 
     def __init__(self, root):
-        self.root, self.fd, self.broken = root, -1, None
+        self.root, self.fd, self.broken, self.overflowed = root, -1, None, False
         self.paths, self.watches = {}, {}  # wd -> folder (relative), folder -> wd
         if libc is None or not hasattr(libc, "inotify_init1"):
             self.broken = "inotify is Linux's"
@@ -86,7 +86,7 @@ class Watcher:
 
     def changes(self):
         """{folder: {names with events}} since the last call; a folder's own event counts under its
-        parent. Sets `broken` on an overflowed queue."""
+        parent. Sets `overflowed` when the kernel dropped events."""
         changed = {}
         while self.fd >= 0:
             try:
@@ -103,7 +103,7 @@ class Watcher:
             name = data[at + HEADER.size:at + HEADER.size + length].rstrip(b"\0")
             at += HEADER.size + length
             if mask & IN_Q_OVERFLOW:
-                self.broken = "too many changes at once for inotify's queue"
+                self.overflowed = True  # events were lost: the caller looks at everything
                 continue
             folder = self.paths.get(wd)
             if folder is None:
