@@ -45,11 +45,12 @@ class Place:
         return subprocess.run([sys.executable, "-m", "tinyharness", *args], cwd=self.ws, env=self.env,
                               capture_output=True, text=True, timeout=timeout)
 
-    def run(self, *calls):
+    def run(self, *calls, flags=()):
         """One scripted turn per call under `tinyharness run --yes`."""
         script = [{"tool_calls": [{"name": name, "arguments": arguments}]} for name, arguments in calls] + ["done"]
         with ScriptedServer(script=script) as server:
-            done = self.cli("run", "--yes", "--no-session", *SANDBOX, "--base-url", server.base_url, "the task")
+            done = self.cli("run", "--yes", "--no-session", *SANDBOX, *flags, "--base-url", server.base_url,
+                            "the task")
         assert done.returncode == 0, done.stderr
         return done
 
@@ -226,3 +227,11 @@ def test_a_tree_deeper_than_pythons_recursion_is_kept_and_restored(place):
         assert (place.ws / ("d/" * 1100) / "f").read_text() == "deep"
     finally:
         subprocess.run(["rm", "-rf", "d"], cwd=place.ws)  # shutil.rmtree recurses: pytest's clean-up could not
+
+
+def test_no_checkpoints_keeps_none_and_undo_says_there_is_nothing(place):
+    place.run(shell("echo model > a.txt"), flags=["--no-checkpoints"])
+    listed, undone = place.cli("checkpoints"), place.cli("undo")
+    assert listed.returncode == undone.returncode == 1
+    assert "Nothing to undo" in undone.stdout and (place.ws / "a.txt").read_text() == "model\n"
+    assert not (place.data / "tinyharness" / "checkpoints").exists()  # not a byte stored
