@@ -28,6 +28,10 @@ exchange and the server's work, the request's JSON encoding included); what is l
 the harness: the context policy and the watch, running the tools, the guards. Timings vary with the
 machine and from run to run; they are printed, never asserted.
 
+The same policies on a long output-heavy run, where the window stays full for a hundred turns and
+more (the prefix a server's cache must prefill again, where the prefix breaks, the harness's own
+time per turn early and late): `python -m benchmarks.window_edge`.
+
 `--svg FILE` draws the 40-turn task's prompt tokens per model call for no scissors, the sliding
 scissors (the stages) and batch+cap (tinyharness's default) as one picture, and prints nothing else:
 docs/m5-context.svg is that picture, and a test regenerates it byte for byte.

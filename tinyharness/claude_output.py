@@ -38,6 +38,7 @@ import uuid
 
 from .console import printable, warn
 from .run_end import Results
+from .sessions.writer import unwritten_from
 
 FORMATS = ("text", "json", "stream-json")
 FAILED = ("ERROR", "BLOCKED", "DENIED")  # a tool result that starts so did not do what was asked
@@ -131,13 +132,13 @@ class Converter:
 
     def __init__(self, model, session_id):
         self.model, self.session_id = model, session_id
-        self.written, self.task_seen, self.usage = 0, False, {}
+        self.written, self.last, self.task_seen, self.usage = 0, None, False, {}
         self.calls, self.denials = {}, []  # tool_use_id -> (name, input); the calls DENIED
 
     def new(self, messages):
         """The Claude messages for what was added since the last call."""
         found = []
-        for message in messages[self.written:]:
+        for message in messages[unwritten_from(messages, self.written, self.last):]:
             role = message.get("role")
             if role == "assistant":
                 found.append(self.assistant(message))
@@ -147,7 +148,7 @@ class Converter:
                 found.append(self.wrap("user", {"role": "user",
                                                 "content": text_blocks(message.get("content"))}))
             self.task_seen = self.task_seen or role == "user"
-        self.written = len(messages)
+        self.written, self.last = len(messages), messages[-1] if messages else None
         return found
 
     def wrap(self, kind, message):

@@ -17,7 +17,10 @@ character. Cutting an old message therefore costs a re-read of everything after 
   two. Small context, but the prefix changes on almost every turn, and each change re-reads the
   newest results.
 - `batch_scissors`: change nothing until the context passes a high-water mark, then cut old results
-  in one go. The prefix breaks now and then instead of every turn.
+  in one go. The prefix breaks now and then instead of every turn. A long run's skeleton (the
+  calls and the stubs, which no stub removes) grows a few hundred characters a turn; once it keeps
+  the context over the low mark, the oldest turns are collapsed into one summary line, deep, so
+  the next cut is again many turns away instead of one turn.
 - `cap_on_insert`: shorten a long result (head + tail) *before* the model first sees it. It never
   breaks the prefix, because nothing is changed after it was sent; but the model never sees the
   middle of that result.
@@ -27,15 +30,24 @@ What they cost, measured by `python -m benchmarks.context` (a scripted 40-turn c
 cutting, which overflows the window by the 12th turn):
 
     sliding scissors  1.48x the work, 29 prefix breaks
-    batch scissors    1.26x, 12 breaks; over 90% of the window in 5 of 8 random variants of the task
-    batch + cap       1.07x, 9 breaks, always under 90%; 13 of 39 results capped, 28% of the
+    batch scissors    1.21x, 7 breaks
+    batch + cap       0.98x, 4 breaks, always under 90%; 13 of 39 results capped, 28% of the
                       tool output's characters never seen by the model
 
-Why the cap is needed at 8k: by turn 40 the skeleton that no scissors remove (the calls, the
-written files, one stub per old result) fills well over half of the window, so near the end any
-scissors cut almost every turn, and every cut re-reads the two newest results. Only smaller
-results make those re-reads, and the risk of overflowing, small. The price is information:
-a capped file is seen head and tail only. `DEFAULT_POLICY` is batch + cap.
+and by `python -m benchmarks.window_edge` (200 turns of a command printing 400 lines, ~1.9 KB a
+result; bytes a prefix cache prefills anew against every message processed once): batch + cap
+1.34x the floor, 34 prefix breaks 5-7 turns apart, every request under the window; before the
+collapse it was 1.89x, with 164 breaks (every call from the 48th) and every request from the 77th
+past the window. Sliding: 2.04x, and past the window too.
+
+Why the cap is needed at 8k: by turn 40 the skeleton fills well over half of the window, so near
+the end any scissors cut almost every turn, and every cut re-reads the two newest results. Only
+smaller results make those re-reads, and the risk of overflowing, small. The price is information:
+a capped file is seen head and tail only, a collapsed turn as a count in the summary line.
+`DEFAULT_POLICY` is batch + cap.
+
+What each policy measures of the history (the JSON size of each message) is measured once per
+message (`message_chars`), so a turn costs the same at the 200th call as at the first.
 
 The harness must keep what a policy returns as its history (`messages = policy(messages, window)`),
 so a result cut once stays cut: `batch_scissors` depends on it (re-applied to the uncut history it
@@ -43,6 +55,7 @@ would cut again every turn), and it is what keeps a cut message byte-identical f
 """
 import json
 import re
+from collections import Counter
 
 from .arrival import count_images, without_images
 
@@ -136,9 +149,35 @@ IMAGE_TOKENS = 1000
 
 def json_chars(messages):
     """Characters of the messages as JSON, each picture counted as IMAGE_TOKENS tokens instead of
-    its base64."""
-    return (len(json.dumps(without_images(messages), ensure_ascii=False))
-            + 4 * IMAGE_TOKENS * count_images(messages))
+    its base64. A list's JSON is its messages' JSON joined by ", " in brackets, so the sum of the
+    messages' own sizes (each measured once: `message_chars`) is exact."""
+    return 2 + sum(message_chars(m) for m in messages) + 2 * max(0, len(messages) - 1)
+
+
+# id(message) -> (message, its JSON characters). A message is measured once: the loop appends new
+# messages and replaces old ones (a stub, a summary), and never edits one in place - that is what
+# keeps the server's prefix - so a long history is not encoded again at every turn. The entry holds
+# the message itself, so its id cannot be reused while it is remembered.
+_MEASURED = {}
+_MEASURED_MAX = 20_000
+
+
+def message_chars(message):
+    """The JSON characters of one message (a picture counted as IMAGE_TOKENS tokens)."""
+    key = id(message)
+    known = _MEASURED.get(key)
+    content = message.get("content")
+    shape = len(content) if isinstance(content, str) else -1
+    if known is not None and known[0] is message and known[2] == shape:
+        return known[1]
+    size = (len(json.dumps(without_images([message])[0], ensure_ascii=False))
+            + 4 * IMAGE_TOKENS * count_images([message]))
+    if shape < 0:  # a picture's message is measured each time: the cache holds no pictures
+        return size
+    if len(_MEASURED) >= _MEASURED_MAX:
+        _MEASURED.clear()
+    _MEASURED[key] = (message, size, shape)
+    return size
 
 
 def estimate_tokens(messages):
@@ -197,33 +236,129 @@ class ContextWatch:
 # so a cut there stubs every old result; in a larger window 40% keeps the recent story whole.)
 HIGH_WATER = 0.75
 LOW_WATER = 0.40
+# When stubbing cannot reach the low mark and the skeleton (the calls and stubs before the newest
+# turns) is over SKELETON_MAX of the window, its oldest turns are collapsed until it is under
+# SKELETON_LEFT.
+SKELETON_MAX = 0.20
+SKELETON_LEFT = 0.05
 
 
-def batch_scissors(messages, window_tokens, high=HIGH_WATER, low=LOW_WATER, keep=2, limit=200):
+def batch_scissors(messages, window_tokens, high=HIGH_WATER, low=LOW_WATER, keep=2, limit=200,
+                   skeleton_max=SKELETON_MAX, skeleton_left=SKELETON_LEFT):
     """Change nothing until the messages pass `high` of the window; then stub old tool results,
     oldest first and never the newest `keep` (nor a result the model has not seen yet), until they
     are under `low` of the window.
 
     Between two cuts the history only grows, so the server's prompt cache reuses all of it;
     a cut breaks the prefix once, and the stubs are the same ones `sliding_scissors` writes, so a
-    message cut once is never changed again. If stubbing every old result is not enough (a long
-    run's skeleton of calls and stubs outgrows the low mark), it cuts what it can and stops.
+    message cut once is never changed again. When stubbing every old result is not enough (a long
+    run's skeleton of calls and stubs has outgrown the low mark), the oldest turns are collapsed
+    into one summary line (`collapse`) until the messages are under `collapse_to` of the window:
+    one deep cut, so the next is many turns away, instead of a cut at every turn.
     """
     chars = json_chars(messages)
     if (chars + 3) // 4 <= high * window_tokens:
         return list(messages)
     out = list(messages)
-    described = describe_calls(out)
+    described = None
     for i in older_results(out, keep):
         if (chars + 3) // 4 <= low * window_tokens:
             break
         if cuttable(out[i], limit):
+            described = described or describe_calls(out)
             cut = stub(out[i], described)
-            # The list's JSON is its messages' JSON joined by ", ": the change is exact.
-            chars += (len(json.dumps(cut, ensure_ascii=False))
-                      - len(json.dumps(out[i], ensure_ascii=False)))
+            chars += message_chars(cut) - message_chars(out[i])
             out[i] = cut
+    if (chars + 3) // 4 > low * window_tokens:
+        chars_per_window = 4 * window_tokens
+        out = collapse(out, skeleton_max * chars_per_window, skeleton_left * chars_per_window, keep)
     return out
+
+
+# --- Collapsing the skeleton ---------------------------------------------------------------------
+
+COLLAPSED = "[harness] To keep this conversation in the context window, the harness removed "
+COUNTS = re.compile(r"([^\s:,()]+): (\d+)")
+
+
+def collapse(messages, over_chars, left_chars, keep=2):
+    """The messages with the oldest turns of the current task (after the last message the user
+    typed) replaced by one summary line, when those turns - the skeleton before the newest ones -
+    take more than `over_chars` characters of JSON: turn by turn until they take under
+    `left_chars`.
+
+    Only whole turns go (a call never loses its result), never the newest `keep` results' turns nor
+    a result the model has not seen. A summary already there is merged into the new one, so there
+    is one, and its counts add up. The line says what went (how many calls of which tool) and where
+    the work is; what the calls said is gone from the model's view, as from a stub, but the cut is
+    at one place and made rarely: the next one is many turns away. Returns a new list."""
+    start = skeleton_start(messages)
+    stop = collapse_stop(messages, start, keep)
+    skeleton = sum(message_chars(m) + 2 for m in messages[start:stop])
+    if skeleton <= over_chars:
+        return list(messages)
+    end, counts, summary = start, Counter(), None
+    while end < stop and skeleton > left_chars:
+        turn_end = end + 1
+        while turn_end < stop and messages[turn_end].get("role") == "tool":
+            turn_end += 1
+        if turn_end < len(messages) and messages[turn_end].get("role") == "tool":
+            break                        # it would split a call from its result
+        for message in messages[end:turn_end]:
+            counts += calls_in(message)
+            skeleton -= message_chars(message) + 2
+        new = summary_line(counts)
+        skeleton += message_chars(new) + 2 - (message_chars(summary) + 2 if summary else 0)
+        summary, end = new, turn_end
+    if summary is None:
+        return list(messages)
+    return messages[:start] + [summary] + messages[end:]
+
+
+def skeleton_start(messages):
+    """Where the current task's turns begin: after the last message the user typed."""
+    typed = [i for i, m in enumerate(messages) if m.get("role") in ("user", "system")
+             and not message_text(m).startswith("[harness]")]
+    return typed[-1] + 1 if typed else len(messages)
+
+
+def collapse_stop(messages, start, keep):
+    """The first message a collapse must leave: the turn of the oldest of the newest `keep` results,
+    the model's last reply (its results are unseen), a message the user typed."""
+    replies = [i for i in range(start, len(messages)) if messages[i].get("role") == "assistant"]
+    results = [i for i in range(start, len(messages)) if messages[i].get("role") == "tool"]
+    stop = replies[-1] if replies else start
+    if keep and len(results) >= keep:
+        stop = min(stop, max((i for i in replies if i < results[-keep]), default=start))
+    barrier = next((i for i in range(start, len(messages))
+                    if messages[i].get("role") in ("user", "system")
+                    and not message_text(messages[i]).startswith("[harness]")), len(messages))
+    return min(stop, barrier)
+
+
+def message_text(message):
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def calls_in(message):
+    """Tool name -> calls, of an assistant message's calls or of an earlier summary line."""
+    if message_text(message).startswith(COLLAPSED):
+        return Counter({name: int(n) for name, n in COUNTS.findall(message_text(message))})
+    return Counter(str((call.get("function") or {}).get("name") or "a tool")
+                   for call in message.get("tool_calls") or [])
+
+
+def summary_line(counts):
+    total = sum(counts.values())
+    listed = ", ".join(f"{name}: {n}" for name, n in sorted(counts.items()))
+    return {"role": "user", "content": (
+        f"{COLLAPSED}the {total} oldest tool call{'s' * (total != 1)} of this task and their "
+        f"results ({listed or 'none'}). What they wrote is in the workspace and your notes are in "
+        "agent_notes.md; read a file again if you need it (a command run again would repeat what "
+        "it did).")}
 
 
 # A tool's own "N characters omitted" marker (the shell cuts long output head + tail too), and ours.

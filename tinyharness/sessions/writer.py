@@ -149,6 +149,17 @@ def claim(path):
     return fd
 
 
+def unwritten_from(messages, written, last):
+    """Where the messages not written yet begin: at `written`, unless the history was shortened
+    since (the context policy collapses a long run's oldest turns into one line), then right after
+    `last`, the newest message written (the loop only adds at the end; a collapse never takes the
+    newest turns)."""
+    if last is None or 0 < written <= len(messages) and messages[written - 1] is last:
+        return min(written, len(messages))
+    return next((i + 1 for i in range(len(messages) - 1, -1, -1) if messages[i] is last),
+                min(written, len(messages)))
+
+
 class SessionWriter:
     """Appends events to one session file. `sync(messages)` writes every message added to the
     history since the last sync, so it can be called as often as the loop likes (run_agent's
@@ -166,6 +177,7 @@ class SessionWriter:
             lock(fd, self.path)
         self.fd = fd
         self.written = written   # how many messages of the history are already in the file
+        self.last = None         # the newest of them (unwritten_from)
         # the usage of the latest model call, attached to the next assistant event
         self.usage = {}
         if header:
@@ -206,15 +218,15 @@ class SessionWriter:
         self.write({"type": kind, "time": now(), **fields})
 
     def sync(self, messages):
-        """Write the messages added since the last sync (the history only grows between syncs;
-        the context policy rewrites old results in place, which is not an event)."""
-        for message in messages[self.written:]:
+        """Write the messages added since the last sync (the context policy's stubs and collapsed
+        turns are rewrites of old messages, not events: the file keeps the originals)."""
+        for message in messages[unwritten_from(messages, self.written, self.last):]:
             role = message.get("role")
             extra = {"usage": self.usage} if role == "assistant" and self.usage else {}
             self.event(role if role in MESSAGE_TYPES else "user", message=message, **extra)
             if role == "assistant":
                 self.usage = {}
-        self.written = len(messages)
+        self.written, self.last = len(messages), messages[-1] if messages else None
 
     def notice(self, text):
         self.event("notice", text=text)
@@ -222,11 +234,11 @@ class SessionWriter:
     def compaction(self, summary, replaced, messages):
         """The summary and every message it replaced, whole; then the history is `messages`."""
         self.event("compaction", summary=summary, replaced=replaced)
-        self.written = len(messages)
+        self.written, self.last = len(messages), messages[-1] if messages else None
 
     def clear(self, messages):
         self.event("clear")
-        self.written = len(messages)
+        self.written, self.last = len(messages), messages[-1] if messages else None
 
     def end(self, reason):
         self.event("end", reason=reason)
@@ -243,7 +255,7 @@ class StreamWriter(SessionWriter):
 
     def __init__(self, out):  # no file, no lock: the stream is the caller's
         self.out, self.path, self.err, self.failed, self.fd = out, Path("-"), sys.stderr, None, None
-        self.written, self.usage = 0, {}
+        self.written, self.last, self.usage = 0, None, {}
 
     def write(self, event):
         self.out.write(json_line(event) + "\n")
