@@ -24,7 +24,6 @@ import pathlib
 import resource
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -399,6 +398,9 @@ def test_an_allow_rule_does_not_reach_a_file_through_a_hard_link(box):
 MCP_SERVER = r'''
 import json, sys
 flag = sys.argv[1]
+if len(sys.argv) > 2 and sys.argv[2] == "FLOOD":
+    for _ in range(320):
+        sys.stderr.write("flood " * 10922 + "\n")
 sys.stderr.write("server log line: %s\n" % sys.argv[2] if len(sys.argv) > 2 else "server log line\n")
 sys.stderr.flush()
 for line in sys.stdin:
@@ -1099,11 +1101,15 @@ def test_sessions_lists_past_every_hostile_file_with_little_memory(box, listing)
     real = one_real_session(box)
     for kind in SESSION_KINDS:
         plant_session(box, kind)
+    odd = {"type": "start", "time": "2020-01-01T00:00:00Z", "folder": "/x\x1b]0;pwned\x07\u202eevil", "model": "m\x1b[2J"}
+    task = {"type": "user", "time": "2020-01-01T00:00:00Z", "message": {"role": "user", "content": "\x1b[31mred\u202e"}}
+    (sessions_folder(box) / "20200102-000000-oddodd.jsonl").write_text(json.dumps(odd) + "\n" + json.dumps(task) + "\n")
     r = cli(box, *listing, memory=400 << 20, timeout=60)
     assert_sane(r)
     assert r.code == 0, r
     assert real in r.out, r
     assert SECRET not in r.out, r
+    assert "\x1b" not in r.out and "\u202e" not in r.out, r.out
 
 
 @pytest.mark.parametrize("kind", SESSION_KINDS)
@@ -1238,3 +1244,73 @@ def test_a_workspace_file_name_that_is_not_utf8(box, then):
         v = cli(box, "view", lines[-1]["session_id"])
         assert_sane(v)
         assert v.code == 0, v
+
+
+# --- 10. More of the same families: hooks under a Read deny, credentials in URLs, the MCP log's cap, --json's last line
+
+@pytest.mark.parametrize("event", ["post_tool_use", "user_prompt_submit"])
+def test_a_read_deny_reaches_a_sandboxed_hook_whose_output_the_model_reads(box, event):
+    """A trusted hook in the sandbox (the default) prints `cat secret.txt`; a post_tool_use hook's output is added to
+    the result, a user_prompt_submit hook's to the task: under `--deny Read(secret.txt)` the secret must read empty
+    for it, as for commands (the README excepts only "sandbox": false hooks and MCP servers)."""
+    (box.ws / "secret.txt").write_text(f"ws {SECRET}\n")
+    (box.ws / ".tinyharness").mkdir()
+    (box.ws / ".tinyharness" / "hooks.json").write_text(json.dumps({event: [{"command": "cat secret.txt; echo hook-ran"}]}))
+    with scripted() as srv:
+        assert_sane(run_yes(box, srv, tty="y\n", task="Trust it."))
+    with scripted(call("list_dir", path=".")) as srv:
+        r = run_yes(box, srv, "--deny", "Read(secret.txt)")
+    assert_sane(r)
+    assert "hook-ran" in json.dumps(srv.requests), ("the hook's output never reached the model: proves nothing", r)
+    assert not leaked(srv), r
+
+
+@pytest.mark.parametrize("command", ["run-json", "doctor", "connection-error"])
+def test_a_password_in_the_base_url_is_never_printed_or_saved(box, command):
+    """`--base-url http://user:PASS@host/v1`: the password may go to that host, but is printed nowhere (stdout,
+    stderr, the --json lines, doctor's endpoint line, a connection error) and saved in no session."""
+    with scripted("Hi.", "Hi.", "Hi.") as srv:
+        host = srv.base_url.split("//", 1)[1]
+        url = f"http://user:{SECRET}@{host if command != 'connection-error' else '127.0.0.1:9/v1'}"
+        args = {"run-json": ["run", "--json", "--yes", "--no-stream", "--base-url", url, "Do it."],
+                "doctor": ["doctor", "--base-url", url, "--timeout", "5"],
+                "connection-error": ["run", "--yes", "--no-stream", "--base-url", url, "Do it."]}[command]
+        r = cli(box, *args)
+    assert_sane(r)
+    saved = "".join(p.read_text(errors="replace") for p in box.home.rglob("*") if p.is_file())
+    assert SECRET not in r.out + r.err, r
+    assert SECRET not in saved, "the password is in a file the harness saved"
+
+
+def test_an_mcp_server_s_stderr_flood_stays_within_the_log_cap(box):
+    """A server writes 20 MB to stderr before it answers: its log (`mcp-logs/`, "1 MiB at most") stays small, the run
+    neither hangs nor loses the server."""
+    flag = box.out / "mcp-ran"
+    with scripted(call("mcp__evil__touch")) as srv:
+        r = run_yes(box, srv, "--mcp", mcp_flag(box, flag, extra="FLOOD"), timeout=60)
+    assert_sane(r)
+    assert flag.exists(), ("the server's tool never ran", r)
+    logs = [p for p in box.home.rglob("*") if "mcp-logs" in str(p) and p.is_file()]
+    assert logs, "no MCP log"
+    assert sum(p.stat().st_size for p in logs) <= 2 << 20, [(str(p), p.stat().st_size) for p in logs]
+
+
+@pytest.mark.parametrize("case", ["unreachable-server", "argparse-error", "untrusted-config", "bad-resume"])
+def test_run_json_s_result_is_the_last_line_on_every_exit(box, case):
+    """`run --json`: "the result, which is always the last line, on every exit (0, 1, 2 - argparse's errors and an
+    untrusted config too -, 3, ...)"; stdout holds nothing but JSON lines."""
+    with scripted() as srv:
+        args = ["run", "--json", "--no-stream", "--base-url", srv.base_url, "Do it."]
+        if case == "unreachable-server":
+            args[4] = "http://127.0.0.1:9/v1"
+        elif case == "argparse-error":
+            args[1:1] = ["--max-turns", "many"]
+        elif case == "untrusted-config":
+            (box.ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"x": {"command": "true"}}}))
+        else:
+            args[1:1] = ["--resume", "no-such-session"]
+        r = cli(box, *args)
+    assert_sane(r)
+    lines = [json.loads(line) for line in r.out.splitlines() if line.strip()]
+    assert lines and lines[-1]["type"] == "result", r
+    assert lines[-1]["exit_code"] == r.code and r.code != 0 or case == "untrusted-config", (lines[-1], r)
