@@ -242,10 +242,10 @@ def test_a_command_can_neither_reach_nor_destroy_the_store(place):
     store = place.data / "tinyharness" / "checkpoints"
     place.run(("write_file", {"path": "a.txt", "content": "model\n"}))  # the store exists from here on
     kept = tree(store)
-    done = place.run(shell(f"ls -R {store}; {RM} {store} {place.data}; echo x > b.txt"))
-    assert "b.txt" in place.cli("checkpoints").stdout
+    done = place.run(shell(f"ls -R {store}; {RM} {store} {place.data}; echo x > new.txt"))
+    assert "new.txt" in place.cli("checkpoints").stdout
     assert {path: entry for path, entry in tree(store).items() if path in kept} == kept  # nothing of it lost
     assert str(store / "runs") not in done.stdout  # nor listed to the model
     first, second = place.cli("undo"), place.cli("undo")  # the last run's change, then the run's before it
     assert first.returncode == second.returncode == 0, first.stdout + second.stdout
-    assert not (place.ws / "b.txt").exists() and (place.ws / "a.txt").read_text() == "alpha\n"
+    assert not (place.ws / "new.txt").exists() and (place.ws / "a.txt").read_text() == "alpha\n"
