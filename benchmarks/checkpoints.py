@@ -2,14 +2,15 @@
 
     python -m benchmarks.checkpoints [--runs 15] [--big] [--sandbox on|off]
 
-For workspaces of 100 and 10,000 files (and 100,000 with `--big`: slow to build), each in ten-file
-folders under a fresh git repository, it times one whole `tools.shell` call alone (the command, with
+For workspaces of 100 and 10,000 files (and 100,000 with `--big`: slow to build), ten to a folder
+and a hundred folders to a folder above, in a fresh git repository (packed), it times one whole `tools.shell` call alone (the command, with
 the sandbox as a run uses it) and the same call wrapped in a run's checkpoint
 (`Recorder.around`, as loop.py wraps it): the checkpoint before, the look at what changed after. The
 two take turns, so a slow spell of a shared machine falls on both. Three commands:
 
 - unchanged:   `true`;
-- one file:    `echo x >> dN/fN.txt`, a different file each time;
+- one file:    `echo x >> aA/dD/fF.txt`, a different file each time (a change rewrites the trees
+               of the folders on its way up: its cost grows with their size, not the workspace's);
 - 50 MiB:      a 50 MiB file rewritten (`head -c ... /dev/urandom > big.bin`): its bytes are read
                and kept.
 
@@ -36,13 +37,14 @@ BIG = 50 << 20
 
 
 def build(root, files):
-    """A git repository of `files` small files, ten to a folder, committed; returns its path."""
+    """A git repository of `files` small files, ten to a folder, a hundred folders to a folder
+    above (`aA/dD/fF.txt`, as a source tree nests), committed; returns its path."""
     ws = os.path.join(root, f"ws{files}")
     os.mkdir(ws)
     for i in range(files):
-        folder = os.path.join(ws, f"d{i // 10}")
+        folder = os.path.join(ws, f"a{i // 1000}", f"d{i // 10 % 100}")
         if i % 10 == 0:
-            os.mkdir(folder)
+            os.makedirs(folder)
         with open(os.path.join(folder, f"f{i % 10}.txt"), "w") as file:
             file.write(f"line {i}\n" * 8)
     if shutil.which("git"):
@@ -70,7 +72,8 @@ def commands(files):
     """name -> a function giving the next command line."""
     counter = iter(range(10 ** 9))
     return {"unchanged": lambda: "true",
-            "one file": lambda: (lambda i: f"echo x >> d{i % files // 10}/f{i % 10}.txt")(next(counter)),
+            "one file": lambda: (lambda i: f"echo x >> a{i // 1000}/d{i // 10 % 100}/f{i % 10}.txt")(
+                next(counter) * 7 % files),
             "50 MiB": lambda: f"head -c {BIG} /dev/urandom > big.bin"}
 
 
@@ -122,7 +125,7 @@ def store_after_fifty(root, sandbox, out):
     ws, data = build(root, 1000), os.path.join(root, "data-fifty")
     recorder = Recorder(ws, out, root=data)
     for i in range(50):
-        checked(recorder, ws, f"echo change {i} >> d{i}/f0.txt", sandbox)
+        checked(recorder, ws, f"echo change {i} >> a0/d{i}/f0.txt", sandbox)
     recorder.close()
     return size_of(ws), size_of(data)
 
