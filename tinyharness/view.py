@@ -35,7 +35,7 @@ from pathlib import Path
 
 from .compact import SUMMARY_MARK
 from .console import printable
-from .filedoor import open_file, write_text
+from .filedoor import check_name, open_file, write_text
 from .context import STUB_PREFIX, estimate_tokens, json_chars
 from .sessions import SessionError, find, message_text, parse_file
 from .sessions.checks import message_problem
@@ -441,6 +441,12 @@ def session_path(file):
 
 
 def view_command(file, output=None, open_it=False):
+    if output is not None:  # a name the page could never have is a usage error, before any work
+        try:
+            check_name(output)
+        except OSError as e:
+            print(printable(f"error: -o: {e}"), file=sys.stderr)
+            return 2
     file = session_path(file)
     try:
         page = render(file)
