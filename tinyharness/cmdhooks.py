@@ -395,9 +395,9 @@ class CommandHooks:
         try:
             code, out, err = run_command(command, json.dumps(payload, default=str).encode(), cwd,
                                          env, timeout, sandbox, self.workspace, self.report)
-        except OSError as e:
-            return (Verdict(False, f"the hook `{command}` could not run ({e}), so the call is "
-                                   "refused", hook=command))
+        except (OSError, ValueError) as e:  # ValueError: a NUL byte in the command or its cwd
+            return (Verdict(False, printable(f"the hook `{command}` could not run ({e}), so the "
+                                             "call is refused"), hook=printable(command)))
         return verdict_of(event, command, code, out, err, timeout, confined=bool(sandbox))
 
     def sandbox_for(self, hook):

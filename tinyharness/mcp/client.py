@@ -158,7 +158,7 @@ class Server:
                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                             env={**os.environ, **config.get("env", {})},
                                             cwd=config.get("cwd"), start_new_session=True)
-        except OSError as e:
+        except (OSError, ValueError) as e:  # ValueError: a NUL byte in a command, cwd or env
             raise MCPError(f"cannot start MCP server {self.name!r} "
                            f"({shlex.join(config['command'])}): {e}") from e
         RUNNING.add(self.process.pid)
