@@ -396,8 +396,8 @@ class CommandHooks:
             code, out, err = run_command(command, json.dumps(payload, default=str).encode(), cwd,
                                          env, timeout, sandbox, self.workspace, self.report)
         except (OSError, ValueError) as e:  # ValueError: a NUL byte in the command or its cwd
-            return (Verdict(False, printable(f"the hook `{command}` could not run ({e}), so the "
-                                             "call is refused"), hook=printable(command)))
+            return (Verdict(False, f"the hook `{command}` could not run ({e}), so the call is "
+                                   "refused", hook=command))
         return verdict_of(event, command, code, out, err, timeout, confined=bool(sandbox))
 
     def sandbox_for(self, hook):
