@@ -17,8 +17,8 @@ window fills by the 11th call and stays full for the rest of the run.
    over the window would be refused (or cut silently by Ollama): "peak" is the largest one, in the
    harness's own estimate (characters/4).
 2. Timing (not asserted anywhere): the real loop (`tinyharness.loop.run_agent`, the real shell tool,
-   `--sandbox off` so that starting a sandbox does not hide the trend) against the scripted server,
-   which answers at once. "Gap" = from a reply's return from `client.chat` to the next call of it:
+   `--sandbox off` so that starting a sandbox does not hide the trend; and the same lines read with
+   read_file, which starts no process) against the scripted server, which answers at once. "Gap" = from a reply's return from `client.chat` to the next call of it:
    the harness's own work between two requests (the context policy and the watch, the command,
    the hooks and guards). Turns 1-20 and the last 20 of the same run, median each.
 """
@@ -153,18 +153,28 @@ class GapClient:
             self.returned = time.perf_counter()
 
 
-def seq_model(turns, first=FIRST):
+READS = 7            # files the read_file variant reads in turn (the same call thrice in a row is stopped)
+
+
+def seq_model(turns, first=FIRST, tool="shell"):
+    """The scripted model: `seq N N+399` each turn, or a read of a file that holds the same lines."""
     def reply(body, index):
         if index >= turns:
             return {"content": "Done."}
+        if tool == "read_file":
+            return {"content": "", "tool_calls": [{"name": "read_file", "arguments": {"path": f"seq{index % READS}.txt"}}]}
         return {"content": "", "tool_calls": [{"name": "shell", "arguments": {
             "command": f"seq {first + index} {first + index + 399}"}}]}
     return reply
 
 
-def gap_run(turns=200, policy=DEFAULT_POLICY, window=WINDOW):
-    """The real loop for `turns` seq commands; the gap after each reply, in seconds."""
-    with tempfile.TemporaryDirectory() as folder, ScriptedServer(policy=seq_model(turns)) as server:
+def gap_run(turns=200, policy=DEFAULT_POLICY, window=WINDOW, tool="shell"):
+    """The real loop for `turns` seq commands (or reads of the same lines: no process started); the
+    gap after each reply, in seconds."""
+    with tempfile.TemporaryDirectory() as folder, ScriptedServer(policy=seq_model(turns, tool=tool)) as server:
+        for i in range(READS):
+            with open(os.path.join(folder, f"seq{i}.txt"), "w", encoding="utf-8") as f:
+                f.write(seq_output(FIRST + i)[len("exit status 0\n"):])
         client = GapClient(Client(server.base_url, "scripted", timeout=60))
         settings = RunSettings(max_turns=turns + 1, echo=lambda line: None, approve=approve_everything,
                                warn=lambda line: None, context_policy=policy, context_window=window,
@@ -183,9 +193,10 @@ def gap_line(gaps, label="", span=20):
 
 def gap_report(turns=200, policies=(DEFAULT_POLICY,), window=WINDOW):
     lines = [f"The harness's gap between a reply and the next request (median of 20 turns; the real loop, "
-             f"--sandbox off, {turns} seq commands; load average {os.getloadavg()[0]:.2f}). Timings, not asserted."]
+             f"--sandbox off, {turns} turns; load average {os.getloadavg()[0]:.2f}). Timings, not asserted."]
     for policy in policies:
-        lines.append(gap_line(gap_run(turns, policy, window), f"{policy}: "))
+        for tool, what in (("shell", "seq commands"), ("read_file", "reads of the same lines")):
+            lines.append(gap_line(gap_run(turns, policy, window, tool), f"{policy}, {what}: "))
     return "\n".join(lines)
 
 
