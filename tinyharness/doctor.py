@@ -86,8 +86,9 @@ class Report:
 
     def line(self, status, check, text, fix=None):
         self.failed, self.warned = self.failed or status == "FAIL", self.warned + (status == "WARN")
-        print(printable(f"{status:<5} {check:<11} {text}"
-                        + (f" Fix: {fix}" if fix else "")), file=self.out, flush=True)
+        from .llm.keepalive import masked  # a --base-url may carry user:password@
+        print(printable(masked(f"{status:<5} {check:<11} {text}"
+                               + (f" Fix: {fix}" if fix else ""))), file=self.out, flush=True)
 
 
 def get(url, timeout=None):
