@@ -57,6 +57,7 @@ class Client(KeepAlive):
     def __init__(self, base_url=DEFAULT_BASE_URL, model=DEFAULT_MODEL, api_key=None, timeout=600,
                  stream=False, on_text=None, on_reasoning=None, max_reply_tokens=MAX_REPLY_TOKENS):
         self.url = base_url.rstrip("/") + "/chat/completions"
+        self.take_credentials()
         self.model, self.api_key = model, api_key
         self.timeout = timeout  # a cold model can take a minute or more to load
         self.stream = stream

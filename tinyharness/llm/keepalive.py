@@ -14,12 +14,16 @@ A request goes through the proxy the user's environment names (HTTP_PROXY, HTTPS
 less NO_PROXY), as every `requests` program's does; `proxy_in_the_way` names it, so that a dead
 proxy is not reported as a dead model server.
 
+A `user:password@` in --base-url is sent as Basic auth, as requests sends it, but kept out of the
+client's URL, so no message shows it (`masked` hides it in doctor's lines).
+
 What it cannot do. A server that closes the connection (`Connection: close`, a restart, an idle
 timeout) costs a new one; a body left unread past `drain`'s cap, or cut by HangUp, is closed with
 its connection. One client is used by one thread at a time (the loop and its subagents take turns).
 """
 import os
-from urllib.parse import urlsplit, urlunsplit
+import re
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import requests
 import urllib3
@@ -37,12 +41,19 @@ class KeepAlive:
             self._session = requests.Session()
         return self._session
 
+    auth = None  # (user, password) from a URL's `user:password@`, kept out of every message
+
     def post(self, url, **kwargs):
-        return self.session().post(url, **kwargs)
+        return self.session().post(url, auth=self.auth, **kwargs)
 
     def get(self, url, **kwargs):
         """For the start's probes (llm/ollama.py), so they ride the run's one connection."""
         return self.session().get(url, **kwargs)
+
+    def take_credentials(self):
+        """Move a `user:password@` out of self.url into self.auth (sent as Basic auth, as requests
+        would send it from the URL), so that no error message shows the password."""
+        self.url, self.auth = without_credentials(self.url)
 
     def hand_over(self, other):
         """Give this client's connection to the client that takes over from it (another dialect)."""
@@ -91,3 +102,21 @@ def without_password(proxy):
     netloc = (f"{parts.username}:***@" if parts.password else "") + host + \
         (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def without_credentials(url):
+    """(the URL without its `user:password@`, (user, password) or None)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    netloc = parts.netloc.rpartition("@")[2]
+    return (urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)),
+            (unquote(parts.username or ""), unquote(parts.password or "")))
+
+
+def masked(text):
+    """TEXT with the password of every URL in it (`scheme://user:password@`) shown as ***."""
+    return CREDENTIALS.sub(r"\1:***@", text)
+
+
+CREDENTIALS = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://[^\s/@:]*):[^\s/@]*@")

@@ -219,6 +219,7 @@ class OllamaClient(KeepAlive):
                  on_reasoning=None,
                  max_reply_tokens=MAX_REPLY_TOKENS, context_window=None, think=None):
         self.url = host_root(base_url) + "/api/chat"
+        self.take_credentials()
         self.model, self.api_key, self.timeout, self.stream = model, api_key, timeout, stream
         self.on_text, self.on_reasoning = on_text, on_reasoning
         self.max_reply_tokens, self.context_window = max_reply_tokens, context_window
