@@ -176,7 +176,7 @@ def test_the_shapes_of_claude_cursor_and_vs_code(tmp_path, monkeypatch):
     ({"": {"command": "x"}}, "must be letters"),
     ({"n": {"command": "x", "args": "--flag"}}, "\"args\" must be a list of strings"),
     ({"n": {"command": "x", "args": ["${SURELY_UNSET_VAR}"]}}, "${SURELY_UNSET_VAR} is used but the variable is not set"),
-    ({"n": {"type": "sse", "url": "http://x"}}, "the old SSE transport is not supported"),
+    ({"n": {"type": "sse"}}, "\"type\": \"sse\" needs \"url\""),
     ({"n": {"type": "http"}}, "needs \"url\""),
     ({"n": {"type": "http", "url": "file:///etc/passwd"}}, "needs \"url\""),
     ({"n": {"type": "http", "url": "http://x", "headers": {"A": 1}}}, "\"headers\" must map"),
@@ -343,7 +343,9 @@ def test_mcp_list_shows_servers_tools_and_trust(workspace, tmp_path):
     result = mcp_list(workspace, env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[:3] == [f"mine  [stdio] {' '.join(SERVER)}",
+    assert lines[0] == "Looked at:" and f"  {config / 'tinyharness' / 'mcp.json'} (your own): read" in lines
+    mine = lines.index(f"mine  [stdio] {' '.join(SERVER)}")
+    assert lines[mine:mine + 3] == [f"mine  [stdio] {' '.join(SERVER)}",
                          f"  trusted: your own file {config / 'tinyharness' / 'mcp.json'}",
                          "  protocol 2025-11-25, 17 tool(s), 60 s a call"]
     assert any(line.split()[:3] == ["mcp__mine__echo", "read-only,", "runs"] for line in lines)

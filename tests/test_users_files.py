@@ -49,13 +49,18 @@ def test_vs_code_variables_and_env_file_are_read_as_vs_code_reads_them(tmp_path,
     assert configs["web"]["headers"] == {"Authorization": "Bearer t0k"}
 
 
-def test_an_input_variable_is_a_clear_error_never_sent_as_it_is(ws, home):
-    path = write(ws / ".vscode" / "mcp.json", {"servers": {
-        "web": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer ${input:tok}"}}}})
-    with pytest.raises(ValueError, match=r"\$\{input:tok\} is a VS Code input variable.*\$\{env:NAME\}"):
-        mcp_config.load_config(path, ws)
-    done = run_stage(FINAL, ws, "go", env=home)
-    assert done.returncode == 2 and "${input:tok}" in done.stderr and str(path) in done.stderr
+def test_an_input_variable_is_never_sent_as_it_is(ws, home):
+    """${input:ID} is asked for at the terminal (tests/test_mcp_scopes.py); headless the server is skipped with a
+    line, and the run goes on."""
+    path = write(ws / ".vscode" / "mcp.json", {"inputs": [{"id": "tok", "type": "promptString", "description": "T"}],
+                                               "servers": {"web": {"type": "http", "url": "http://127.0.0.1:1/mcp",
+                                                                   "headers": {"Authorization": "Bearer ${input:tok}"}}}})
+    assert mcp_config.load_config(path, ws)["web"]["inputs"] == {"tok": "T"}
+    with pytest.raises(ValueError, match=r"\$\{command:x\} is a VS Code command variable.*\$\{env:NAME\}"):
+        mcp_config.vs_code_variables({"command": "${command:x}"}, str(ws), "here")
+    with ScriptedServer(["Done."]) as server:
+        done = run_stage(FINAL, ws, "--base-url", server.base_url, "--trust", "go", env=home)
+    assert done.returncode == 0 and "[mcp] web: skipped: it needs ${input:tok}" in done.stderr, done.stderr
 
 
 def test_mcp_json_and_vscode_mcp_json_are_found_trusted_each_by_name_and_used(ws, home):

@@ -28,14 +28,16 @@ from typing import Any
 
 from . import cmdhooks, mcp, trust
 from .checkpoints import around as checkpoint
-from .asking import has_terminal
+from . import asking
+from .asking import for_call, has_terminal
 from .cmdhooks import Verdict
 from .hooks import needs_permission as ours_needs_permission
-from .permissions import Rules, fence_commands, from_settings
+from .permissions import Rules, allowed_note, fence_commands, from_settings, unused_keys
 from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL, run_child
 from .tools import SCHEMAS, canonical, parse_arguments
 from .imageload import is_url
 from .mcp import config as mcp_config
+from .mcp.scopes import SetupError, fill_inputs, list_servers, server_configs  # noqa: F401
 
 READ_ONLY_TOOLS = ("list_dir", "read_file")
 
@@ -69,8 +71,20 @@ class Extensions:
         return SCHEMAS + self.schemas()
 
     def rule_for(self, name, arguments):
-        """The permission rule that decides this call (a deny before any allow), or None."""
+        """The permission rule that decides this call (deny, then ask, then allow), or None."""
         return self.rules.decide(name, arguments) if self.rules else None
+
+    def by_rules(self, name, arguments, asks):
+        """(a DENIED text or None, whether the usual prompt still asks) by the permission rules and
+        the settings' defaultMode (permissions.Rules.judge). An ask rule asks the person at the
+        terminal itself, so that neither --yes nor an allow rule answers it; with nobody there it
+        is a denial that says so."""
+        if not self.rules:
+            return None, asks
+        verdict, said = self.rules.judge(name, arguments or {}, asks)
+        if verdict == "ask":
+            return asked_by_rule(said, name, arguments, self.rules.workspace), False
+        return (said if verdict == "deny" else None), verdict == "usual" and asks
 
     def schemas(self):
         """The tools beyond tools.py's, asked every turn (an MCP server may have changed its
@@ -124,6 +138,20 @@ class Extensions:
     def close(self):
         if self.mcp:
             self.mcp.close()
+
+
+def asked_by_rule(rule, name, arguments, workspace):
+    """None when the person at the terminal allows a call an ask rule covers, else the DENIED
+    text. No "always" is offered: an allow rule would not beat the ask rule."""
+    why = f"the rule {rule.text} ({rule.source}) asks"
+    if not has_terminal():
+        return (f"DENIED: this {name} call did not run: {why}, and there is no terminal to ask at "
+                "(--yes and allow rules never answer an ask rule).")
+    question = for_call(name, arguments, workspace)
+    if asking.ask(f"[permissions] {why} before this call (--yes does not answer it):\n"
+                  f"{question.replace('/a] ', '] ')}"):
+        return None
+    return f"DENIED: the user did not allow this {name} call ({why}), so it did not run."
 
 
 NONE = Extensions()  # frozen: a run without extensions shares it and cannot change it
@@ -249,11 +277,6 @@ class RunHands:
         return None if verdict.allowed else verdict.reason
 
 
-class SetupError(ValueError):
-    """A hooks or MCP configuration that cannot be used: a usage error, found before the first model
-    call."""
-
-
 def add_flags(parser):
     """The flags `run` and `chat` share for season two's hands."""
     parser.add_argument("--mcp", action="append", default=[], metavar="NAME=COMMAND",
@@ -269,6 +292,11 @@ def add_flags(parser):
                              "'Edit(src/**)', 'Read', 'mcp__notes__search' (repeatable; also "
                              "permissions.allow in .claude/settings.json). A chain (;, &&, |) is "
                              "never allowed by a rule")
+    parser.add_argument("--ask", action="append", default=[], metavar="RULE",
+                        help="always ask at the terminal before calls this rule covers, even under "
+                             "--yes or a matching allow rule, e.g. 'Bash(git push:*)' (repeatable; "
+                             "also permissions.ask in .claude/settings.json); with no terminal "
+                             "such a call is denied")
     parser.add_argument("--deny", action="append", default=[], metavar="RULE",
                         help="never run calls this rule covers, e.g. 'Read(./.env)', 'Bash(git "
                              "push:*)' (repeatable; also permissions.deny in "
@@ -300,7 +328,7 @@ def check_flags(args, parser):
     # a rule that is not Tool(specifier) is a usage error (one naming a tool we lack is a note,
     # later)
     try:
-        for kind in ("allow", "deny"):
+        for kind in ("allow", "ask", "deny"):
             Rules(".").add(getattr(args, kind, []), kind, f"--{kind}", [])
     except ValueError as e:
         parser.error(str(e))
@@ -331,6 +359,9 @@ def start_extensions(args, workspace, ask, report):
         if not trusted:
             raise SetupError(f"{source} was not trusted, so its servers were not started and the "
                              "run did not start. Trust it when asked, or remove the file.")
+        config = fill_inputs(name, config, report)  # ${input:ID}: asked now, or skipped
+        if config is None:
+            continue
         configs[name] = config
         if isinstance(trusted, trust.Trusted):  # a workspace file's: checked again at the start
             checks[name] = trusted
@@ -341,90 +372,6 @@ def start_extensions(args, workspace, ask, report):
     for line in rules.unmatched([schema["function"]["name"] for schema in hands.tools()]):
         report(line)  # a rule that matches nothing is said, never silently kept
     return hands
-
-
-def server_configs(workspace, flags=()):
-    """[(name, config, source, trusted)] of every configured MCP server, the later file overriding
-    the earlier: trusted is True (the user's own file, a --mcp flag), a trust.Trusted (a trusted
-    workspace file: what was trusted) or None (a workspace file not trusted yet). Raises
-    SetupError for a file that cannot be used."""
-    found = {}
-    for path in mcp_config.config_files(workspace):
-        if not path.exists():
-            continue
-        workspace_file = Path(workspace) in path.parents
-        trusted = True if not workspace_file else trust.trusted_now(path)
-        try:
-            configs = mcp_config.load_config(path, workspace)
-        except ValueError as e:
-            raise SetupError(str(e)) from None
-        for name, config in configs.items():  # the user's own servers never start in the workspace
-            found[name] = (name, config if workspace_file
-                           else mcp_config.outside_the_workspace(config, path.parent), path,
-                           trusted)
-    for text in flags:
-        name, config = mcp_config.parse_flag(text)
-        found[name] = (name, config, "--mcp", True)
-    return list(found.values())
-
-
-def list_servers(workspace, flags=(), out=print):
-    """`tinyharness mcp list`: each server, where it comes from, whether it is trusted, and its
-    tools (started to ask them; a workspace file not trusted yet is never started). 0, or 1 when a
-    server failed."""
-    try:
-        servers = server_configs(workspace, flags)
-    except SetupError as e:
-        out(f"error: {e}")
-        return 2
-    if not servers:
-        out("No MCP servers are configured (.mcp.json, .vscode/mcp.json, .tinyharness/mcp.json, "
-            "~/.config/tinyharness/mcp.json, --mcp).")
-        return 0
-    status = 0
-    for name, config, source, trusted in servers:
-        where = config["url"] if config["type"] == "http" else " ".join(config["command"])
-        trust_text = ("trusted: a --mcp flag" if source == "--mcp" else
-                      f"trusted: your own file {source}"
-                      if Path(workspace) not in Path(source).parents else
-                      f"trusted: you trusted {source}" if trusted else
-                      f"NOT trusted yet: {source} (run or chat asks once; until then it is never "
-                      "started)")
-        out(f"{name}  [{config['type']}] {where[:100]}")
-        out(f"  {trust_text}")
-        if config.get("disabled"):
-            out("  disabled in its config: not started")
-            continue
-        if not trusted:
-            continue
-        status = max(status, show_server_tools(name, config, out, trusted))
-    return status
-
-
-def show_server_tools(name, config, out, trusted=True):
-    """Start one trusted server and list its tools: 0, or 1 when it did not start."""
-    notes = []
-    slots = mcp.Slots.start({name: config}, report=notes.append,
-                            trusted={name: trusted} if isinstance(trusted, trust.Trusted) else None)
-    try:
-        server = slots.servers.get(name)
-        if server is None or server.dead:
-            why = (notes or ["it did not start"])[-1].removeprefix("[mcp] ")
-            out(f"  failed: {why.removesuffix(' Its tools are not offered; the run goes on.')}")
-            return 1
-        out(f"  protocol {server.version}, {len(slots.names)} tool(s), {server.timeout:g} s a call")
-        for note in notes[:-1]:  # what was mapped or skipped; the last is the count above
-            out(f"  note: {note.removeprefix(f'[mcp] {name}: ')}")
-        width = max(map(len, slots.names), default=0)
-        for model_name, (_, tool) in sorted(slots.names.items()):
-            asks = ("read-only, runs without asking" if server.is_read_only(tool)
-                    else "asks permission")
-            description = str(server.tools[tool].get("description") or "").strip().splitlines()
-            out(f"    {model_name:<{width}}  "
-                f"{asks:<30}{'  ' + description[0][:70] if description else ''}")
-        return 0
-    finally:
-        slots.close()
 
 
 def list_hooks(workspace, out=print):
@@ -465,37 +412,59 @@ def list_hooks(workspace, out=print):
 def load_policy(workspace, ask, report, flags=None):
     """(CommandHooks or None, permissions.Rules): the hooks and permission rules of the workspace's
     files (Claude Code's .claude/settings.json and settings.local.json, our .tinyharness/hooks.json)
-    and the --allow/--deny flags. A file with hooks or allow rules is trusted first, each on its own
-    (deny rules only narrow what runs: they hold untrusted). Raises SetupError."""
-    rules, notes, merged = Rules(workspace), [], {}
+    and the --allow/--ask/--deny flags. A file with hooks, allow rules or defaultMode acceptEdits is
+    trusted first, each on its own (deny and ask rules, plan and dontAsk only narrow what runs: they
+    hold untrusted). The settings keys the harness does not use are named in one line. Raises
+    SetupError."""
+    rules, notes, merged, unused = Rules(workspace), [], {}, []
     try:
-        for kind in ("allow", "deny"):
+        for kind in ("allow", "ask", "deny"):
             rules.add(list(getattr(flags, kind, None) or []), kind, f"--{kind}", notes)
         for path, data, hooks, said in cmdhooks.load_files(workspace):
-            own = cmdhooks.is_users(path)  # the user's own file: no trust question
-            name = path if own else path.relative_to(workspace)
-            allows, _ = (from_settings(data, str(name), rules, said)
-                         if path.name.startswith("settings") else (0, 0))
-            # said at start: a file of another tool lets calls run without asking, everywhere
-            if own and allows:
-                said.append(f"[permissions] {name} (your own): its allow rules apply here too: "
-                            + ", ".join(map(str, data["permissions"]["allow"]))[:300])
+            trusted = file_policy(path, data, hooks, said, rules, workspace, ask, flags)
             notes += said
-            note = cmdhooks.confinement_note(hooks, getattr(flags, "sandbox", "on") != "off") \
-                if any(hooks.values()) else trust.UNCONFINED
-            trusted = None  # what the user trusted: each unconfined start is checked against it
-            if (any(hooks.values()) or allows) and not own:
-                trusted = trust.ensure_trusted(path, "a hooks or settings file", ask, note)
-            if trusted is False:
-                raise SetupError(f"{name} was not trusted, so the run did not start: its hooks and "
-                                 "rules are this workspace's policy, and running without them "
-                                 "would ignore it. Trust it when asked, or remove the file.")
+            if path.name.startswith("settings") and (keys := unused_keys(data)):
+                unused.append(f"{', '.join(keys)} ({path})")
             for event, entries in hooks.items():
                 merged.setdefault(event, []).extend(cmdhooks.trusted_as(entries, trusted))
     except (cmdhooks.HooksFileError, ValueError) as e:
         raise SetupError(f"{e}. Fix it or remove it; the run did not start.") from None
+    if unused:
+        notes.append("[settings] tinyharness does not use these settings, and ignores them: "
+                     + "; ".join(unused)[:600])
     for note in notes:
         report(note)
     hooks = (cmdhooks.CommandHooks(merged, workspace, report=report) if any(merged.values())
              else None)
     return hooks, rules
+
+
+def file_policy(path, data, hooks, said, rules, workspace, ask, flags):
+    """Add one hooks or settings file's rules; what the user trusted of it (None: nothing to
+    trust, or the user's own file). The trust question says what the file can really do: run
+    hooks (which, and where) and let calls run without asking (which)."""
+    own = cmdhooks.is_users(path)  # the user's own file: no trust question
+    name = path if own else path.relative_to(workspace)
+    allows, _ = (from_settings(data, str(name), rules, said)
+                 if path.name.startswith("settings") else (False, False))
+    allowed = allowed_note(data) if allows else ""
+    if own and allowed:  # said at start: a file of another tool lets calls run, everywhere
+        said.append(f"[permissions] {name} (your own): its allow rules apply here too: "
+                    + allowed.removeprefix("it allows these calls without asking: ")[:300])
+    if own or not (any(hooks.values()) or allows):
+        return None
+    if any(hooks.values()):
+        note = cmdhooks.confinement_note(hooks, getattr(flags, "sandbox", "on") != "off")
+        trusted = trust.ensure_trusted(path, "a hooks or settings file", ask,
+                                       note + (f"\nIt also says: {allowed}." if allowed else ""))
+    else:
+        trusted = trust.ensure_trusted(path, "a settings file with permission rules", ask,
+                                       f"If you trust it, {allowed}. Nothing in it runs by itself. "
+                                       "Trust it only if you would let the model make these "
+                                       "calls in this folder unasked.",
+                                       does="it changes what runs without asking")
+    if trusted is False:
+        raise SetupError(f"{name} was not trusted, so the run did not start: its hooks and "
+                         "rules are this workspace's policy, and running without them "
+                         "would ignore it. Trust it when asked, or remove the file.")
+    return trusted

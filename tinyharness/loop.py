@@ -188,13 +188,12 @@ class CallRunner:
         reason = pre_tool_use(workspace, name, arguments) or hands.pre_tool_use(name, arguments)
         if reason:
             return f"BLOCKED: {reason}"
-        # --deny/--allow, settings' permissions: a deny wins, even over --yes
-        rule = ext.rule_for(name, arguments)
-        if rule and rule.kind == "deny":
-            return (f"DENIED: the rule {rule.text} ({rule.source}) denies this {name} call, so it "
-                    "did not run.")
-        asks = ((needs_permission(name, arguments) if ours else ext.needs_permission(name))
-                and not rule)
+        # --deny/--ask/--allow, settings' permissions and defaultMode: deny, then ask (at the
+        # terminal, even under --yes), then allow (extensions.by_rules)
+        asks = needs_permission(name, arguments) if ours else ext.needs_permission(name)
+        refused, asks = ext.by_rules(name, arguments, asks)
+        if refused:
+            return refused
         # the question: a write's diff and size, and the rule an "always" would save (asking.py)
         if asks and not settings.approve(for_call(name, arguments, workspace, ext.rules)):
             return f"DENIED: the user did not allow this {name} call, so it did not run."

@@ -1,13 +1,15 @@
-"""Permission rules: what may run without asking and what never runs, in Claude Code's spelling.
+"""Permission rules: what may run without asking, what always asks and what never runs, in Claude
+Code's spelling.
 
 The problem. A user arrives with rules written for Claude Code - `"permissions": {"allow":
-["Bash(npm test:*)"], "deny": ["Read(./.env)", "Bash(git push:*)"]}` in `.claude/settings.json` -
-and expects them to hold here: a deny rule dropped silently is a secret read or a push made. And a
-script that runs the harness without a terminal needs to say "these commands may run" without
-`--yes` for all.
+["Bash(npm test:*)"], "ask": ["Bash(git commit:*)"], "deny": ["Read(./.env)"], "defaultMode":
+"acceptEdits"}` in `.claude/settings.json` - and expects them to hold here: a deny rule dropped
+silently is a secret read or a push made, an ask rule beaten by an allow rule or --yes is a commit
+made unasked. And a script that runs the harness without a terminal needs to say "these commands
+may run" without `--yes` for all.
 
-The mechanism. A rule is `Tool` or `Tool(specifier)`, from `--allow`/`--deny` (repeatable) or a
-settings file's `permissions.allow`/`permissions.deny`. Claude's tool names map to ours: Bash ->
+The mechanism. A rule is `Tool` or `Tool(specifier)`, from `--allow`/`--ask`/`--deny` (repeatable)
+or a settings file's `permissions.allow`/`.ask`/`.deny`. Claude's tool names map to ours: Bash ->
 shell, Read -> read_file, list_dir, view_image (LS and Glob -> list_dir), Edit/Write/MultiEdit ->
 write_file; our own names and `mcp__server__tool` work as they are, and `mcp__server` or
 `mcp__server__*` is every tool of that server. A Bash specifier is the command exactly (`Bash(git
@@ -15,11 +17,18 @@ status)`), a prefix (`Bash(npm test:*)`: `npm test` and `npm test --watch`), or 
 A file specifier is a path pattern in the workspace (gitignore-like: `./.env` or `/x` is at the top,
 `.env` in any folder, `src/**` everything under src, a folder stands for what is in it;
 `//abs/path` and `~/path` are absolute). It is checked against the path as written and as resolved
-(its links followed): a deny rule holds when either matches, so a link to `.env` is `.env`; an allow
-rule needs both, so `Edit(src/**)` does not reach through a link `src/shared -> ..`. Deny is asked
-first and wins over every allow rule and over `--yes`; the result the model reads names the rule
-and where it came from. An allowed call runs without the prompt. A rule that can match nothing the
-run offers (an MCP server not running, a tool we do not offer) is named in one line at the start.
+(its links followed): a deny or ask rule holds when either matches, so a link to `.env` is `.env`;
+an allow rule needs both, so `Edit(src/**)` does not reach through a link `src/shared -> ..`.
+`Rules.judge` decides in Claude Code's order: a deny rule refuses (over every allow rule and
+`--yes`; the model reads the rule and where it came from), then an ask rule puts the call to the
+person at the terminal (extensions.py; never answered by --yes or an allow rule, and with nobody
+there a denial that says so), then an allow rule runs it without the prompt; where no rule decides,
+the settings' `defaultMode` does (the last file's: user, project, local): `acceptEdits` runs
+write_file unasked (commands still ask), `plan` refuses every call that would ask (reads run),
+`dontAsk` refuses what would ask, ask rules too; `default` is as without a mode;
+`bypassPermissions` and the rest are refused with one line (a file never approves every call). A
+rule that can match nothing the run offers is named in one line at the start, and so is every
+settings key the harness does not use (`unused_keys`).
 
 A Read deny is more than the read_file tool. Every file the harness itself reads for the model -
 INSTRUCTIONS.md, AGENTS.md, CLAUDE.md (settings.py), agent_notes.md at `/compact` (compact.py), a
@@ -39,9 +48,11 @@ made before the run (it has another name), not with `--sandbox off` or where mou
 switched off (one `[sandbox]` line says so), and not past WALK_ENTRIES names or HIDDEN_FILES files
 (said too). A path is resolved when the call is checked: a link swapped between the check and the
 tool's own open, by something running beside the run (an MCP server), is not seen. Rules other
-tools have and we do not (WebFetch, WebSearch, `ask` lists) are ignored with a note.
+tools have and we do not (WebFetch, WebSearch) are ignored with a note; so are the modes that need
+Claude Code's own machinery (`auto`'s classifier).
 """
 import functools
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -57,14 +68,21 @@ RULE = re.compile(r"\s*([A-Za-z_][\w-]*\*?)\s*(?:\((.*)\))?\s*", re.S)
 MCP = "mcp__"
 WALK_ENTRIES = 50000  # names looked at to find the files a Read deny rule covers (sandbox mounts)
 HIDDEN_FILES = 256    # files bound empty for commands at most (each is a mount per command)
+MODES_REFUSED = {
+    "bypassPermissions": "a file never approves every call; pass --yes yourself if you want that "
+                         "(deny and ask rules still hold)",
+    "auto": "it needs Claude Code's classifier, which tinyharness does not have",
+}
+# the settings keys the harness reads; any other is named once at the start (unused_keys)
+USED_KEYS = {"hooks": (), "permissions": ("allow", "ask", "deny", "defaultMode")}
 CHAIN = re.compile(r"&&|\|\||[;&|\n`<>]|\$\(")  # what makes one command line several commands
 
 
 @dataclass(frozen=True)
 class Rule:
-    kind: str      # "allow" or "deny"
+    kind: str      # "allow", "ask" or "deny"
     text: str      # as the user wrote it
-    source: str    # --allow, --deny, or the settings file
+    source: str    # --allow, --ask, --deny, or the settings file
     tools: tuple   # our tool names it covers
     spec: str      # the specifier ("" for the whole tool)
 
@@ -116,16 +134,16 @@ def mcp_tools(name):
 
 
 def command_matches(spec, command, kind):
-    """Does the Bash specifier SPEC cover COMMAND? A deny rule matches any part of a chain; an allow
-    rule only a command that is one simple command."""
+    """Does the Bash specifier SPEC cover COMMAND? A deny or ask rule matches any part of a chain;
+    an allow rule only a command that is one simple command."""
     if kind == "allow" and CHAIN.search(command):
         return False
-    parts = ([" ".join(part.split()) for part in (CHAIN.split(command) if kind == "deny"
+    parts = ([" ".join(part.split()) for part in (CHAIN.split(command) if kind != "allow"
                                                   else [command])])
     if spec.endswith(":*"):
         prefix = " ".join(spec[:-2].split())
-        return (any(part == prefix
-                    or part.startswith(prefix + ("" if kind == "deny" else " ")) for part in parts))
+        spaced = prefix + (" " if kind == "allow" else "")
+        return any(part == prefix or part.startswith(spaced) for part in parts)
     wanted = " ".join(spec.split())
     return any(fnmatchcase(part, wanted) if "*" in wanted else part == wanted for part in parts)
 
@@ -180,11 +198,13 @@ def glob_regex(pattern):
 
 
 class Rules:
-    """Every rule of a run; `decide` answers for one call: the deny rule that covers it, else the
-    allow rule, else None (the permission prompt decides, as without rules)."""
+    """Every rule of a run and the settings' defaultMode; `decide` answers for one call: the deny
+    rule that covers it, else the ask rule, else the allow rule, else None; `judge` adds the
+    mode."""
 
     def __init__(self, workspace, rules=()):
         self.workspace, self.rules = str(workspace), list(rules)
+        self.mode, self.mode_source = "default", None
 
     def add(self, texts, kind, source, notes):
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
@@ -192,14 +212,52 @@ class Rules:
         self.rules += [rule for text in texts if (rule := parse_rule(text, kind, source, notes))]
 
     def allows_any(self):
-        return any(rule.kind == "allow" for rule in self.rules)
+        """Whether anything may run without a person's yes (an allow rule, acceptEdits)."""
+        return self.mode == "acceptEdits" or any(rule.kind == "allow" for rule in self.rules)
 
     def decide(self, tool, arguments):
-        for kind in ("deny", "allow"):
+        for kind in ("deny", "ask", "allow"):
             for rule in self.rules:
                 if rule.kind == kind and rule.covers(tool, arguments or {}, self.workspace):
                     return rule
         return None
+
+    def judge(self, tool, arguments, asks):
+        """What the rules and the mode say of one call that would ask (`asks`) or not: ("deny",
+        the DENIED text), ("ask", the ask rule: the person at the terminal decides), ("run", None:
+        no question) or ("usual", None: the prompt asks if the call asks). Claude Code's order:
+        deny rules, then ask rules, then allow rules; the mode where no rule decides, but plan
+        refuses every call that would ask whatever allows it (a read an ask rule covers asks)."""
+        rule, mode = self.decide(tool, arguments), self.mode
+        where = f'defaultMode "{mode}", {self.mode_source}'
+        if rule and rule.kind == "deny":
+            return "deny", (f"DENIED: the rule {rule.text} ({rule.source}) denies this {tool} "
+                            "call, so it did not run.")
+        if mode == "plan" and asks:
+            return "deny", (f"DENIED: plan mode ({where}): this {tool} call would change "
+                            "something, and a plan-mode run only reads and plans, so it did not "
+                            "run. Say what you would do instead.")
+        if mode == "dontAsk" and (rule and rule.kind == "ask" or asks and not rule):
+            return "deny", (f'DENIED: defaultMode "dontAsk" ({self.mode_source}) denies every call '
+                            f"that would ask, without asking, so this {tool} call did not run.")
+        if rule:
+            return ("ask", rule) if rule.kind == "ask" else ("run", None)
+        if mode == "acceptEdits" and tool == "write_file":
+            return "run", None  # the path guard keeps it in the workspace (hooks.py)
+        return "usual", None
+
+    def set_mode(self, mode, source, notes):
+        """The settings' defaultMode (a later file's wins): the modes that map are kept, the others
+        refused with one line."""
+        if mode is None:
+            return
+        if mode in ("default", "acceptEdits", "plan", "dontAsk"):
+            self.mode, self.mode_source = mode, source
+            return
+        why = (MODES_REFUSED.get(mode) if isinstance(mode, str) else None) or \
+            "it is not a mode Claude Code has (default, acceptEdits, plan, dontAsk)"
+        notes.append(f'[permissions] {source}: defaultMode {json.dumps(mode)[:60]} is not '
+                     f"honoured here: {why}; calls ask as usual")
 
     def read_denials(self):
         return [rule for rule in self.rules if rule.kind == "deny" and rule.takes("read_file")]
@@ -309,17 +367,44 @@ def fence_commands(sandbox, rules, report):
 
 
 def from_settings(data, source, rules, notes):
-    """Add the `permissions` of a settings file's DATA to RULES: (has allow rules, has deny
-    rules)."""
+    """Add the `permissions` of a settings file's DATA to RULES: (lets calls run without asking:
+    allow rules or defaultMode acceptEdits, narrows: deny or ask rules, plan, dontAsk)."""
     permissions = data.get("permissions") if isinstance(data, dict) else None
     if permissions is None:
         return False, False
     if not isinstance(permissions, dict):
-        raise ValueError(f"{source}: \"permissions\" must be an object with \"allow\" and \"deny\" "
-                         "lists")
-    for kind in ("allow", "deny"):
+        raise ValueError(f"{source}: \"permissions\" must be an object with \"allow\", \"ask\" "
+                         "and \"deny\" lists")
+    for kind in ("allow", "ask", "deny"):
         rules.add(permissions.get(kind, []), kind, source, notes)
-    if permissions.get("ask"):
-        notes.append(f"[permissions] {source}: \"ask\" rules are not supported here; each write "
-                     "and command asks anyway unless an allow rule or --yes lets it run")
-    return bool(permissions.get("allow")), bool(permissions.get("deny"))
+    mode = permissions.get("defaultMode")
+    rules.set_mode(mode, source, notes)
+    return (bool(permissions.get("allow")) or mode == "acceptEdits",
+            bool(permissions.get("deny") or permissions.get("ask")) or mode in ("plan", "dontAsk"))
+
+
+def unused_keys(data):
+    """The keys of a settings file the harness does not read (`env`, `model`,
+    `permissions.additionalDirectories`...); `$schema` and the like are not settings."""
+    if not isinstance(data, dict):
+        return []
+    unused = [key for key in data if key not in USED_KEYS and not key.startswith("$")]
+    permissions = data.get("permissions")
+    if isinstance(permissions, dict):
+        unused += [f"permissions.{key}" for key in permissions
+                   if key not in USED_KEYS["permissions"]]
+    return unused
+
+
+def allowed_note(data):
+    """What a settings file lets run without asking, for its trust question; "" when nothing."""
+    permissions = data.get("permissions") if isinstance(data, dict) else None
+    if not isinstance(permissions, dict):
+        return ""
+    allowed = [str(rule) for rule in permissions.get("allow") or []
+               if isinstance(permissions.get("allow"), list)]
+    text = f"it allows these calls without asking: {', '.join(allowed)[:600]}" if allowed else ""
+    if permissions.get("defaultMode") == "acceptEdits":
+        text += ("; and " if text else "its ") + ('defaultMode "acceptEdits" lets every write in '
+                                                  "the workspace run without asking")
+    return text

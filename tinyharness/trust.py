@@ -8,7 +8,9 @@ user's data folder. `--yes` approves the model's calls; it never answers this qu
 person who wrote the file is not the model and not the user. The question says in words that what
 the file lists runs: MCP servers unconfined (the sandbox confines the model's shell commands, not
 them); command hooks in the sandbox, but for those whose entry says "sandbox": false, which it names
-- a hook that runs the tests unconfined runs whatever test files the model wrote.
+- a hook that runs the tests unconfined runs whatever test files the model wrote. A settings file
+that holds only permission rules runs nothing: its question says which calls it lets run without
+asking (`does`), never that it runs commands.
 
 `--trust` answers the questions of a run's start for CI (AtStart): each file is named on stderr,
 as it is then, for that run only; a change the model makes later is asked about as ever.
@@ -213,11 +215,12 @@ class AtStart:
         self.starting = False
 
 
-def ensure_trusted(path, what, ask, note=UNCONFINED):
+def ensure_trusted(path, what, ask, note=UNCONFINED, does=None):
     """A Trusted (true) when the file is trusted (already, or the user says y now), else False; the
     Trusted checks each later start against what was trusted (may_start). `ask` is the permission
     prompt, never the --yes one. `note`: what running it means (a hooks file names which hooks run
-    unconfined)."""
+    unconfined); `does`: what the file does, when it runs nothing (a settings file with only
+    permission rules changes what runs without asking)."""
     try:
         seen = look(path)  # what the question shows is what the yes covers
     except OSError as e:
@@ -234,8 +237,8 @@ def ensure_trusted(path, what, ask, note=UNCONFINED):
         return seen
     text = seen.data.decode("utf-8", errors="replace")
     preview = text if len(text) < 1500 else text[:1500] + "\n[...]"
-    print(printable(f"This workspace has {what} ({path}); it runs commands on your "
-                    f"machine:\n{preview}"))
+    print(printable(f"This workspace has {what} ({path}); "
+                    f"{does or 'it runs commands on your machine'}:\n{preview}"))
     print(printable(note))
     named = named_files(path, text.encode())
     if named:
@@ -243,7 +246,7 @@ def ensure_trusted(path, what, ask, note=UNCONFINED):
                         + ", ".join(named)[:600] + ". If the model changes one, you are asked "
                         "again. Code they import from elsewhere in the workspace is not covered: "
                         "look before you trust."))
-    if ask("Trust this file and run what it lists? [y/N] "):
+    if ask(f"Trust this file and {'use its rules' if does else 'run what it lists'}? [y/N] "):
         try:
             remember(path, seen)
         # a read-only or full data folder: the yes holds for this run, the store says why not

@@ -6,7 +6,8 @@ an adapter for each does not scale.
 
 The mechanism. The Model Context Protocol (MCP) fixes one wire between a harness and a tool server:
 JSON-RPC 2.0 messages. Over stdio they are one JSON object per line: the harness starts the server
-as a child process. Over Streamable HTTP (mcp/http.py) each message is POSTed to the server's URL.
+as a child process. Over Streamable HTTP (mcp/http.py) each message is POSTed to the server's URL;
+over the older HTTP+SSE (mcp/sse.py) to an address the server names on a stream it keeps open.
 Either way the harness sends `initialize` (the protocol version it speaks, its name), reads the
 answer (the version the server will speak, what it offers), confirms with the notification
 `notifications/initialized`, then asks `tools/list` (page by page, following `nextCursor`) and calls
@@ -66,6 +67,7 @@ import re
 from ..console import warn
 from .client import MIN_CALL_TIME, START_TIMEOUT, MCPError, Server
 from .http import HttpServer
+from .sse import SseServer
 
 MAX_DESCRIPTION = 2000
 PREFIX = "mcp__"
@@ -235,4 +237,6 @@ class Slots:
 def make_server(name, config, log_dir=None, report=None):
     if config.get("type") == "http":
         return HttpServer(name, config, log_dir, report)
+    if config.get("type") == "sse":
+        return SseServer(name, config, log_dir, report)
     return Server(name, config, log_dir, report)

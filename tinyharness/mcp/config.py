@@ -7,10 +7,14 @@ their own shape) or from a workspace we do not trust yet. A mistake found half-w
 a value taken on faith, costs more than a refusal at the start.
 
 The mechanism. `load_config` reads one file (`servers` or `mcpServers`), `parse_flag` one
-`--mcp NAME=COMMAND`; `parse_server` checks each server's every field, accepts the known shapes
-(`command` as a list, or a program with `args`; `type` stdio or http) and replaces `${VAR}`,
-`${VAR:-default}` and `${env:VAR}` from the environment. Anything malformed is a ValueError naming
-the file and the server; the caller stops the run before it starts (exit 2).
+`--mcp NAME=COMMAND`, `servers_of` a block of servers from elsewhere (~/.claude.json, Codex's
+config.toml: mcp/scopes.py); `parse_server` checks each server's every field, accepts the known
+shapes (`command` as a list, or a program with `args`; `type` stdio, http or sse) and replaces
+`${VAR}`, `${VAR:-default}` and `${env:VAR}` from the environment. A VS Code `${input:ID}` is left
+in place and the server's config lists it under "inputs" (with the file's description of it):
+mcp/scopes.py asks for it at the terminal once the file is trusted, or skips the server. Anything
+else malformed is a ValueError naming the file and the server; the caller stops the run before it
+starts (exit 2).
 
 What it cannot do. It checks the form of a command, not what the program does; whether a
 workspace's file may be used at all is the caller's question (trust.py), asked before this reads it.
@@ -90,32 +94,50 @@ def load_config(path, workspace=None):
         or not any(isinstance(data.get(key), dict) for key in ("servers", "mcpServers"))):
         raise ValueError(f'{path}: expected {{"servers": {{"NAME": {{"command": ...}}}}}} '
                          '(or "mcpServers", as Claude Code and Cursor write it)')
-    configs = {}
+    configs, inputs = {}, declared_inputs(data.get("inputs"))
     for key in ("mcpServers", "servers"):
         block = data.get(key)
         if block is None:
             continue
         if not isinstance(block, dict):
             raise ValueError(f'{path}: "{key}" must be an object of servers')
-        for name, config in block.items():
-            where = f"{path}: server {name!r}"
-            config = vs_code_variables(config, folder, where, env_folder)
-            configs[name] = parse_server(name, config, where)
+        configs.update(servers_of(block, path, folder, env_folder, inputs))
     return configs
 
 
-SSE_NOTE = (" (the old SSE transport is not supported; servers that have it usually speak http "
-            "too)")
+def servers_of(block, where, folder, env_folder=None, inputs=None):
+    """{name: checked config} of a block of servers ({"NAME": {...}}) found in WHERE."""
+    configs = {}
+    for name, config in block.items():
+        at = f"{where}: server {name!r}"
+        config = vs_code_variables(config, folder, at, env_folder)
+        checked = parse_server(name, config, at)
+        if isinstance(config, dict) and config.get("inputs"):
+            checked["inputs"] = {key: (inputs or {}).get(key, "") for key in config["inputs"]}
+        configs[name] = checked
+    return configs
+
+
+def declared_inputs(entries):
+    """{id: its description} of a VS Code file's "inputs" list (what the prompt says)."""
+    if not isinstance(entries, list):
+        return {}
+    return {entry["id"]: str(entry.get("description") or "")[:200] for entry in entries
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str)}
+
+
 VS_CODE_VARIABLE = re.compile(r"\$\{(workspaceFolder|workspaceFolderBasename|userHome"
                               r"|pathSeparator|/)\}")
-# ${input:x}, ${command:x}, ${config:x}
-OTHER_VARIABLE = re.compile(r"\$\{(?!env:)([A-Za-z]+):(?!-)([^}]*)\}")
+# ${command:x}, ${config:x} (${input:x} is asked for: mcp/scopes.py)
+OTHER_VARIABLE = re.compile(r"\$\{(?!env:|input:)([A-Za-z]+):(?!-)([^}]*)\}")
+INPUT = re.compile(r"\$\{input:([^}]*)\}")
 
 
 def vs_code_variables(config, folder, where, env_folder=None):
     """CONFIG with VS Code's variables replaced (${workspaceFolder}, ${userHome}...) and its envFile
     read into env (env's own entries win). ${input:ID} - a value VS Code asks for in its own prompt
-    - is an error that says what to write instead: it is never sent as it is."""
+    - stays, and "inputs" lists the ids (mcp/scopes.py asks for them); ${command:...} is an error
+    that says what to write instead: neither is ever sent as it is."""
     names = {"workspaceFolder": folder, "workspaceFolderBasename": os.path.basename(folder),
              "userHome": str(Path.home()), "pathSeparator": os.sep, "/": os.sep}
 
@@ -132,6 +154,8 @@ def vs_code_variables(config, folder, where, env_folder=None):
             return [replace(v) for v in value]
         return {k: replace(v) for k, v in value.items()} if isinstance(value, dict) else value
     config = replace(config)
+    if isinstance(config, dict) and (used := sorted(set(INPUT.findall(json.dumps(config))))):
+        config = {**config, "inputs": used}
     if isinstance(config, dict) and config.get("envFile") is not None:
         config = ({**config, "env": {**read_env_file(config["envFile"], env_folder or folder,
                                                      where), **(config.get("env") or {})}})
@@ -173,9 +197,9 @@ def parse_server(name, config, where):
     kind = config.get("type", "http" if "url" in config and "command" not in config else "stdio")
     if kind in ("streamable-http", "streamableHttp"):
         kind = "http"
-    if kind not in ("stdio", "http"):
-        raise ValueError(f"{where}: \"type\" must be \"stdio\" or \"http\", not "
-                         f"{json.dumps(kind)[:40]}{SSE_NOTE if kind == 'sse' else ''}")
+    if kind not in ("stdio", "http", "sse"):
+        raise ValueError(f"{where}: \"type\" must be \"stdio\", \"http\" or \"sse\", not "
+                         f"{json.dumps(kind)[:40]}")
     disabled = config.get("disabled", False)
     if not isinstance(disabled, bool):
         raise ValueError(f"{where}: \"disabled\" must be true or false")
@@ -189,8 +213,8 @@ def parse_server(name, config, where):
         raise ValueError(f"{where}: \"timeout\" must be a number of seconds above 0")
     checked = ({"type": kind, "disabled": disabled, "read_only": read_only or (),
                 "timeout": float(timeout)})
-    if kind == "http":
-        return {**checked, **http_part(config, where)}
+    if kind in ("http", "sse"):
+        return {**checked, **http_part(config, where, kind)}
     return {**checked, **stdio_part(config, where)}
 
 
@@ -228,10 +252,10 @@ def stdio_part(config, where):
     return {**part, **({"cwd": expand(cwd, where)} if cwd else {})}
 
 
-def http_part(config, where):
+def http_part(config, where, kind="http"):
     url = config.get("url")
     if not isinstance(url, str) or not re.match(r"https?://[^/\s]", expand(url, where)):
-        raise ValueError(f"{where}: \"type\": \"http\" needs \"url\": an http:// or https:// "
+        raise ValueError(f"{where}: \"type\": \"{kind}\" needs \"url\": an http:// or https:// "
                          "address")
     headers = config.get("headers", {})
     if (not isinstance(headers, dict)

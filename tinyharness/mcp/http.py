@@ -189,16 +189,26 @@ def limited(response, limit):
 
 def sse_data(chunks):
     """The `data` of each server-sent event of type "message" (the default), as bytes."""
-    pending, data, event = b"", [], b""
+    for event, data in sse_events(chunks):
+        if event in (b"", b"message"):
+            yield data
+
+
+def sse_events(chunks, limit=MAX_REPLY_BYTES):
+    """(event type, data) of each server-sent event that has data, as bytes; one event's data is
+    at most `limit` bytes (MCPError past it)."""
+    pending, data, event, size = b"", [], b"", 0
     for chunk in chunks:
         lines = (pending + chunk).split(b"\n")
         pending = lines.pop()
+        if len(pending) > limit:
+            raise MCPError(f"sent an event line longer than {limit} bytes")
         for line in lines:
             line = line.rstrip(b"\r")
             if not line:  # a blank line ends an event
-                if data and event in (b"", b"message"):
-                    yield b"\n".join(data)
-                data, event = [], b""
+                if data:
+                    yield event, b"\n".join(data)
+                data, event, size = [], b"", 0
                 continue
             if line.startswith(b":"):  # a comment (a keep-alive)
                 continue
@@ -206,10 +216,13 @@ def sse_data(chunks):
             value = value[1:] if value.startswith(b" ") else value
             if field == b"data":
                 data.append(value)
+                size += len(value)
+                if size > limit:
+                    raise MCPError(f"sent an event longer than {limit} bytes")
             elif field == b"event":
                 event = value
-    if data and event in (b"", b"message"):
-        yield b"\n".join(data)
+    if data:
+        yield event, b"\n".join(data)
 
 
 def parse(data):
