@@ -27,6 +27,7 @@ from .console import StreamPrinter, printable, warn
 from .flags import (approver, check_agent_flags, client_from_args, image_from_flag,
                     irregular_config, sandbox_from_args, settings_from_args, usage_problem)
 from .claude_output import choose, missing_result
+from .defaults import apply as apply_defaults, refusal
 from .parsers import build_parser, print_mode, version
 from .run_end import Results, Terminated, ending_signals, result_line, write_missing_result
 
@@ -92,9 +93,14 @@ def dispatch(argv):
         from .doctor import main as doctor_main
         return doctor_main(argv[1:])
     # the command's flags only
-    parser = build_parser(next((a for a in argv if not a.startswith("-")), ""))
+    parser = build_parser(command := next((a for a in argv if not a.startswith("-")), ""))
+    # the defaults file's values (defaults.py), below the flags and the variables
+    problem = (apply_defaults(parser, os.getcwd(), warn) if command in ("run", "chat", "models")
+               else None)
     args, extra = parser.parse_known_args(argv)
     usage = getattr(args, "usage", parser)  # the subcommand's own parser, where it set one
+    if refused := refusal(problem, args):
+        usage.error(refused)
     if args.command in ("run", "chat") and (problem := usage_problem(args, extra)):
         usage.error(problem)
     if extra:

@@ -10,7 +10,10 @@ The mechanism. Ask the server the questions a run depends on, each answered on o
 `OK`, `WARN` (a run works, with a limit worth knowing) or `FAIL` (a run will not work), with the fix
 (`SKIP` for a probe not sent because the server is still busy with the one before):
 
-    endpoint    the base URL and where it came from (the flag, which variable, the default)
+    defaults    the defaults file (defaults.py), and where the model and the API came from: the
+                flag, a variable, config.toml or the built-in default
+    endpoint    the base URL and where it came from (the flag, which variable, config.toml, the
+                default)
     key         which key goes to that host as a Bearer token, by its variable's name (never its
                 value), or that none does and why (OPENAI_API_KEY goes only to an endpoint from
                 --base-url or OPENAI_BASE_URL: endpoint.py)
@@ -49,7 +52,9 @@ from urllib.parse import urlsplit
 import requests
 
 from .console import printable  # a server's error text is printed in the FAIL lines
+from .console import warn
 from .context import CONTEXT_WINDOW
+from .defaults import apply as apply_defaults, refusal, said, source, undo_hint
 from .doctor_model import check_capabilities, check_context
 from .endpoint import ENDPOINT_ORDER, add_base_url_flag, api_key, key_said
 from .flags import base_url_problem
@@ -239,9 +244,9 @@ def check_dialect(report, args, found):
     else:
         api = "ollama"
     if found["kind"] == "Ollama" and api == "openai":
-        report.line("WARN", "api", "the run will use Ollama's /v1 shim (--api openai), where the "
-                    "context length cannot be set.",
-                    "drop --api openai (auto picks Ollama's native API).")
+        report.line("WARN", "api", "the run will use Ollama's /v1 shim (api openai, from "
+                    f"{source(args, 'api')}), where the context length cannot be set.",
+                    f"{undo_hint(args, 'api')} (auto picks Ollama's native API).")
     elif api == "ollama" and found["kind"] != "Ollama":
         report.line("FAIL", "api",
                     f"--api ollama, but {found['kind']} does not speak Ollama's native API.",
@@ -292,7 +297,7 @@ def loaded_context(args):
 def make_client(args, api, stream, reply_tokens):
     """The client a run would build, for the probes, with the reply capped: a model that does not
     stop must not keep the server busy for minutes (and every later probe waiting behind it)."""
-    client = Client(args.base_url, args.model, api_key=api_key(source_of(args)),
+    client = Client(args.base_url, args.model, api_key=api_key(source(args, 'base_url')),
                     timeout=args.timeout, stream=stream, max_reply_tokens=reply_tokens)
     run_args = SimpleNamespace(api=api, base_url=args.base_url, model=args.model,
                                context_window=args.context_window, think=None)
@@ -412,9 +417,11 @@ def check_round_trip(report, seconds):
 def diagnose(args, out=None):
     """Run every check in order; return the exit code (0: a run can work, 1: it cannot)."""
     report = Report(out)
-    report.line("INFO", "endpoint", f"{args.base_url} (from {source_of(args)}; the order: "
+    for check, text in said(args):
+        report.line("INFO", check, text)
+    report.line("INFO", "endpoint", f"{args.base_url} (from {source(args, 'base_url')}; the order: "
                 f"{ENDPOINT_ORDER}).")
-    report.line("INFO", "key", key_said(source_of(args), args.base_url))
+    report.line("INFO", "key", key_said(source(args, 'base_url'), args.base_url))
     found = check_server(report, args)
     if found is None:
         return verdict(report)
@@ -437,11 +444,6 @@ def diagnose(args, out=None):
     streamed = probe_stream(report, args, api)
     check_round_trip(report, seconds if seconds is not None else streamed)
     return verdict(report)
-
-
-def source_of(args):
-    """Where the endpoint came from: the flag, "env OLLAMA_HOST"..., "default"."""
-    return getattr(args, "base_url_source", "--base-url")
 
 
 def verdict(report):
@@ -479,7 +481,10 @@ def build_parser():
 
 def main(argv=None):
     parser = build_parser()
+    problem = apply_defaults(parser, os.getcwd(), warn)  # the defaults file, below flags and env
     args = parser.parse_args(argv)
+    if refused := refusal(problem, args):
+        parser.error(refused)
     if args.context_window is not None and args.context_window < 1:
         parser.error("--context-window must be 1 or more")
     if not args.timeout > 0:

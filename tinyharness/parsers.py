@@ -17,6 +17,7 @@ checked by flags.py and the commands, after parsing.
 import argparse
 
 from .console import printable
+from .defaults import ORDER
 from .flags import add_agent_flags, add_dialect_flags
 
 # Only argparse and the flags module (standard library below it) are imported here: `tinyharness
@@ -24,6 +25,7 @@ from .flags import add_agent_flags, add_dialect_flags
 # The flags of run and chat, whose defaults live in those modules, are added only when that command
 # is asked for.
 
+DEFAULTS = ORDER[0].upper() + ORDER[1:] + "."  # the defaults file (defaults.py)
 EXIT_CODES = ("exit codes: 0 the model finished, 1 a runtime failure (e.g. no server), 2 a usage "
               "error, 3 stopped by a limit (not confirmed complete), 130 interrupted (Ctrl-C), 143 "
               "or 129 ended by SIGTERM or SIGHUP (cleaned up as after Ctrl-C)")
@@ -124,7 +126,7 @@ def build_parser(command=None):
 
 def add_run_parser(sub, command):
     run = sub.add_parser("run", help="run the agent on a task in the current folder",
-                         epilog=EXIT_CODES,
+                         epilog=f"{DEFAULTS} {EXIT_CODES}",
                          description="Run the agent on TASK, using the current folder as its "
                                      "workspace.")
     if command in (None, "run"):
@@ -140,7 +142,7 @@ def add_chat_parser(sub, command):
                                       "runs the same loop, tools, hooks and guards as `run`, with "
                                       "its own --max-turns and --max-seconds. /help inside lists "
                                       "the commands. With standard input not a terminal, each line "
-                                      "is one message.", epilog=EXIT_CODES)
+                                      "is one message.", epilog=f"{DEFAULTS} {EXIT_CODES}")
     if command in (None, "chat"):
         add_chat_flags(chat)
         add_agent_flags(chat)
