@@ -93,7 +93,7 @@ def api_key(source, environ=None):
 def key_said(source, base_url, environ=None):
     """Which key goes to which host, in words, with the variable's name and never its value."""
     environ = os.environ if environ is None else environ
-    host = urlsplit(base_url).netloc or base_url
+    host = urlsplit(base_url).netloc.rpartition("@")[2] or base_url  # never a user:password@
     name = key_for(source, environ)[1]
     if name:
         plain = " over plain http" if urlsplit(base_url).scheme == "http" else ""
