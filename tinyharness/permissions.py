@@ -19,6 +19,8 @@ A file specifier is a path pattern in the workspace (gitignore-like: `./.env` or
 `//abs/path` and `~/path` are absolute). It is checked against the path as written and as resolved
 (its links followed): a deny or ask rule holds when either matches, so a link to `.env` is `.env`;
 an allow rule needs both, so `Edit(src/**)` does not reach through a link `src/shared -> ..`.
+A file a Read deny covers when the run starts is also known by what it is (device and inode):
+moved, or renamed with its folder, it is still refused to the file tools and the harness's reads.
 `Rules.judge` decides in Claude Code's order: a deny rule refuses (over every allow rule and
 `--yes`; the model reads the rule and where it came from), then an ask rule puts the call to the
 person at the terminal (extensions.py; never answered by --yes or an allow rule, and with nobody
@@ -205,6 +207,7 @@ class Rules:
     def __init__(self, workspace, rules=()):
         self.workspace, self.rules = str(workspace), list(rules)
         self.mode, self.mode_source = "default", None
+        self.identities = {}  # (st_dev, st_ino) of each file a Read deny covered at the start: rule
 
     def add(self, texts, kind, source, notes):
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
@@ -216,6 +219,8 @@ class Rules:
         return self.mode == "acceptEdits" or any(rule.kind == "allow" for rule in self.rules)
 
     def decide(self, tool, arguments):
+        if held := self.held_by_identity(tool, arguments or {}):
+            return held
         for kind in ("deny", "ask", "allow"):
             for rule in self.rules:
                 if rule.kind == kind and rule.covers(tool, arguments or {}, self.workspace):
@@ -259,6 +264,33 @@ class Rules:
         notes.append(f'[permissions] {source}: defaultMode {json.dumps(mode)[:60]} is not '
                      f"honoured here: {why}; calls ask as usual")
 
+    def remember_denied(self, files):
+        """Note what each file a Read deny covers now is (device and inode), with its rule: a rule
+        names a path, and the model can move the file away from it (`mv data data2`, a link)."""
+        root = os.path.realpath(self.workspace)
+        for path in files:
+            call = {"path": os.path.relpath(path, root)}
+            rule = next((r for r in self.read_denials() if r.covers("read_file", call, root)), None)
+            try:
+                status = os.stat(path)
+            except OSError:
+                continue
+            if rule:
+                self.identities[(status.st_dev, status.st_ino)] = rule
+
+    def held_by_identity(self, tool, arguments):
+        """The Read deny rule of the file a path tool's call would reach, when that file was denied
+        at the start under another name (moved, renamed with its folder, linked), else None."""
+        path = arguments.get("path")
+        if not self.identities or tool not in PATH_TOOLS or not isinstance(path, str):
+            return None
+        try:
+            status = os.stat(os.path.join(self.workspace, path))
+        except (OSError, ValueError):
+            return None
+        rule = self.identities.get((status.st_dev, status.st_ino))
+        return rule if rule and rule.takes(tool) else None
+
     def read_denials(self):
         return [rule for rule in self.rules if rule.kind == "deny" and rule.takes("read_file")]
 
@@ -266,6 +298,9 @@ class Rules:
         """Why the harness does not read the workspace file PATH for the model (a file the prompt
         quotes, the notes): the Read deny rule that covers it, as written or resolved; else None."""
         path = os.fspath(path)
+        if held := self.held_by_identity("read_file", {"path": path}):
+            return (f"is denied by the rule {held.text} ({held.source}): it is the file that rule "
+                    "denied, moved")
         for rule in self.read_denials():
             if rule.covers("read_file", {"path": path}, self.workspace):
                 real = os.path.realpath(os.path.join(self.workspace, path))
@@ -354,13 +389,14 @@ def fence_commands(sandbox, rules, report):
     if not denials:
         return
     names = ", ".join(rule.text for rule in denials)[:200]
+    files, note = rules.denied_files()
+    rules.remember_denied(files)  # the file tools and the harness's reads know them when moved
     if sandbox is None or not sandbox.enabled or not sandbox.isolated:
         why = ("--sandbox off" if sandbox is None or not sandbox.enabled
                else "no mount namespaces here")
         report(f"[sandbox] {why}: the Read deny rules ({names}) hold for the file tools and what "
                "the harness reads, not for shell commands, which can still read those files")
         return
-    files, note = rules.denied_files()
     sandbox.deny_read = files
     if note:
         report(note)
