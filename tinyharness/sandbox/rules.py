@@ -66,6 +66,7 @@ except ImportError:
 from .landlock import (EXECUTE, FILE_ONLY_RIGHTS, READ_DIR, READ_FILE, TRUNCATE, WRITE_FILE,
                        PathBeneathAttr, add_path_rule, create_ruleset, handled, restrict_self)
 from .seccomp import SockFilter, SockFprog, install, syscall_filter
+from .reaping import become_subreaper, child_lister, is_zombie, tree
 from .syscalls import prctl
 
 READ_EXECUTE = EXECUTE | READ_FILE | READ_DIR
@@ -240,11 +241,12 @@ def stay_between(owner):
     """In a child between fork and exec that leads its process group (Popen's preexec_fn, after
     setsid): fork. The child returns, to exec the command; this process stays between the harness
     and it, holding nothing open, waits for it and leaves with its status. When the harness dies
-    first, it kills its whole group - the command and all it started - then itself. Never returns
-    in this process."""
+    first, it kills its whole group - the command and all it started - and, as a subreaper, what
+    left the group (setsid, setpgid, a double fork), then itself. Never returns in this process."""
     watched = {signal.SIGTERM, signal.SIGCHLD}
     before = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     die_with(owner, signal.SIGTERM)
+    become_subreaper()  # what the command detaches (setsid, setpgid, a double fork) stays below
     command = os.fork()
     if command == 0:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)  # the command gets its signals
@@ -254,11 +256,34 @@ def stay_between(owner):
         if signal.sigwait(watched) == signal.SIGTERM:
             # its starting thread ended, or somebody sent SIGTERM: only the harness's end counts
             if os.getppid() != owner:
-                os.killpg(0, signal.SIGKILL)
+                end_below()
             continue
         done, status = os.waitpid(command, os.WNOHANG)
         if done:
             leave_as(status)
+
+
+def end_below():
+    """The harness is gone: kill every process below this one - the command's group and what left
+    it (setsid, setpgid: still below us; a double fork's orphan: handed back to us, a subreaper),
+    again until none is left - then the group, this process included."""
+    me = os.getpid()
+    for _ in range(100):
+        children = child_lister()
+        victims = {pid for pid in tree(children(me), children) if not is_zombie(pid)}
+        if not victims:
+            break
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass  # the dead below us, collected so that the next look sees the living
+        except ChildProcessError:
+            pass
+    os.killpg(0, signal.SIGKILL)
 
 
 def leave_as(status):
