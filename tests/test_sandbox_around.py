@@ -251,12 +251,14 @@ def test_the_private_tmpdir_is_removed_whatever_modes_the_command_left():
 
 
 def test_a_hard_link_to_a_file_outside_is_named_once_at_start(place):
+    """At the start of the commands: the walk is made before the first one (sandbox/links.py), not on
+    the way to the first request (tests/test_start_walk.py)."""
     (place.outside / "data.csv").write_text("shared")
     os.link(place.outside / "data.csv", place.ws / "data.csv")
     (place.ws / "a.txt").write_text("inside")
     os.link(place.ws / "a.txt", place.ws / "b.txt")  # two names inside the workspace: nothing to say
-    result, _, server = run(place, [])
-    assert result.returncode == 0 and len(server.requests) == 1
+    result, _, server = run(place, [("shell", {"command": "true"})])
+    assert result.returncode == 0 and len(server.requests) == 2
     [note] = [line for line in result.stderr.splitlines() if "hard link" in line]
     assert note.startswith("[sandbox] not covered: data.csv in the workspace is a hard link to a file outside")
 

@@ -306,7 +306,8 @@ def linked_out_of_workspace(path, workspace):
 def sandbox_from_args(args, parser):
     """The Sandbox that --sandbox and --sandbox-read ask for (a usage error if a path is missing),
     with the warning that --sandbox off prints on every run."""
-    from .sandbox import Sandbox, hard_link_note, workspace_problem
+    from .sandbox import Sandbox, workspace_problem
+    from .sandbox.links import hard_link_note
     from .sandbox.env import env_refusal
     from .sandbox.namespaces import NOT_ISOLATED
     missing = [p for p in args.sandbox_read if not os.path.exists(p)]
@@ -335,8 +336,8 @@ def sandbox_from_args(args, parser):
                        extra_env=args.sandbox_env))
     if sandbox.enabled and not sandbox.problem() and not sandbox.isolated:
         warn(NOT_ISOLATED)
-    if sandbox.enabled and (note := hard_link_note(os.getcwd())):
-        warn(note)
+    if sandbox.enabled:  # walked before the first command, not on the way to the first request
+        sandbox.before_first = lambda workspace: (note := hard_link_note(workspace)) and warn(note)
     return sandbox
 
 

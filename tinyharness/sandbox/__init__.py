@@ -36,8 +36,9 @@ says what its layer cannot do.
 
 Around the layers, this module keeps the start folder safe (`workspace_problem`: no workspace that
 holds the home folder or the harness, or lies inside a folder other programs read as settings or run
-from), removes each command's private TMPDIR whatever modes it left, and names at start a hard link
-to a file outside. The harness's own files go through filedoor.py.
+from), removes each command's private TMPDIR whatever modes it left, and names, before the first
+command, a hard link to a file outside (sandbox/links.py). The harness's own files go through
+filedoor.py.
 
 The model only reads text, and `Permission denied` alone sends a small model looking for another
 way (sudo, another path): when a command's output shows a refusal, the result ends with one
@@ -79,7 +80,6 @@ WORKSPACE -- sh -c 'touch ~/x'`.
 import functools
 import os
 import platform
-import stat
 import subprocess
 import sys
 import tempfile
@@ -139,6 +139,7 @@ class Sandbox:
         self._abi, self._isolate = None, isolate  # isolate: None = namespaces where they work
         # workspace -> [Rules built once a run, commands started]
         self._built, self._lock, self._spawners = {}, LOCK, Spawners()
+        self.before_first = None  # f(workspace), once, before the first command (links.py)
         weakref.finalize(self, close_all, self._built, self._spawners)
 
     @property
@@ -210,6 +211,9 @@ class Sandbox:
                                        start_new_session=True, env=env,
                                        preexec_fn=lambda: stay_between(harness), **popen)
             return process, lambda timed_out=False, reap=True: []
+        say, self.before_first = self.before_first, None  # once: not on the way to the request
+        if say:
+            say(workspace)
         become_subreaper()
         adopted_before = child_lister()(os.getpid())
         contents = {}
@@ -364,41 +368,6 @@ def workspace_problem(workspace, home=None, environ=None):
                     "the sandbox; shell commands may change anything in the workspace; start "
                     "tinyharness in a project folder")
     return None
-
-
-def linked_outside(workspace, limit=20_000):
-    """(how many, one of them) of the workspace's regular files that are hard links with a name
-    outside it (more links than names found inside): the kernel sees the workspace's name, so a
-    command may change the file for the other name too. The walk stops after `limit` entries (a huge
-    tree is not scanned)."""
-    names, seen = {}, 0
-    for folder, subfolders, files in os.walk(workspace):
-        for name in files:
-            seen += 1
-            try:
-                info = os.lstat(os.path.join(folder, name))
-            except OSError:
-                continue
-            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
-                key = (info.st_dev, info.st_ino)
-                names[key] = [names.get(key, [0])[0] + 1, info.st_nlink, os.path.join(folder, name)]
-        if seen > limit:
-            break
-    outside = [path for count, links, path in names.values() if links > count]
-    return len(outside), (os.path.relpath(outside[0], workspace) if outside else None)
-
-
-def hard_link_note(workspace):
-    """The line said once at start when the workspace holds hard links to files outside it, or
-    None."""
-    count, example = linked_outside(workspace)
-    if not count:
-        return None
-    more = f" and {count - 1} more file{'s' * (count > 2)}" if count > 1 else ""
-    linked = "are hard links to files" if more else "is a hard link to a file"
-    return (f"[sandbox] not covered: {example}{more} in the workspace {linked} outside it: a "
-            "command that writes into one changes the file outside too (the kernel sees the "
-            "workspace's name); copy it to break the link")
 
 
 REFUSALS = ("Permission denied", "Operation not permitted", "Errno 13", "Errno 1]")
