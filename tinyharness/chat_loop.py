@@ -20,11 +20,14 @@ import sys
 import time
 from pathlib import Path
 
+from . import chat_commands
 from .chat_input import BLOCK
 from .checkpoints.commands import chat_command
 from .console import printable
+from .defaults import Sourced
 from .guards import Stopped
 from .llm import LLMError
+from .model_list import chat_lines
 from .run_end import Terminated
 
 HELP = f"""Type a message and press Enter. A line ending with \\ continues on the next line;
@@ -32,7 +35,12 @@ a line holding only {BLOCK} starts a block that ends at the next {BLOCK} line.
   /help          this help
   /compact       summarise the conversation so far and go on from the summary
   /clear         forget the conversation (the session file keeps it)
-  /model NAME    talk to another model from the next message on
+  /model [NAME]  list the server's models (the current one marked *); with NAME, talk to it
+                 from the next message on
+  /cost          tokens, model calls and tool calls so far
+  /status        the model, endpoint, API, session, workspace, sandbox and how full the window is
+  /permissions   the permission rules in force, with where each came from
+  /mcp           the MCP servers, their state and their tools
   /save [PATH]   write the conversation as a JSON transcript (default: chat-<session id>.json)
   /undo          put the workspace back as it was before the last change the model made
   /rewind [N]    list the changes; with N, put the workspace back as it was before change N
@@ -96,9 +104,9 @@ class Chat:
             self.say("The conversation is cleared; the session file keeps what was said.")
         elif name == "/model":
             if not rest:
-                self.say(f"The model is {self.client.model}. /model NAME changes it.")
+                chat_lines(self.client, self.say)
             else:
-                self.client.model = rest
+                self.client.model = Sourced(rest, "/model")
                 self.conversation.notice(f"[model] from the next message on: {rest}")
         elif name == "/save":
             writer = self.conversation.writer
@@ -110,6 +118,8 @@ class Chat:
                 self.say(f"Cannot save to {path}: {e.strerror or e}")
         elif name in ("/undo", "/rewind"):  # files you changed since are kept, and named
             chat_command(name, rest, self.conversation.settings.run.checkpoints, self.say)
+        elif name in chat_commands.COMMANDS:  # /cost, /status, /permissions, /mcp
+            chat_commands.COMMANDS[name](self)
         else:
             self.say(f"Unknown command {name}; /help lists the commands.")
         return True

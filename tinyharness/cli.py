@@ -470,6 +470,11 @@ def script_path(name_or_path):
     return None
 
 
+def list_models(args, usage):
+    from .model_list import models_command
+    return models_command(args)
+
+
 def checkpoints_command(args, usage):
     """`checkpoints` and `undo` (checkpoints/commands.py)."""
     from .checkpoints import commands
@@ -482,4 +487,5 @@ COMMANDS = {"run": run_command, "chat": open_chat, "mcp": list_mcp, "hooks": lis
             "sessions": list_sessions, "view": view_session,
             "demo": replay_demo, "fake-server": lambda args, usage: fake_server(args),
             "course": lambda args, usage: course_command(args),
-            "checkpoints": checkpoints_command, "undo": checkpoints_command}
+            "checkpoints": checkpoints_command, "undo": checkpoints_command,
+            "models": list_models}

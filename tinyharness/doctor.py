@@ -51,8 +51,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .console import printable  # a server's error text is printed in the FAIL lines
-from .console import warn
+from .console import printable, warn  # a server's error text is printed in the FAIL lines
 from .context import CONTEXT_WINDOW
 from .defaults import apply as apply_defaults, refusal, said, source, undo_hint
 from .doctor_model import check_capabilities, check_context

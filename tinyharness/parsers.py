@@ -263,6 +263,27 @@ def add_fake_server_parser(sub, command):
     fake.set_defaults(usage=fake)
 
 
+def add_models_parser(sub, command):
+    """`models`: the server's models (model_list.py), the current one marked."""
+    models = sub.add_parser("models", help="list the server's models, the current one marked *",
+                            description="List the models the server has, one a line, `* ` before "
+                                        "the one a run would use: Ollama's /api/tags, else the "
+                                        "OpenAI-compatible /v1/models. " + DEFAULTS)
+    if command in (None, "models"):
+        import os
+        from .endpoint import add_base_url_flag
+        from .llm import DEFAULT_MODEL
+        from .llm.ollama import API_CHOICES
+        models.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
+                            help="the model to mark as current (env TINYHARNESS_MODEL, default "
+                                 "%(default)s)")
+        add_base_url_flag(models)
+        models.add_argument("--api", choices=API_CHOICES, help="the dialect, as for run (env "
+                            "TINYHARNESS_API, default %(default)s)",
+                            default=os.environ.get("TINYHARNESS_API", "auto"))
+    models.set_defaults(usage=models)
+
+
 def add_eval_and_doctor_parsers(sub, command):
     """Listed in --help only: `dispatch` hands their whole command line to their own parsers."""
     sub.add_parser("eval", add_help=False, help="measure models or harness settings on five tasks, "
@@ -400,12 +421,12 @@ def add_undo_parsers(sub, command):
 
 # the words that name a command (build_parser's subcommands; tests/test_claude_output.py checks)
 COMMAND_NAMES = ("run", "chat", "mcp", "hooks", "sessions", "view", "demo", "fake-server", "eval",
-                 "doctor", "course", "checkpoints", "undo")
+                 "doctor", "models", "course", "checkpoints", "undo")
 
 SUBPARSERS = (add_run_parser, add_chat_parser, add_mcp_parser, add_hooks_parser,
               add_sessions_parser, add_view_parser, add_demo_parser,
-              add_fake_server_parser, add_eval_and_doctor_parsers, add_course_parser,
-              add_undo_parsers)
+              add_fake_server_parser, add_eval_and_doctor_parsers, add_models_parser,
+              add_course_parser, add_undo_parsers)
 
 
 def add_chat_flags(parser):

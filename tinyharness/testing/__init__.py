@@ -44,6 +44,9 @@ it the oldest messages are dropped (the system prompt kept, the last message alw
 goes first), the "model" sees only what is left, the answer is a 200 and `prompt_tokens` the smaller
 count; `srv.truncated` lists (request index, messages dropped). A reactive reply's
 `if_prompt_contains` then tells whether a fact is still in what the model sees.
+`listed=[...]` names the models `GET /v1/models` lists (by default the one `model`);
+`api_key="sk-..."` plays a server that wants a key: a request without `Authorization: Bearer
+sk-...` gets OpenAI's 401.
 
 Tool-call ids are written by the server (`call_1`, `call_2`, ... over the server's life), not by
 the script: in real deployments the serving layer assigns them, and the model never sees them

@@ -78,6 +78,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         path = self.path.split("?")[0].rstrip("/")
+        if self.refused_key():
+            return None
         # a native dialect's routes (testing/fake_ollama.py), if the owner has one
         if path.startswith("/api/"):
             return self.server.owner.answer_native(self, "GET", path, None)
@@ -88,8 +90,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self.send_json(200, {"default_generation_settings": window,
                                         "build_info": "scripted"})
         if path.endswith("/models"):
-            model = {"id": self.server.owner.model, "object": "model", "owned_by": "tinyharness"}
-            self.send_json(200, {"object": "list", "data": [model]})
+            models = [{"id": name, "object": "model", "owned_by": "tinyharness"}
+                      for name in owner.listed or [owner.model]]
+            self.send_json(200, {"object": "list", "data": models})
         else:
             self.send_json(404, error_body(f"no route for GET {path}", "invalid_request_error"))
 
@@ -97,6 +100,8 @@ class _Handler(BaseHTTPRequestHandler):
         # Read the body first, whatever the path, so the connection stays in a sane state.
         data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         path = self.path.split("?")[0].rstrip("/")
+        if self.refused_key():
+            return None
         if path.startswith("/api/"):
             return self.server.owner.answer_native(self, "POST", path, data)
         # like Ollama: a base URL without /v1 is a 404
@@ -111,6 +116,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self.send_json(400, error_body("request body must be a JSON object",
                                                   "invalid_request_error"))
         self.answer_chat(body)
+
+    def refused_key(self):
+        """api_key set: a request without `Authorization: Bearer KEY` gets OpenAI's 401."""
+        key = self.server.owner.api_key
+        if key is None or self.headers.get("Authorization") == f"Bearer {key}":
+            return False
+        self.send_json(401, {"error": {"message": "Incorrect API key provided.", "code":
+                                       "invalid_api_key", "type": "invalid_request_error"}})
+        return True
 
     def answer_chat(self, body: dict):
         owner = self.server.owner
@@ -270,9 +284,8 @@ class ScriptedServer:
 
     def __init__(self, script=None, policy=None, *, host="127.0.0.1", port=0, model="qwen3:8b",
                  fragment_size=7, drop_images=False, strict=True, null_content=True,
-                 legacy_fields=True,
-                 send_usage=True, stream_usage=True, context_window=None, announce_window=False,
-                 truncate=False):
+                 legacy_fields=True, send_usage=True, stream_usage=True, context_window=None,
+                 announce_window=False, truncate=False, listed=None, api_key=None):
         if script is not None and policy is not None:
             raise ValueError("give a script or a policy, not both")
         if fragment_size < 1:
@@ -294,6 +307,8 @@ class ScriptedServer:
         self.truncated = []         # (request index, messages dropped) of each prompt cut so
         # GET /props tells it up front, as llama.cpp's server does
         self.announce_window = announce_window
+        # the ids GET /v1/models lists (default: the model); a key every request must bring
+        self.listed, self.api_key = listed, api_key
         # (request index, status, rule, message) of each request strict mode refused
         self.rejected = []
         self.requests = []          # parsed bodies of every POST to chat/completions, in order
