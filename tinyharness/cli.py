@@ -475,6 +475,12 @@ def list_models(args, usage):
     return models_command(args)
 
 
+def completion_script(args, usage):
+    from .completion import script
+    print(script(args.shell), end="")
+    return 0
+
+
 def checkpoints_command(args, usage):
     """`checkpoints` and `undo` (checkpoints/commands.py)."""
     from .checkpoints import commands
@@ -488,4 +494,4 @@ COMMANDS = {"run": run_command, "chat": open_chat, "mcp": list_mcp, "hooks": lis
             "demo": replay_demo, "fake-server": lambda args, usage: fake_server(args),
             "course": lambda args, usage: course_command(args),
             "checkpoints": checkpoints_command, "undo": checkpoints_command,
-            "models": list_models}
+            "models": list_models, "completion": completion_script}

@@ -284,6 +284,20 @@ def add_models_parser(sub, command):
     models.set_defaults(usage=models)
 
 
+def add_completion_parser(sub, command):
+    """`completion`: a shell's completion script, made from this parser (completion.py)."""
+    completion = sub.add_parser("completion", help="print a completion script for bash, zsh or "
+                                                   "fish",
+                                description="Print the script that completes tinyharness's "
+                                            "commands, flags and their values in SHELL. bash: "
+                                            "`source <(tinyharness completion bash)` (in "
+                                            "~/.bashrc); zsh: `source <(tinyharness completion "
+                                            "zsh)` (in ~/.zshrc); fish: `tinyharness completion "
+                                            "fish > ~/.config/fish/completions/tinyharness.fish`.")
+    completion.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell")
+    completion.set_defaults(usage=completion)
+
+
 def add_eval_and_doctor_parsers(sub, command):
     """Listed in --help only: `dispatch` hands their whole command line to their own parsers."""
     sub.add_parser("eval", add_help=False, help="measure models or harness settings on five tasks, "
@@ -421,12 +435,12 @@ def add_undo_parsers(sub, command):
 
 # the words that name a command (build_parser's subcommands; tests/test_claude_output.py checks)
 COMMAND_NAMES = ("run", "chat", "mcp", "hooks", "sessions", "view", "demo", "fake-server", "eval",
-                 "doctor", "models", "course", "checkpoints", "undo")
+                 "doctor", "models", "course", "checkpoints", "undo", "completion")
 
 SUBPARSERS = (add_run_parser, add_chat_parser, add_mcp_parser, add_hooks_parser,
               add_sessions_parser, add_view_parser, add_demo_parser,
               add_fake_server_parser, add_eval_and_doctor_parsers, add_models_parser,
-              add_course_parser, add_undo_parsers)
+              add_course_parser, add_undo_parsers, add_completion_parser)
 
 
 def add_chat_flags(parser):
