@@ -210,7 +210,7 @@ ELSEWHERE = {
     ("sandbox/rules", "__init__"): "/proc", ("sandbox/spawner_main", "remove_ipc"): "/proc",
     ("sandbox/spawner", "start"): "the package's own file (the spawner's program)",
     ("sandbox/spawner", "run"): "a pipe's descriptor, no path",
-    ("course", "stage_title"): "the course's files", ("course", "_lines"): "the course's files",
+    ("course", "stage_title"): "the course's files", ("course", "flatten_lesson"): "the course's files", ("course", "_lines"): "the course's files",
     ("hints", "load_hints"): "the course's files", ("exercises", "find_holes"): "the course's files",
     ("hints", "_progress"): "the progress store", ("hints", "record_step"): "the progress store",
     ("exercises", "write_exercise"): "the learner's copy of a stage", ("grading", "still_to_write"): "the same",

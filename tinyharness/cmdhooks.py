@@ -92,7 +92,7 @@ from pathlib import Path
 from .console import warn
 from .filedoor import CONFIG_CAP, read_config
 from .hookdecide import Verdict, verdict_of
-from .hookrun import cannot_start, confinement_note, run_command, tool_folders
+from .hookrun import cannot_start, run_command, tool_folders
 
 EVENTS = ("pre_tool_use", "post_tool_use", "user_prompt_submit", "stop", "pre_compact",
           "session_start")

@@ -31,6 +31,7 @@ from .checkpoints import around as checkpoint
 from . import asking
 from .asking import for_call, has_terminal
 from .cmdhooks import Verdict
+from .hookrun import confinement_note
 from .hooks import needs_permission as ours_needs_permission
 from .permissions import Rules, allowed_note, fence_commands, from_settings, unused_keys
 from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL, run_child

@@ -41,7 +41,7 @@ def with_task(task, stdin=None):
         return task
     try:
         data, size = read_capped(stdin)
-    except (OSError, ValueError):  # a stream that cannot be read (closed under us, a test's stand-in)
+    except (OSError, ValueError):  # a stream that cannot be read (closed under us, a stand-in)
         return task
     if not data.strip():
         return task
