@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from benchmarks import window_edge as edge
 from tests.ladder import ROOT, calls, tool_call
