@@ -23,7 +23,6 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from itertools import count
-from pathlib import Path
 from typing import Any
 
 from . import cmdhooks, mcp, trust
@@ -455,7 +454,7 @@ def file_policy(path, data, hooks, said, rules, workspace, ask, flags):
     if own or not (any(hooks.values()) or allows):
         return None
     if any(hooks.values()):
-        note = cmdhooks.confinement_note(hooks, getattr(flags, "sandbox", "on") != "off")
+        note = confinement_note(hooks, getattr(flags, "sandbox", "on") != "off")
         trusted = trust.ensure_trusted(path, "a hooks or settings file", ask,
                                        note + (f"\nIt also says: {allowed}." if allowed else ""))
     else:
