@@ -244,7 +244,7 @@ SKELETON_LEFT = 0.05
 
 
 def batch_scissors(messages, window_tokens, high=HIGH_WATER, low=LOW_WATER, keep=2, limit=200,
-                   skeleton_max=SKELETON_MAX, skeleton_left=SKELETON_LEFT):
+                   skeleton_max=SKELETON_MAX, skeleton_left=SKELETON_LEFT, collapsing=True):
     """Change nothing until the messages pass `high` of the window; then stub old tool results,
     oldest first and never the newest `keep` (nor a result the model has not seen yet), until they
     are under `low` of the window.
@@ -255,6 +255,7 @@ def batch_scissors(messages, window_tokens, high=HIGH_WATER, low=LOW_WATER, keep
     run's skeleton of calls and stubs has outgrown the low mark), the oldest turns are collapsed
     into one summary line (`collapse`) until the messages are under `collapse_to` of the window:
     one deep cut, so the next is many turns away, instead of a cut at every turn.
+    `collapsing=False`: stubs only (the retry after an overflow, whose message says "stubbed").
     """
     chars = json_chars(messages)
     if (chars + 3) // 4 <= high * window_tokens:
@@ -269,7 +270,7 @@ def batch_scissors(messages, window_tokens, high=HIGH_WATER, low=LOW_WATER, keep
             cut = stub(out[i], described)
             chars += message_chars(cut) - message_chars(out[i])
             out[i] = cut
-    if (chars + 3) // 4 > low * window_tokens:
+    if collapsing and (chars + 3) // 4 > low * window_tokens:
         chars_per_window = 4 * window_tokens
         out = collapse(out, skeleton_max * chars_per_window, skeleton_left * chars_per_window, keep)
     return out
@@ -455,7 +456,9 @@ def overflow_cut(messages, prompt_tokens=None, window=None, keep=2, low=LOW_WATE
         beyond = max(0, prompt_tokens - estimate_tokens(messages))
         # low * target = low * window - beyond
         target = window - beyond / low
-        return batch_scissors(messages, max(0.0, target), high=0, low=low, keep=keep), \
+        # stubs only: a collapse is the policy's, before a call, not the retry's
+        return batch_scissors(messages, max(0.0, target), high=0, low=low, keep=keep,
+                              collapsing=False), \
             (f"old results stubbed until the server's count would be under {low:.0%} of its "
              f"{window}-token window")
     return sliding_scissors(messages, keep=keep), f"every old result but the newest {keep} stubbed"
