@@ -290,7 +290,10 @@ def test_tinyharness_cuts_in_one_batch_past_the_high_water_mark(workspace):
               if after["messages"][:len(before["messages"])] != before["messages"]]
     assert breaks and len(breaks) < len(server.requests) - 3   # some cuts, but not one every turn
     last = list(tool_results(server.requests[-1]).values())
-    assert last[0].startswith(STUB) and not last[-1].startswith(STUB) and not last[-2].startswith(STUB)
+    # the oldest turns stubbed, or collapsed into one line once the calls and stubs grew too many
+    collapsed = [m for m in server.requests[-1]["messages"] if str(m["content"]).startswith("[harness] To keep")]
+    assert last[0].startswith(STUB) or len(collapsed) == 1
+    assert not last[-1].startswith(STUB) and not last[-2].startswith(STUB)
 
 
 def test_tinyharness_no_scissors_and_context_policy_are_one_choice(workspace):
