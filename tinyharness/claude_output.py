@@ -38,7 +38,6 @@ import uuid
 
 from .console import printable, warn
 from .run_end import Results
-from .sessions.writer import unwritten_from
 
 FORMATS = ("text", "json", "stream-json")
 FAILED = ("ERROR", "BLOCKED", "DENIED")  # a tool result that starts so did not do what was asked
@@ -138,6 +137,8 @@ class Converter:
     def new(self, messages):
         """The Claude messages for what was added since the last call."""
         found = []
+        # here, not at the top: `tinyharness --help` stays clear of the sessions and the sandbox
+        from .sessions.writer import unwritten_from
         for message in messages[unwritten_from(messages, self.written, self.last):]:
             role = message.get("role")
             if role == "assistant":
