@@ -2,7 +2,7 @@
 Streamable HTTP (POST, a JSON or an SSE answer, Mcp-Session-Id) with --http.
 
     python tests/mcp_server.py [--junk] [--version V] [--page-size N] [--crash-at-start]
-                               [--endless-cursor] [--hostile] [--http PORT [--sse]]
+                               [--endless-cursor] [--hostile] [--http PORT [--sse]] [--legacy-sse PORT]
 
 Tools: echo{text} (read-only in the tests' configs), add{a, b}, fail{} (answers isError: true),
 slow{seconds}, crash{} (the process exits mid-call), image{} (a picture), junk_image{} (an image part
@@ -12,7 +12,9 @@ then never answers), tool_0 .. tool_4 (padding, so paging has several pages).
 --junk prints lines that are not JSON-RPC to stdout between replies; --hostile adds tools with names
 and schemas no model server accepts and sends a reply whose id is a list before each real reply;
 --endless-cursor makes tools/list hand out a new cursor forever. Everything it logs goes to stderr.
-With --http it serves until killed, on 127.0.0.1:PORT (0: a free port, printed as "port N").
+With --http it serves until killed, on 127.0.0.1:PORT (0: a free port, printed as "port N"). --legacy-sse serves
+the older HTTP+SSE transport as the official SDK's server does: GET /sse is an event stream whose first event,
+`endpoint`, names /messages?session_id=ID; each message POSTed there is answered 202, its reply sent on the stream.
 """
 import argparse
 import json
@@ -229,6 +231,56 @@ def serve_http(server, args):
     return httpd
 
 
+def serve_legacy_sse(server, port=0):
+    """The HTTP+SSE transport (protocol 2024-11-05): a ThreadingHTTPServer, not started."""
+    import queue
+    streams = {}  # session id -> queue of messages for its GET stream
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            session = uuid.uuid4().hex
+            streams[session] = outbox = queue.Queue()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                self.wfile.write(f"event: endpoint\ndata: /messages?session_id={session}\n\n".encode())
+                while True:
+                    self.wfile.flush()
+                    try:
+                        message = outbox.get(timeout=0.2)
+                    except queue.Empty:
+                        self.wfile.write(b": keep-alive\n\n")  # fails once the client has gone
+                        continue
+                    self.wfile.write(b"event: message\ndata: " + json.dumps(message).encode() + b"\n\n")
+            except OSError:
+                streams.pop(session, None)
+
+        def do_POST(self):
+            outbox = streams.get(self.path.partition("session_id=")[2])
+            message = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            if outbox is None:
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            reply = server.handle(message, outbox.put)
+            if reply is not None:
+                outbox.put(reply)
+
+    return ThreadingHTTPServer(("127.0.0.1", port), Handler)
+
+
 def parse(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--junk", action="store_true")
@@ -239,6 +291,7 @@ def parse(argv=None):
     parser.add_argument("--crash-at-start", action="store_true")
     parser.add_argument("--http", type=int, default=None, metavar="PORT")
     parser.add_argument("--sse", action="store_true")
+    parser.add_argument("--legacy-sse", type=int, default=None, metavar="PORT")
     return parser.parse_args(argv)
 
 
@@ -248,6 +301,10 @@ def main():
         print("cannot start: no database", file=sys.stderr)
         sys.exit(1)
     server = ToolServer(args)
+    if args.legacy_sse is not None:
+        httpd = serve_legacy_sse(server, args.legacy_sse)
+        print(f"port {httpd.server_address[1]}", flush=True)
+        return httpd.serve_forever()
     if args.http is None:
         return serve_stdio(server, args)
     httpd = serve_http(server, args)

@@ -26,6 +26,20 @@ from .client import MCPError, Server
 from .http import CONNECT_TIMEOUT, NOTIFY_TIMEOUT, parse, reason, sse_events
 
 
+def arriving(response):
+    """The body's bytes as they arrive: a chunked body chunk by chunk; another (a stream that ends
+    when the connection does) whatever the socket has, never waiting for more than one byte."""
+    if "chunked" in response.headers.get("Transfer-Encoding", "").lower():
+        yield from response.iter_content(chunk_size=None)
+        return
+    read = getattr(response.raw, "read1", None)  # urllib3 2
+    if read is None:
+        yield from response.iter_content(chunk_size=1)
+        return
+    while data := read(65536):
+        yield data
+
+
 class SseServer(Server):
     transport = "sse"
 
@@ -58,7 +72,7 @@ class SseServer(Server):
         """Route each event of the GET stream; nothing the server sends ends it but the stream's
         end."""
         try:
-            for event, data in sse_events(self.stream.iter_content(chunk_size=None)):
+            for event, data in sse_events(arriving(self.stream)):
                 if event == b"endpoint" and self.endpoint is None:
                     self.endpoint = self.same_origin(data.decode("utf-8", errors="replace"))
                     self.ready.set()
