@@ -231,8 +231,10 @@ def serve_http(server, args):
     return httpd
 
 
-def serve_legacy_sse(server, port=0):
-    """The HTTP+SSE transport (protocol 2024-11-05): a ThreadingHTTPServer, not started."""
+def serve_legacy_sse(server, port=0, chunked=False):
+    """The HTTP+SSE transport (protocol 2024-11-05): a ThreadingHTTPServer, not started. `chunked`: the
+    stream in chunked transfer encoding, as servers behind uvicorn send it; else a body that ends with the
+    connection."""
     import queue
     streams = {}  # session id -> queue of messages for its GET stream
 
@@ -248,18 +250,22 @@ def serve_legacy_sse(server, port=0):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
+            if chunked:
+                self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             self.close_connection = True
+            def send(data):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
             try:
-                self.wfile.write(f"event: endpoint\ndata: /messages?session_id={session}\n\n".encode())
+                send(f"event: endpoint\ndata: /messages?session_id={session}\n\n".encode())
                 while True:
                     self.wfile.flush()
                     try:
                         message = outbox.get(timeout=0.2)
                     except queue.Empty:
-                        self.wfile.write(b": keep-alive\n\n")  # fails once the client has gone
+                        send(b": keep-alive\n\n")  # fails once the client has gone
                         continue
-                    self.wfile.write(b"event: message\ndata: " + json.dumps(message).encode() + b"\n\n")
+                    send(b"event: message\ndata: " + json.dumps(message).encode() + b"\n\n")
             except OSError:
                 streams.pop(session, None)
 

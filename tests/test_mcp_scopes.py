@@ -49,9 +49,9 @@ def run(ws, env, script, *args, tty=None):
     return done, list(tool_results(server.requests[1]).values()) if len(server.requests) > 1 else []
 
 
-@pytest.fixture
-def sse_server():
-    httpd = serve_legacy_sse(ToolServer(parse([])))
+@pytest.fixture(params=[False, True], ids=["plain", "chunked"])
+def sse_server(request):
+    httpd = serve_legacy_sse(ToolServer(parse([])), chunked=request.param)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/sse"

@@ -52,7 +52,8 @@ def test_an_ask_rule_asks_even_under_yes_and_a_matching_allow_rule(typed, runs, 
     script = [calls(tool_call("shell", command="echo committed > marker.txt")), "Done."]
     done, results = run(ws, home, script, "--yes", "--allow", "Bash(echo committed:*)", tty=typed)
     assert "the rule Bash(echo committed:*) (.claude/settings.json) asks" in done.screen
-    assert 'Allow shell({"command": "echo committed > marker.txt"})? [y/N] ' in done.screen  # no "always" offer
+    assert 'Allow shell({"command": "echo committed > marker.txt"})? [y/N] ' in done.screen
+    assert "a = always" not in done.screen  # an allow rule would not beat the ask rule: none is offered
     assert (ws / "marker.txt").exists() == runs
     assert results[0].startswith("exit status 0" if runs else "DENIED: the user did not allow this shell call")
 

@@ -28,7 +28,7 @@ from typing import Any
 from . import cmdhooks, mcp, trust
 from .checkpoints import around as checkpoint
 from . import asking
-from .asking import for_call, has_terminal
+from .asking import has_terminal
 from .cmdhooks import Verdict
 from .hookrun import confinement_note
 from .hooks import needs_permission as ours_needs_permission
@@ -147,9 +147,11 @@ def asked_by_rule(rule, name, arguments, workspace):
     if not has_terminal():
         return (f"DENIED: this {name} call did not run: {why}, and there is no terminal to ask at "
                 "(--yes and allow rules never answer an ask rule).")
-    question = for_call(name, arguments, workspace)
+    before, shown = "", canonical(arguments)  # as for_call shows it, without the "always" offer
+    if name == "write_file" and isinstance(arguments.get("content"), str):
+        before, shown = asking.write_preview(arguments["path"], arguments["content"], workspace)
     if asking.ask(f"[permissions] {why} before this call (--yes does not answer it):\n"
-                  f"{question.replace('/a] ', '] ')}"):
+                  f"{before}Allow {name}({shown})? [y/N] "):
         return None
     return f"DENIED: the user did not allow this {name} call ({why}), so it did not run."
 
@@ -283,9 +285,10 @@ def add_flags(parser):
                         help="start an MCP server over stdio and offer its tools as "
                              "mcp__NAME__TOOL (repeatable; COMMAND is split as a shell would split "
                              "it). Servers are also read from the workspace's .mcp.json, "
-                             ".vscode/mcp.json and .tinyharness/mcp.json (each trusted first) and "
-                             "~/.config/tinyharness/mcp.json. Each MCP call asks permission unless "
-                             "the config marks the tool read-only")
+                             ".vscode/mcp.json and .tinyharness/mcp.json (each trusted first), "
+                             "~/.config/tinyharness/mcp.json, ~/.claude.json and "
+                             "~/.codex/config.toml (`tinyharness mcp list` shows them). Each MCP "
+                             "call asks permission unless the config marks the tool read-only")
     parser.add_argument("--allow", action="append", default=[], metavar="RULE",
                         help="let calls this rule covers run without asking, in Claude Code's "
                              "spelling: 'Bash(npm test:*)' (a command prefix), 'Bash(git status)', "

@@ -44,7 +44,9 @@ over HTTP mcp/http.py, the checks on what a server sends mcp/results.py, the con
 mcp/config.py. Their names are importable from here.
 
 Configuration (`.tinyharness/mcp.json` in the workspace, `~/.config/tinyharness/mcp.json`, or
-`--mcp NAME=COMMAND`); the shapes Claude Code, Cursor and VS Code use are read as they are:
+`--mcp NAME=COMMAND`, and the files of other tools mcp/scopes.py finds: `.mcp.json`,
+`.vscode/mcp.json`, `~/.claude.json`, Codex's `config.toml`); the shapes Claude Code, Cursor and VS
+Code use are read as they are:
 
     {"servers": {"notes": {"command": ["python3", "notes_server.py"], "env": {"KEY": "${MY_KEY}"},
                            "read_only": ["search", "get"], "timeout": 120},
