@@ -142,7 +142,7 @@ def test_save_refuses_an_odd_name_in_one_line_and_the_chat_goes_on(workspace, tm
 @pytest.mark.parametrize("args, code", [
     (["run", "--transcript", "a\0b.json", "go"], 2), (["run", "--transcript", "a\x1bb.json", "go"], 2),
     (["run", "--image", "a\0b.png", "go"], 2), (["run", "--sandbox-read", "/tmp/a\0b", "go"], 2),
-    (["chat", "--transcript", "a\0b.json"], 2), (["view", "a\0b.jsonl"], 1), (["view", "x.jsonl", "-o", "p\0.html"], 1)])
+    (["chat", "--transcript", "a\0b.json"], 2), (["view", "a\0b.jsonl"], 1), (["view", "x.jsonl", "-o", "p\0.html"], 2)])
 def test_a_nul_in_a_path_flag_is_one_line_never_a_traceback(workspace, args, code):
     """argv cannot carry a NUL from a shell; a program calling main() can, and a settings file can."""
     from tinyharness import cli as tinyharness_cli
