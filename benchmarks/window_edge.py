@@ -171,7 +171,13 @@ def seq_model(turns, first=FIRST, tool="shell"):
 def gap_run(turns=200, policy=DEFAULT_POLICY, window=WINDOW, tool="shell"):
     """The real loop for `turns` seq commands (or reads of the same lines: no process started); the
     gap after each reply, in seconds."""
-    with tempfile.TemporaryDirectory() as folder, ScriptedServer(policy=seq_model(turns, tool=tool)) as server:
+    model, held = seq_model(turns, tool=tool), {}
+
+    def reply(body, index):   # the server's record of every request, let go: a real server is another process,
+        held["server"].requests.clear()   # and 200 requests held here would slow this process's garbage collector
+        return model(body, index)
+    with tempfile.TemporaryDirectory() as folder, ScriptedServer(policy=reply) as server:
+        held["server"] = server
         for i in range(READS):
             with open(os.path.join(folder, f"seq{i}.txt"), "w", encoding="utf-8") as f:
                 f.write(seq_output(FIRST + i)[len("exit status 0\n"):])
