@@ -241,7 +241,12 @@ PLANTS = {
 }
 
 
-@pytest.mark.parametrize("case", list(PLANTS))
+NOT_KEPT = pytest.mark.xfail(strict=True, reason="documented limit: the README's 'Not covered: ... files over 256 MiB, "
+                             "FIFOs, sockets and unreadable files (said once per run)': undo leaves them where they are")
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=NOT_KEPT) if c in ("fifo", "socket", "huge-sparse-file") else c
+                                  for c in PLANTS])
 def test_what_the_model_plants_neither_hangs_the_checkpoint_nor_brings_outside_bytes_into_the_store(box, case):
     """A command plants CASE, a second call rewrites a file (a checkpoint of the planted tree is taken before it),
     then `undo` goes back to the start: no hang, no traceback within 1 GiB of address space, the secret outside (and
@@ -357,8 +362,8 @@ def test_undo_without_force_destroys_nothing_the_user_changed_after_the_run(box,
 # --- 4. The store from a command: neither read, listed nor written -------------------------------------------
 
 STORE_REACH = {
-    "absolute-path": "echo POISON-$X > {store}/poison.txt; ls -R {store}; cat {store}/*/runs/*",
-    "proc-1-root": "ls -R /proc/1/root{store}; echo POISON-$X > /proc/1/root{store}/poison.txt",
+    "absolute-path": "echo $X > {store}/poison.txt; ls -R {store}; cat {store}/*/runs/*",
+    "proc-1-root": "ls -R /proc/1/root{store}; echo $X > /proc/1/root{store}/poison.txt",
     "proc-ppid-fds": "for f in /proc/*/fd/*; do readlink $f; done | grep checkpoints; "
                      "for p in /proc/[0-9]*; do ls $p/root{store} 2>/dev/null; done",
     "link-then-write-file": "ln -s {store} st",
@@ -372,25 +377,26 @@ def test_a_command_can_neither_read_nor_poison_the_store(box, case):
     record, and write a marker into it: nothing of the store may come back to the model, no marker may land."""
     (box.ws / "a.txt").write_text("one\n")
     root = store(box)
-    marker = f"X={SECRET};"
+    marker = "X=$(echo POISONED-BY)-COMMAND; "  # the marker's text is in no command, file or record
     calls = [call("write_file", path="a.txt", content="two\n")]
     if case == "confined-hook":
         (box.ws / ".tinyharness").mkdir()
         (box.ws / ".tinyharness" / "hooks.json").write_text(json.dumps({"post_tool_use": [
-            {"command": f"ls -R {root}; echo POISON-{SECRET} > {root}/poison.txt; exit 0"}]}))
+            {"command": f"ls -R {root}; {marker}echo $X > {root}/poison.txt; exit 0"}]}))
         with scripted() as srv:
             assert_sane(run_yes(box, srv, tty="y\n", task="Trust it."))
         calls.append(call("write_file", path="b.txt", content="x\n"))
     else:
         calls.append(sh(marker + STORE_REACH[case].format(store=root)))
         if case == "link-then-write-file":
-            calls.append(call("write_file", path="st/poison.txt", content=f"POISON-{SECRET}\n"))
+            calls.append(call("write_file", path="st/poison.txt", content="POISONED-BY-COMMAND\n"))
             calls.append(call("read_file", path="st"))
     with scripted(*calls) as srv:
         r = run_yes(box, srv)
     assert_sane(r)
     assert root.exists(), "no store was made: the case proves nothing"
-    assert not (root / "poison.txt").exists() and SECRET.encode() not in store_bytes(box), "the store was written"
+    assert not [p for p in store_files(box) if p.name == "poison.txt"], "a file landed in the store"
+    assert b"POISONED-BY-COMMAND" not in store_bytes(box), "the store was written"
     seen = json.dumps(tool_results(srv))
     names = {p.name for p in store_files(box) if len(p.name) >= 10}
     assert names and not [n for n in names if n in seen], tool_results(srv)
@@ -620,7 +626,7 @@ def test_undo_names_a_kept_file_with_an_odd_name_escaped(box):
 ODD_NUMBERS = {
     "undo-to-0": ["undo", "--to", "0"], "undo-to-minus-1": ["undo", "--to", "-1"],
     "undo-to-99": ["undo", "--to", "99"], "undo-to-huge": ["undo", "--to", "9" * 40],
-    "undo-to-word": ["undo", "--to", "two"], "undo-to-nul": ["undo", "--to", "1\x00"],
+    "undo-to-word": ["undo", "--to", "two"],
     "rewind-minus-1": "/rewind -1", "rewind-huge": "/rewind " + "9" * 40, "rewind-word": "/rewind two",
     "undo-with-an-argument": "/undo everything", "rewind-zero": "/rewind 0",
 }
@@ -635,8 +641,6 @@ def test_undo_and_rewind_with_odd_numbers_are_one_line(box, case):
         assert_sane(run_yes(box, srv))
     spec = ODD_NUMBERS[case]
     if isinstance(spec, list):
-        if "\x00" in spec[-1]:
-            pytest.skip("a NUL cannot be passed in an argv")
         r = cli(box, *spec)
         assert_sane(r)
         assert r.code != 0, r
@@ -885,6 +889,12 @@ def _unconfined_hook_settings(flag):
         {"type": "command", "command": f"touch {flag}", "sandbox": False}]}]}})
 
 
+def _plant_settings(flag):
+    """The model writes Claude's settings file (through a shell copy: write_file keeps out of `.claude/`)."""
+    return [call("write_file", path="s.json", content=_unconfined_hook_settings(flag)),
+            sh("mkdir -p .claude && cp s.json .claude/settings.json")]
+
+
 def _mcp_json(flag):
     return json.dumps({"mcpServers": {"x": {"command": PY, "args": ["-c", f"open({str(flag)!r}, 'w')"]}}})
 
@@ -898,8 +908,7 @@ def test_trust_never_covers_a_file_the_model_wrote_or_a_link(box, case):
     is never trusted; piped `y` answers no trust question. Judged by a file outside the hook or server would make."""
     flag = box.out / "ran"
     if case == "chat-hook-written-in-message-one":
-        with scripted(call("write_file", path=".claude/settings.json", content=_unconfined_hook_settings(flag)),
-                      "written", sh("true"), "done") as srv:
+        with scripted(*_plant_settings(flag), "written", sh("true"), "done") as srv:
             r = cli(box, "chat", "--trust", "--yes", "--no-stream", "--base-url", srv.base_url,
                     stdin="write it\nnow run\n/quit\n")
     elif case == "chat-mcp-written-in-message-one":
@@ -908,8 +917,7 @@ def test_trust_never_covers_a_file_the_model_wrote_or_a_link(box, case):
             r = cli(box, "chat", "--trust", "--yes", "--no-stream", "--base-url", srv.base_url,
                     stdin="write it\nnow run\n/quit\n")
     elif case == "env-trust-hook-written-mid-run":
-        with scripted(call("write_file", path=".claude/settings.json", content=_unconfined_hook_settings(flag)),
-                      sh("true")) as srv:
+        with scripted(*_plant_settings(flag), sh("true")) as srv:
             r = run_yes(box, srv, env={"TINYHARNESS_TRUST": "1"})
     elif case == "linked-mcp-json":
         (box.out / "mcp.json").write_text(_mcp_json(flag))
@@ -922,6 +930,8 @@ def test_trust_never_covers_a_file_the_model_wrote_or_a_link(box, case):
         with scripted(sh("true")) as srv:
             r = cli(box, "run", "--yes", "--no-stream", "--base-url", srv.base_url, "Do it.", stdin="y\ny\n", tty="")
     assert_sane(r)
+    planted = box.ws / (".claude/settings.json" if "hook" in case else ".mcp.json")
+    assert planted.exists() or planted.is_symlink(), ("the model's file was never written: proves nothing", r)
     assert not flag.exists(), r
 
 
