@@ -26,11 +26,13 @@ def one_run(workspace, data, calls, seconds, parallel):
     reply = {"tool_calls": [{"name": "mcp__t__slow", "arguments": {"seconds": seconds + i / 1000}}
                             for i in range(calls)]}
     with ScriptedServer(script=[reply, "Done."]) as server:
-        command = [sys.executable, "-m", "tinyharness", "run", "--base-url", server.base_url, "--no-session",
+        # --trust: the workspace's mcp.json, as it is now (piped input never answers the question)
+        command = [sys.executable, "-m", "tinyharness", "run", "--trust", "--base-url", server.base_url, "--no-session",
                    *([] if parallel else ["--no-parallel"]), "read them"]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_DATA_HOME": str(data)}
         started = time.monotonic()
-        done = subprocess.run(command, cwd=workspace, input="y\n", capture_output=True, text=True, env=env, timeout=300)
+        done = subprocess.run(command, cwd=workspace, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                              timeout=300)
         wall = time.monotonic() - started
         if done.returncode != 0:
             raise SystemExit(f"the run failed (exit {done.returncode}):\n{done.stderr}")
