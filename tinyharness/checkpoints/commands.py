@@ -15,8 +15,10 @@ as a command), and it does not coordinate with a harness still running in the sa
 once the run has ended.
 """
 import os
+import sys
 import time
 
+from ..console import printable
 from .recorder import load_cache
 from .restore import Restore, diff, yours
 from .scan import Snapshot
@@ -145,20 +147,21 @@ def chat_command(name, rest, recorder, out):
     if live is None:
         out("No change to undo: nothing in this chat has changed the workspace yet.")
         return
+    say = lambda text: out(printable(text))  # noqa: E731 (file names are the model's)
     if name == "/rewind" and not rest:
-        listing(recorder.workspace, out, live=live, root=recorder.root)
+        store_said(lambda: listing(recorder.workspace, say, live=live, root=recorder.root))
         return
     if name == "/rewind" and not rest.isdigit():
         out("/rewind N puts the workspace back as it was before change N; /rewind lists them.")
         return
     with recorder.lock:
-        undo(recorder.workspace, int(rest) if rest else None, out=out, live=live,
-             root=recorder.root)
+        store_said(lambda: undo(recorder.workspace, int(rest) if rest else None, out=say,
+                                live=live, root=recorder.root))
 
 
 def list_command(args, usage):
     """`tinyharness checkpoints`: the current folder's."""
-    return listing(os.getcwd())
+    return store_said(lambda: listing(os.getcwd(), out=shown))
 
 
 def undo_command(args, usage):
@@ -166,4 +169,20 @@ def undo_command(args, usage):
     if args.to is not None and args.to < 1:
         usage.error("--to takes a change's number, 1 or more (`tinyharness checkpoints` lists "
                     "them)")
-    return undo(os.getcwd(), args.to, args.force)
+    return store_said(lambda: undo(os.getcwd(), args.to, args.force, out=shown))
+
+
+def shown(text):
+    """A line for the terminal: file names are the model's, so escapes are made visible."""
+    print(printable(text), flush=True)
+
+
+def store_said(command):
+    """The command's exit code; a store that cannot be read (damaged, a folder that is a file) is
+    one line, exit 1, never a traceback."""
+    try:
+        return command()
+    except (OSError, ValueError, RecursionError) as e:
+        print(printable(f"error: the checkpoint store cannot be read ({e}); nothing was changed "
+                        "by this command"), file=sys.stderr)
+        return 1

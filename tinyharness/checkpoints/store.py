@@ -30,6 +30,7 @@ import secrets
 import stat
 import time
 
+RECORD_CAP = 64 * 1024 * 1024  # bytes of one run's record: a forged huge one is skipped
 CHUNK = 1 << 20
 SMALL = 1 << 20  # a file up to this size is read whole, then written only if the store lacks it
 FICLONE = 0x40049409  # ioctl: share the source's blocks (Linux, btrfs and XFS)
@@ -151,8 +152,9 @@ class Store:
         return self.settle(temp, digest.hexdigest())
 
     def open_object(self, digest):
-        """A descriptor on the object (OSError when it is missing)."""
-        return os.open(self.object_path(digest), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        """A descriptor on the object (OSError when it is missing, or not a regular file: a FIFO
+        put there never hangs a restore)."""
+        return open_regular(self.object_path(digest))
 
     def get_bytes(self, digest):
         fd = self.open_object(digest)
@@ -170,8 +172,11 @@ class Store:
                               .encode("utf-8", "surrogatepass"))
 
     def get_tree(self, digest):
-        return {name: entry for name, entry in
-                json.loads(self.get_bytes(digest).decode("utf-8", "surrogatepass"))}
+        try:
+            return {name: entry for name, entry in
+                    json.loads(self.get_bytes(digest).decode("utf-8", "surrogatepass"))}
+        except (ValueError, TypeError, RecursionError):  # a forged object with the right name
+            raise OSError(f"the store's tree {digest[:12]} is damaged") from None
 
     # --- the runs' records ----------------------------------------------------------------------
     def save_run(self, record):
@@ -196,12 +201,12 @@ class Store:
         for name in sorted(os.listdir(self.runs)):
             if name.endswith(".json"):
                 try:
-                    fd = os.open(os.path.join(self.runs, name), os.O_RDONLY | os.O_NOFOLLOW)
+                    fd = open_regular(os.path.join(self.runs, name))
                     try:
-                        records.append(json.loads(read_all(fd)))
+                        records.append(json.loads(read_all(fd, RECORD_CAP)))
                     finally:
                         os.close(fd)
-                except (OSError, ValueError):
+                except (OSError, ValueError, RecursionError):  # a FIFO, a forged or cut record
                     continue
         return records
 
@@ -236,11 +241,24 @@ def copy_into(source, out):
         write_all(out, chunk)
 
 
-def read_all(fd):
-    parts = []
+def read_all(fd, cap=None):
+    parts, size = [], 0
     while chunk := os.read(fd, CHUNK):
         parts.append(chunk)
+        size += len(chunk)
+        if cap is not None and size > cap:
+            raise OSError(f"more than {cap:,} bytes")
     return b"".join(parts)
+
+
+def open_regular(path):
+    """A descriptor on PATH if it is a regular file (no link followed, a FIFO opened without
+    waiting and refused), else OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return fd
 
 
 def write_all(fd, data):
