@@ -16,16 +16,19 @@ What it cannot do. A producer that sends nothing for WAIT_SECONDS (a slow build,
 pipe nobody writes, `ssh host tinyharness run ...` with the local terminal behind it) is not waited
 for: the run goes on without it and says so (redirect `</dev/null` to skip the wait). Bytes that are
 not UTF-8 arrive as U+FFFD. It reads what arrived before the run starts; a stream that goes on
-(`tail -f log | ...`) is read until the cap, the rest never reaches the model.
+(`tail -f log | ...`, a trickle that never falls silent) is read until the cap or READ_SECONDS,
+said on stderr; the rest never reaches the model.
 """
 import os
 import select
 import sys
+import time
 
 from .console import warn
 
 CAP = 64 * 1024     # bytes of piped input that go to the model, as INSTRUCTIONS.md's cap
 WAIT_SECONDS = 3.0  # for the first byte, as Claude Code waits
+READ_SECONDS = 10.0  # for the rest: a stream that never ends (a trickle, `tail -f`) is cut there
 
 
 def with_task(task, stdin=None):
@@ -40,9 +43,12 @@ def with_task(task, stdin=None):
              "wait; `tinyharness run -` reads the task itself from it)")
         return task
     try:
-        data, size = read_capped(stdin)
+        data, size, still_open = read_capped(stdin)
     except (OSError, ValueError):  # a stream that cannot be read (closed under us, a stand-in)
         return task
+    if still_open and size <= CAP:
+        warn(f"[input] standard input was still open after {READ_SECONDS:g} s: what came by then "
+             f"({size:,} bytes) goes to the model with the task, the rest never does")
     if not data.strip():
         return task
     text = data.decode("utf-8", errors="replace")
@@ -71,14 +77,26 @@ def arrives(stdin):
 
 
 def read_capped(stdin):
-    """(at most CAP bytes, how many bytes came: CAP + 1 means more than CAP)."""
+    """(at most CAP bytes, how many bytes came: CAP + 1 means more than CAP, whether the stream
+    was still open at READ_SECONDS)."""
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # a test's StringIO: what it holds is there
+        return read_whole(stdin)
+    data, deadline = b"", time.monotonic() + READ_SECONDS
+    while len(data) <= CAP:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return data[:CAP], len(data), True
+        chunk = os.read(fd, CAP + 1 - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data[:CAP], len(data), False
+
+
+def read_whole(stdin):
     source = getattr(stdin, "buffer", None)
-    if source is None:  # a text stream without bytes under it (a test's StringIO)
-        data = stdin.read(CAP + 1).encode("utf-8", errors="replace")
-    else:
-        data, chunk = b"", b"x"
-        while chunk and len(data) <= CAP:
-            chunk = source.read1(CAP + 1 - len(data)) if hasattr(source, "read1") \
-                else source.read(CAP + 1 - len(data))
-            data += chunk
-    return data[:CAP], len(data)
+    data = (source.read(CAP + 1) if source is not None
+            else stdin.read(CAP + 1).encode("utf-8", errors="replace"))
+    return data[:CAP], len(data), False
