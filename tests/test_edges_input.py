@@ -173,3 +173,15 @@ def test_a_flag_value_with_an_escape_sequence_is_shown_escaped_in_its_usage_erro
     assert done.returncode == 2, done.stderr
     assert "\x1b" not in done.stderr and "\u202e" not in done.stderr, repr(done.stderr)
     assert "shot\\x1b[2J\\u202egnp.png" in done.stderr
+
+
+@pytest.mark.parametrize("flag", ["--max-seconds", "--shell-timeout", "--subagent-max-seconds"])
+@pytest.mark.parametrize("value", ["1e300", "inf", "nan"])
+def test_a_time_limit_no_clock_can_hold_is_a_usage_error(workspace, flag, value):
+    """A limit is added to the clock; past about 10**7 seconds the sum overflows (OverflowError from
+    the socket's timeout, a traceback) - and nan compares false with everything."""
+    from tinyharness import cli as tinyharness_cli
+    done = run_in_process(FINAL, workspace, ["run", "--base-url", "http://127.0.0.1:9/v1", flag, value, "go"], "",
+                          30, dict(os.environ), main=tinyharness_cli.main, shown_as="tinyharness")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"{flag} must be more than 0 and at most 10,000,000" in done.stderr

@@ -43,10 +43,10 @@ KEYS = {
     "base_url": ("an http(s) URL with a host", lambda v: isinstance(v, str) and url_ok(v)),
     "api": ("one of auto, openai, ollama", lambda v: v in ("auto", "openai", "ollama")),
     "max_turns": ("a whole number of 1 or more", lambda v: whole(v, 1)),
-    "max_seconds": ("a number of seconds above 0", lambda v: number(v) and v > 0),
+    "max_seconds": ("a number of seconds above 0, at most 10,000,000", lambda v: seconds(v)),
     "max_tokens": ("a whole number of 1 or more", lambda v: whole(v, 1)),
     "max_reply_tokens": ("a whole number of 1 or more", lambda v: whole(v, 1)),
-    "shell_timeout": ("a number of seconds above 0", lambda v: number(v) and v > 0),
+    "shell_timeout": ("a number of seconds above 0, at most 10,000,000", lambda v: seconds(v)),
     "context_window": ("a whole number of 1 or more", lambda v: whole(v, 1)),
     "context_policy": ("a policy name", lambda v: isinstance(v, str)),
     "stream": ("true or false", lambda v: isinstance(v, bool)),
@@ -82,6 +82,11 @@ def whole(value, lowest):
 
 def number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def seconds(value):
+    """A time limit: above 0, at most 10**7 (past that the clocks it is added to overflow)."""
+    return number(value) and 0 < value <= 10 ** 7
 
 
 def url_ok(text):

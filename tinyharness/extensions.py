@@ -321,8 +321,8 @@ def add_flags(parser):
 def check_flags(args, parser):
     if args.subagent_max_turns < 1:
         parser.error("--subagent-max-turns must be 1 or more")
-    if not args.subagent_max_seconds > 0:
-        parser.error("--subagent-max-seconds must be more than 0")
+    if not 0 < args.subagent_max_seconds <= 10 ** 7:  # nan, inf and overflowing clocks fail
+        parser.error("--subagent-max-seconds must be more than 0 and at most 10,000,000")
     for text in args.mcp:
         try:
             mcp_config.parse_flag(text)

@@ -35,6 +35,8 @@ from urllib.parse import urlsplit
 
 from .console import printable, warn
 
+LONGEST = 10 ** 7  # seconds (about four months): a time limit's largest, past it clocks overflow
+
 
 def usage_problem(args, extra):
     """What makes the command line unusable, found before the first model call (exit 2) rather than
@@ -256,10 +258,10 @@ def check_agent_flags(args, parser):
     from .llm.ollama import API_CHOICES
     if args.max_turns < 1:
         parser.error("--max-turns must be 1 or more")
-    if not args.max_seconds > 0:
-        parser.error("--max-seconds must be more than 0")
-    if not args.shell_timeout > 0:
-        parser.error("--shell-timeout must be more than 0")
+    if not 0 < args.max_seconds <= LONGEST:  # nan and inf fail too; past LONGEST clocks overflow
+        parser.error(f"--max-seconds must be more than 0 and at most {LONGEST:,}")
+    if not 0 < args.shell_timeout <= LONGEST:
+        parser.error(f"--shell-timeout must be more than 0 and at most {LONGEST:,}")
     if args.context_window is not None and args.context_window < 1:
         parser.error("--context-window must be 1 or more")
     if args.max_reply_tokens < 1:
