@@ -296,8 +296,8 @@ def chat_command(args, parser):
     # the hooks run in the chat's sandbox (--sandbox off: unconfined, as the commands)
     if hands.hooks:
         hands.hooks.sandbox = settings.run.sandbox
-    lines = chat_json.open_lines(args.json_out, writer, args.model) if args.json else None
     hands.fence(settings.run.sandbox, warn)  # a Read deny holds for commands too
+    lines = chat_json.open_lines(args.json_out, writer, args.model) if args.json else None
     conversation = Conversation(client, workspace, settings,
                                 chat_json.Tee(writer, lines) if lines else writer, messages)
     chat = Chat(conversation, client, printer, stream, interactive)

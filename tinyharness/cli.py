@@ -452,12 +452,12 @@ def course_command(args):
         return course.course_quiz(args.stage, before=args.before)
     if args.course_command == "start":
         return course.course_start(args.stage, args.dir, args.force)
+    if args.course_command == "hint":
+        return course.course_hint(args.stage, args.step)
     if args.course_command == "workspace":
         return course.course_workspace(args.name, args.dir, force=args.force)
     return course.course_check(args.stage, mine=args.mine, keyword=args.keyword)
 
-    if args.course_command == "hint":
-        return course.course_hint(args.stage, args.step)
 
 def script_path(name_or_path):
     """The script file for --script: a path, or the name of a bundled example script."""
