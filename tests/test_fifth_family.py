@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pathlib
 import shutil
 import socket
 import stat
@@ -28,7 +27,7 @@ import time
 
 import pytest
 
-from tests.test_fourth_family import (HOSTILE, NOBODY, PY, RAW_FORBIDDEN, cli, readable_by_nobody, run_yes,
+from tests.test_fourth_family import (HOSTILE, PY, RAW_FORBIDDEN, cli, readable_by_nobody, run_yes,
                                       shared_root, tool_results)
 from tests.test_harness_attacks import SECRET, Box, assert_sane, call, leaked, scripted, sh, sparse
 from tinyharness.testing import ScriptedServer
