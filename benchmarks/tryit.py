@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +94,11 @@ def learner_bin(folder: Path) -> Path:
     started by. A second symlink in another folder starts the base interpreter outside the venv,
     which has `requests` on some machines (pyenv) and not on others (Debian's /usr/bin/python3)."""
     folder.mkdir(parents=True, exist_ok=True)
+    with STARTING:  # no fork of another thread's block may hold one of these open for writing
+        return write_bin(folder)
+
+
+def write_bin(folder):
     commands = {"tinyharness": f'exec "{sys.executable}" -m tinyharness "$@"',
                 "python": f'exec "{sys.executable}" "$@"', "python3": f'exec "{sys.executable}" "$@"'}
     for name, line in commands.items():
@@ -103,6 +109,7 @@ def learner_bin(folder: Path) -> Path:
     return folder
 
 
+STARTING = threading.Lock()  # writing a learner's bin scripts, starting a block: one at a time
 README_PORTS = (18765, 18766)  # the ports the blocks' scripted servers listen on
 
 
@@ -134,9 +141,13 @@ def run_block(block: Block, home: Path, own_ports=False) -> subprocess.Completed
         for fixed, free in zip(README_PORTS, free_ports(len(README_PORTS))):
             code = code.replace(str(fixed), str(free))
     script.write_text(code, encoding="utf-8")
-    process = subprocess.Popen(["bash", str(script)], cwd=start, env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               encoding="utf-8", errors="replace", start_new_session=True)
+    # Blocks run four at a time, on threads: a script another thread is writing when this fork
+    # happens stays open for writing in the child until it execs, and an exec of that script
+    # meanwhile fails with "Text file busy". Writing the scripts and forking take turns.
+    with STARTING:
+        process = subprocess.Popen(["bash", str(script)], cwd=start, env=env, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   encoding="utf-8", errors="replace", start_new_session=True)
     try:
         output, _ = process.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
