@@ -6,7 +6,7 @@
 
 A learner waits for the check after every change, so its first verdict must come in seconds: the
 check runs the stage's own lesson tests in a first pytest pass and prints their verdict before it
-runs the rest (tinyharness/grading.py). This writes a learner's copy the way `course start` does,
+runs the rest (tinyharness/course/grading.py). This writes a learner's copy the way `course start` does,
 fills every exercise function back with the stage's own code but one (the hole left open, as a
 learner who has written all but one), runs the real check on it, and prints two figures per run:
 the seconds to the first verdict (the lesson pass's summary line) and to the end. The progress
@@ -33,7 +33,7 @@ TARGET = 5.0                              # seconds, issue 38: the first verdict
 
 def learner_copy(stage_dir: Path, parent: Path, open_hole: str | None) -> tuple[Path, str]:
     """A copy of the stage with every exercise function written back but `open_hole`."""
-    from tinyharness import exercises
+    from tinyharness.course import exercises
     holes = exercises.find_holes(stage_dir)
     chosen = next((h for h in holes if h.where == open_hole), None) if open_hole else holes[0]
     if chosen is None:
@@ -55,7 +55,7 @@ def learner_copy(stage_dir: Path, parent: Path, open_hole: str | None) -> tuple[
 
 def one_run(stage_dir: Path, copy: Path) -> tuple[float | None, float, int]:
     """(seconds to the first verdict, seconds to the end, the check's exit code)."""
-    from tinyharness import grading
+    from tinyharness.course import grading
     started, first = time.monotonic(), []
 
     def output(line: str) -> None:

@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 from tinyharness.chat import ChatSettings, Conversation
-from tinyharness.compact import SUMMARY_PROMPT
+from tinyharness.chat.compact import SUMMARY_PROMPT
 from tinyharness.llm import Client
 from tinyharness.context import estimate_tokens as history_tokens
 from tinyharness.testing import ScriptedServer

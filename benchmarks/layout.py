@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from tinyharness.manifest import BUDGETS
+from tinyharness.course.manifest import BUDGETS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "tinyharness"

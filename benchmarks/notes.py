@@ -221,7 +221,7 @@ def m6_note_length():
 # --- m7 ----------------------------------------------------------------------------------------------
 
 def _eval_table(command):
-    from tinyharness.evals.policies import by_model
+    from tinyharness.eval.evals.policies import by_model
     from tinyharness.testing import ScriptedServer
     with ScriptedServer(policy=by_model(), model="competent") as server:
         with tempfile.TemporaryDirectory() as tmp:

@@ -3,7 +3,7 @@
     python -m benchmarks.size [--root DIR]
 
 For each stage: the lines (as `wc -l` counts them) of its lesson, armour and CLI files
-(tinyharness/manifest.py says which file is which), the lesson lines it adds to the previous stage's
+(tinyharness/course/manifest.py says which file is which), the lesson lines it adds to the previous stage's
 core (the eval aside), and its key functions - every function marked as an exercise and `run_agent` -
 with their lengths (from `def` to the last line). A budget that is exceeded is marked OVER and the
 command exits 1. `--root` measures another checkout (e.g. an older commit) with today's manifest.
@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from tinyharness.manifest import BUDGETS, CLI, FILES, LESSON, ARMOUR, is_eval
+from tinyharness.course.manifest import BUDGETS, CLI, FILES, LESSON, ARMOUR, is_eval
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"^[ \t]*# exercise\((m\d+)\): ")

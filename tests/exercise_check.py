@@ -139,7 +139,7 @@ def pytest_collection_modifyitems(config, items):
 
 def designed_exceptions(stage):
     """The exception names the stage's own exercise functions raise on purpose (`raise ValueError(...)`)."""
-    from tinyharness.exercises import body_of, find_holes
+    from tinyharness.course.exercises import body_of, find_holes
     folder, names = Path(__file__).resolve().parents[1] / stage, set()
     for hole in find_holes(folder):
         body = body_of((folder / hole.file).read_text(encoding="utf-8"), hole)
@@ -198,7 +198,7 @@ def swap_everywhere(stage, old, new):
 def watch_the_exercises(stage, copy):
     """Wrap each exercise function of the copy (after the whole stage is imported, so every reference is
     found); a copy that does not import is left to fail its tests."""
-    from tinyharness.exercises import find_holes
+    from tinyharness.course.exercises import find_holes
     try:
         importlib.import_module(f"{stage}.__main__")
         holes, designed = find_holes(copy), designed_exceptions(stage)

@@ -1,14 +1,14 @@
 """The armour pinned: which copies of each armour file must be byte-identical, and why the others differ.
 
 Armour is carried over byte-identical unless a lesson changes it (the stage rules), and the package
-keeps some of it under the same names. The manifest (tinyharness/manifest.py, ARMOUR_COPIES) lists,
+keeps some of it under the same names. The manifest (tinyharness/course/manifest.py, ARMOUR_COPIES) lists,
 for every armour file, the groups of stages (and the package) that share one content, each with why
 it is a version of its own; here every copy is hashed and the groups compared. Reads files only.
 """
 import hashlib
 
 from tests.ladder import ROOT, STAGES
-from tinyharness.manifest import ARMOUR, ARMOUR_COPIES, FILES
+from tinyharness.course.manifest import ARMOUR, ARMOUR_COPIES, FILES, package_path
 
 PACKAGE = "tinyharness"
 
@@ -17,7 +17,7 @@ def copy_groups(name, root=ROOT):
     """The holders of `name` (stage folders, then the package), grouped by content: {frozenset}."""
     groups = {}
     for holder in [*STAGES, PACKAGE]:
-        path = root / holder / name
+        path = root / holder / (package_path(name) if holder == PACKAGE else name)
         if path.is_file():
             groups.setdefault(hashlib.sha256(path.read_bytes()).hexdigest(), set()).add(holder)
     return {frozenset(group) for group in groups.values()}

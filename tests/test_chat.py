@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.ladder import ROOT, calls, ctrl_c_as_on_a_terminal, run_on_terminal, tool_call, wait_for_the_first_request
-from tinyharness import compact, sessions
+from tinyharness.chat import compact
+from tinyharness import sessions
 from tinyharness.chat import INTERRUPTED_CALL, ChatSettings, Conversation, close_open_calls
-from tinyharness.chat_input import Input
+from tinyharness.chat.input import Input
 from tinyharness.llm import Client
 from tinyharness.settings import RunSettings
 from tinyharness.testing import ScriptedServer

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tinyharness import cmdhooks, trust
+from tinyharness.hooks import commands
+from tinyharness import trust
 
 PY = sys.executable
 
@@ -19,7 +20,7 @@ def hooks_for(workspace, event, command, matcher=None):
     (workspace / ".tinyharness").mkdir(exist_ok=True)
     (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps({event: [entry]}))
     reports = []
-    return cmdhooks.CommandHooks(cmdhooks.load(workspace), workspace, "s1", report=reports.append, timeout=2), reports
+    return commands.CommandHooks(commands.load(workspace), workspace, "s1", report=reports.append, timeout=2), reports
 
 
 def script(workspace, body):
@@ -85,8 +86,8 @@ def test_post_tool_use_output_goes_to_the_model(workspace):
 def test_a_broken_hooks_file_is_an_error_not_an_empty_policy(workspace, text, problem):
     (workspace / ".tinyharness").mkdir()
     (workspace / ".tinyharness" / "hooks.json").write_text(text)
-    with pytest.raises(cmdhooks.HooksFileError, match=problem):
-        cmdhooks.load(workspace)
+    with pytest.raises(commands.HooksFileError, match=problem):
+        commands.load(workspace)
 
 
 def test_trust_is_asked_once_and_again_when_the_file_changes(workspace, tmp_path, monkeypatch):
@@ -108,7 +109,7 @@ def claude_hooks(workspace, settings, timeout=None):
     (workspace / ".tinyharness").mkdir(exist_ok=True)
     (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps(settings))
     reports = []
-    return cmdhooks.CommandHooks(cmdhooks.load(workspace), workspace, "s1", report=reports.append,
+    return commands.CommandHooks(commands.load(workspace), workspace, "s1", report=reports.append,
                                  timeout=timeout), reports
 
 
@@ -176,8 +177,8 @@ def test_claude_names_in_matchers_and_on_stdin(workspace):
 def test_a_bad_claude_or_our_entry_is_a_sentence(workspace, settings, problem):
     (workspace / ".tinyharness").mkdir()
     (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps({"hooks": settings}))
-    with pytest.raises(cmdhooks.HooksFileError, match=re.escape(problem)):
-        cmdhooks.load(workspace)
+    with pytest.raises(commands.HooksFileError, match=re.escape(problem)):
+        commands.load(workspace)
 
 
 def test_a_per_hook_timeout_and_the_runs_time_left_bound_a_hook(workspace):
@@ -186,7 +187,7 @@ def test_a_per_hook_timeout_and_the_runs_time_left_bound_a_hook(workspace):
     assert not verdict.allowed and "did not finish within 1 s" in verdict.reason
     hooks, _ = claude_hooks(workspace, {"pre_tool_use": [{"command": "sleep 30"}]})
     verdict = hooks.run("pre_tool_use", "shell", {}, deadline=time.monotonic() - 5)  # the run's time is out
-    assert not verdict.allowed and f"within {cmdhooks.MIN_TIMEOUT:g} s" in verdict.reason
+    assert not verdict.allowed and f"within {commands.MIN_TIMEOUT:g} s" in verdict.reason
 
 
 def alive(pid):
@@ -427,7 +428,7 @@ def test_the_runs_time_left_bounds_each_hook(workspace):
     ext = RunHands(RunSettings(extensions=Extensions(hooks=hooks), max_seconds=0.2))  # --max-seconds 0.2
     assert ext.user_prompt_submit("task") is None   # the run's clock starts with its task
     reason = ext.pre_tool_use("shell", {"command": "ls"})
-    assert f"did not finish within {cmdhooks.MIN_TIMEOUT:g} s" in reason
+    assert f"did not finish within {commands.MIN_TIMEOUT:g} s" in reason
 
 
 @pytest.mark.parametrize("sandboxes", [(True, True), (True, False)], ids=["both-confined", "one-unconfined"])

@@ -6,8 +6,8 @@ import pytest
 
 from benchmarks import context as bench
 from tinyharness import context
-from tinyharness.context import (DEFAULT_POLICY, POLICIES, STUB_PREFIX, ContextWatch,
-                                 batch_scissors, cap_on_insert, estimate_tokens, sliding_scissors)
+from tinyharness.context import (DEFAULT_POLICY, POLICIES, STUB_PREFIX, ContextWatch, batch_scissors,
+                                 cap_on_insert, estimate_tokens, sliding_scissors)
 from tinyharness.testing.replies import estimate_tokens as server_estimate
 
 

@@ -80,7 +80,7 @@ def test_files_lists_a_stage_by_role(root, capsys):
 
 def test_every_real_stage_file_has_a_role_in_the_manifest():
     from tests.ladder import ROOT, STAGES
-    from tinyharness.manifest import FILES
+    from tinyharness.course.manifest import FILES
     assert set(FILES) == set(STAGES)
     for stage in STAGES:
         present = {p.relative_to(ROOT / stage).as_posix() for p in (ROOT / stage).rglob("*.py")
@@ -262,7 +262,7 @@ def test_the_stage_option_keeps_only_that_stage_s_cases():
 def exercise_lines(stage):
     """The lines of a real stage's own exercise bodies that appear nowhere else in the stage's code: a
     diff that shows one of them shows the solution."""
-    from tinyharness import exercises
+    from tinyharness.course import exercises
     folder = Path(course.ROOT) / stage
     holes, found = exercises.find_holes(folder), []
     text = {h.file: (folder / h.file).read_text(encoding="utf-8").splitlines() for h in holes}
@@ -278,7 +278,7 @@ def exercise_lines(stage):
 
 
 def test_diff_hides_the_exercise_bodies_until_the_learner_s_copy_passes(progress):
-    from tinyharness import exercises
+    from tinyharness.course import exercises
     secret = exercise_lines("m3_hooks")
     assert len(secret) > 10
     hidden = io.StringIO()

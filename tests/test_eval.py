@@ -1,4 +1,4 @@
-"""The eval (tinyharness/eval.py, tinyharness/evals/): its checks, claim heuristic, sums, tables and CLI.
+"""The eval (tinyharness/eval/__init__.py, tinyharness/eval/evals/): its checks, claim heuristic, sums, tables and CLI.
 
 Most tests drive judging and reporting in-process: hand-made workspaces for the checks, and a fake
 runner in place of the harness subprocess for the whole eval. The subprocess path is tested with a
@@ -18,13 +18,13 @@ import pytest
 
 from tests.ladder import FINAL, FINAL_LEVEL, ROOT
 from tinyharness import eval as ev
-from tinyharness.evals import TASK_NAMES, TASKS, select
-from tinyharness.evals import fact, folder, hook
-from tinyharness.evals.common import CANARY_NAME, mentions_amount, numbers
-from tinyharness.evals.policies import (COUNT_WORDS, NAIVE_DURATION, PARSE_DURATION, POLICIES,
-                                        SLUGIFY, TOTAL_CSV, by_model, clumsy_plans, competent_plans,
-                                        make_policy, recognise)
-from tinyharness.evals.runs import snapshot
+from tinyharness.eval.evals import TASK_NAMES, TASKS, select
+from tinyharness.eval.evals import fact, folder, hook
+from tinyharness.eval.evals.common import CANARY_NAME, mentions_amount, numbers
+from tinyharness.eval.evals.policies import (COUNT_WORDS, NAIVE_DURATION, PARSE_DURATION, POLICIES, SLUGIFY,
+                                             TOTAL_CSV, by_model, clumsy_plans, competent_plans, make_policy,
+                                             recognise)
+from tinyharness.eval.evals.runs import snapshot
 from tinyharness.testing import ScriptedServer
 
 TASK_IDS = [t.id for t in TASKS]
@@ -677,7 +677,7 @@ def test_the_page_escapes_every_name_and_loads_nothing(evil_eval):
 
 
 def test_render_copes_with_runs_without_stats_and_settings(tmp_path):
-    from tinyharness.eval_page import render
+    from tinyharness.eval.page import render
     runs = [record(setting="on"), record(setting="off", passed=False, turns=None, prompt_tokens=None,
                                          completion_tokens=None, model="<b>")]
     report = {"eval": {"settings": {"on": [], "off": ["--no-scissors"]}, "models": ["m", "<b>"]}, "runs": runs,

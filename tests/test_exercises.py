@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.ladder import ROOT, STAGES
-from tinyharness import course, exercises, grading, hints
+from tinyharness import course
+from tinyharness.course import exercises, grading, hints
 
 
 @pytest.fixture(autouse=True)

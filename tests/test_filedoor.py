@@ -15,7 +15,7 @@ import pytest
 
 from tests.ladder import FINAL, ROOT, run_in_process, run_stage
 from tinyharness import filedoor
-from tinyharness.compact import notes_text
+from tinyharness.chat.compact import notes_text
 from tinyharness.testing import ScriptedServer
 from tinyharness.view import view_command
 
@@ -204,22 +204,22 @@ ELSEWHERE = {
     ("sessions/__init__", "read_header"): "the session store", ("sessions/__init__", "repair"): "the session store",
     ("sandbox/git", "digest_of"): "git's files, snapshot: an O_NOFOLLOW, O_NONBLOCK descriptor", ("sandbox/git", "harmless_config"): "git's files",
     ("sandbox/git", "put_back"): "git's files, restored",
-    ("chat_loop", "stop_commands"): "/proc", ("sessions/writer", "lock_holder"): "/proc",
+    ("chat/turns", "stop_commands"): "/proc", ("sessions/writer", "lock_holder"): "/proc",
     ("sandbox/reaping", "parents"): "/proc", ("sandbox/reaping", "children_from_proc"): "/proc",
     ("sandbox/reaping", "stat_of"): "/proc", ("sandbox/rules", "tasks_now"): "/proc",
     ("sandbox/rules", "__init__"): "/proc", ("sandbox/spawner_main", "remove_ipc"): "/proc",
     ("sandbox/spawner", "start"): "the package's own file (the spawner's program)",
     ("sandbox/spawner", "run"): "a pipe's descriptor, no path",
-    ("course", "stage_title"): "the course's files", ("course", "flatten_lesson"): "the course's files", ("course", "_lines"): "the course's files",
-    ("hints", "load_hints"): "the course's files", ("exercises", "find_holes"): "the course's files",
-    ("hints", "_progress"): "the progress store", ("hints", "record_step"): "the progress store",
-    ("exercises", "write_exercise"): "the learner's copy of a stage", ("grading", "still_to_write"): "the same",
-    ("grading", "run_tests"): "its own report file", ("grading", "load_scenarios"): "the course's files", ("exercises", "load_passed"): "the progress store",
-    ("exercises", "record_pass"): "the progress store", ("testing/replies", "load_script"): "a script file",
+    ("course/__init__", "stage_title"): "the course's files", ("course/__init__", "flatten_lesson"): "the course's files", ("course/__init__", "_lines"): "the course's files",
+    ("course/hints", "load_hints"): "the course's files", ("course/exercises", "find_holes"): "the course's files",
+    ("course/hints", "_progress"): "the progress store", ("course/hints", "record_step"): "the progress store",
+    ("course/exercises", "write_exercise"): "the learner's copy of a stage", ("course/grading", "still_to_write"): "the same",
+    ("course/grading", "run_tests"): "its own report file", ("course/grading", "load_scenarios"): "the course's files", ("course/exercises", "load_passed"): "the progress store",
+    ("course/exercises", "record_pass"): "the progress store", ("testing/replies", "load_script"): "a script file",
     ("demo", "show_written_file"): "the demo's own temporary workspace",
-    ("eval", "final_answer"): "eval's own run folder", ("evals/common", "prepare"): "eval's own run folder",
-    ("evals/common", "read"): "eval's own run folder", ("evals/hook", "link_shared_folder"): "the same",
-    ("evals/runs", "run_python_in_copy"): "the same", ("evals/runs", "snapshot"): "the same",
+    ("eval/__init__", "final_answer"): "eval's own run folder", ("eval/evals/common", "prepare"): "eval's own run folder",
+    ("eval/evals/common", "read"): "eval's own run folder", ("eval/evals/hook", "link_shared_folder"): "the same",
+    ("eval/evals/runs", "run_python_in_copy"): "the same", ("eval/evals/runs", "snapshot"): "the same",
 }
 PLAIN = {"write_text", "read_text", "read_bytes", "write_bytes"}
 

@@ -184,7 +184,8 @@ def test_a_stop_hook_sends_the_model_back_to_work(workspace, tmp_path):
 
 
 def test_a_pre_compact_hook_can_block_compaction_or_add_to_the_summary_request(workspace, tmp_path):
-    from tinyharness import cmdhooks, compact
+    from tinyharness.hooks import commands
+    from tinyharness.chat import compact
     from tinyharness.chat import ChatSettings, Conversation
     from tinyharness.extensions import Extensions
     from tinyharness.settings import RunSettings
@@ -195,7 +196,7 @@ def test_a_pre_compact_hook_can_block_compaction_or_add_to_the_summary_request(w
                                ("echo 'Keep the release codename.'", True)):
         (workspace / ".tinyharness").mkdir(exist_ok=True)
         (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps({"pre_compact": [{"command": command}]}))
-        hands = Extensions(hooks=cmdhooks.CommandHooks(cmdhooks.load(workspace), workspace, report=lambda t: None))
+        hands = Extensions(hooks=commands.CommandHooks(commands.load(workspace), workspace, report=lambda t: None))
         with ScriptedServer(script=["The summary."]) as server:
             from tinyharness.llm import Client
             settings = ChatSettings(RunSettings(extensions=hands, warn=lambda text: None), keep_turns=1)

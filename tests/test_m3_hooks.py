@@ -239,7 +239,7 @@ def test_the_path_guard_at_the_workspace_edge(stage, tmp_path):
 
 # --- The lesson's own rule: a regex over the shape, and a spelling it cannot see -------------------------
 # hooks.py:recursive_delete is m3's exercise: the learner writes the rule. Run once per distinct copy of the
-# stages' hooks.py (the package keeps its own, hardened rules: tinyharness/hooks.py).
+# stages' hooks.py (the package keeps its own, hardened rules: tinyharness/hooks/__init__.py).
 RULE_COPIES = copies("m3", "hooks.py", final=False)
 SHAPES_OF_A_TREE_DELETE = ["rm -r -f build", "rm -fr build", "rm -R build", "rm --recursive build",
                            "rm -f build.log notes/ -r", "Remove-Item -Path build -Force -Recurse",

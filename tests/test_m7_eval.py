@@ -3,7 +3,7 @@
 The stage's eval (`python -m m7_eval.eval`) and `tinyharness eval` run the same five tasks in two
 tiers through a harness - the stage's own, or `tinyharness run` - and judge the end state. Here they
 are run for real against one ScriptedServer that plays the three scripted models by model name
-(`tinyharness/evals/policies.py:by_model`), whose scores are known in advance: `competent` passes
+(`tinyharness/eval/evals/policies.py:by_model`), whose scores are known in advance: `competent` passes
 everything, `liar` passes nothing and claims success every time, `clumsy` fails five designed
 tasks and claims four of those as done. The same assertions hold on every stage from m7 on and on
 `tinyharness eval`.
@@ -26,8 +26,8 @@ import pytest
 import requests
 
 from tests.ladder import FINAL, ROOT, can_run_in_process, copies, import_roots, run_in_process, stages_from
-from tinyharness.evals import fact
-from tinyharness.evals.policies import POLICIES, by_model
+from tinyharness.eval.evals import fact
+from tinyharness.eval.evals.policies import POLICIES, by_model
 from tinyharness.testing import ScriptedServer
 
 STAGES = stages_from("m7")
@@ -293,10 +293,10 @@ def test_fake_server_serves_the_eval_models(stage, tmp_path):
 @pytest.mark.parametrize("stage", stages_from("m7", final=False))
 def test_the_stage_judges_exactly_like_tinyharness(stage):
     ours = {p.name for p in (ROOT / stage / "evals").glob("*.py")}
-    package = {p.name for p in (ROOT / "tinyharness" / "evals").glob("*.py")}
+    package = {p.name for p in (ROOT / "tinyharness" / "eval" / "evals").glob("*.py")}
     assert ours == package - {"policies.py"}                         # the scripted models are test fixtures
     different = [n for n in sorted(ours) if not filecmp.cmp(ROOT / stage / "evals" / n,
-                                                             ROOT / "tinyharness" / "evals" / n, shallow=False)]
+                                                             ROOT / "tinyharness" / "eval" / "evals" / n, shallow=False)]
     assert not different, f"fix both copies: {different}"
 
 
@@ -318,5 +318,5 @@ def test_the_stage_eval_measures_itself_by_default(stage):
 ])
 def test_the_claim_check_at_its_boundaries(stage, answer, claims):
     # The negation window is four words: a copy that looks at three, or at the whole clause, misreads one side.
-    module = importlib.import_module("tinyharness.evals.claims" if stage == FINAL else f"{stage}.evals.claims")
+    module = importlib.import_module("tinyharness.eval.evals.claims" if stage == FINAL else f"{stage}.evals.claims")
     assert module.claims_success(answer) is claims

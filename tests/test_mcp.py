@@ -315,7 +315,7 @@ def test_ctrl_c_in_chat_stops_the_turns_commands_never_a_server(tmp_path):
 import subprocess, sys
 from tests.mcp_server import PNG
 from tinyharness import mcp
-from tinyharness.chat_loop import stop_commands
+from tinyharness.chat.turns import stop_commands
 slots = mcp.Slots.start({{"t": {{"command": {SERVER!r}}}}}, report=lambda t: None)
 command = subprocess.Popen(["sleep", "300"], start_new_session=True)
 print(stop_commands(), command.pid, flush=True)

@@ -17,8 +17,8 @@ from tests.ladder import FINAL, ROOT, calls, run_stage, stats_line, tool_call
 from tinyharness.testing import fake_ollama
 from tinyharness.testing.fake_ollama import OllamaServer
 from tinyharness.llm import LLMError
-from tinyharness.llm.ollama import (OLLAMA_WINDOW_CAP, OllamaClient, could_be_ollama,
-                                    default_window, host_root, pick_api, to_native)
+from tinyharness.llm.ollama import (OLLAMA_WINDOW_CAP, OllamaClient, could_be_ollama, default_window,
+                                    host_root, pick_api, to_native)
 from tinyharness.testing import ScriptedServer
 from tinyharness.testing.images import split_png, tiny_png
 

@@ -190,7 +190,7 @@ def test_the_harness_own_folders_are_0700_and_an_old_open_one_is_closed(umask, t
     assert oct(stat.S_IMODE((data / "tinyharness" / "mcp-logs").stat().st_mode)) == "0o700"
     assert oct(stat.S_IMODE(writer.path.stat().st_mode)) == "0o600"
     pytest.importorskip("readline")
-    from tinyharness.chat_input import Input
+    from tinyharness.chat.input import Input
     fresh = tmp_path / "fresh"
     monkeypatch.setenv("XDG_DATA_HOME", str(fresh))
     Input(True).close()

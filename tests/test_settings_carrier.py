@@ -89,9 +89,9 @@ def test_the_url_permission_is_bound_into_the_prompt_not_kept_in_a_global(monkey
     assert not hasattr(hooks, "_URLS")
 
 
-CORE = ["loop", "edges", "overflow", "extensions", "subagents", "settings", "chat", "chat_input", "chat_json",
-        "cli", "compact", "cmdhooks", "hookrun", "hookdecide", "permissions", "parallel", "guards", "run_end",
-        "hooks", "flags"]
+CORE = ["loop", "edges", "overflow", "extensions", "subagents", "settings", "chat/__init__", "chat/input", "chat/json_mode",
+        "cli", "chat/compact", "hooks/commands", "hooks/run", "hooks/decide", "permissions", "parallel", "guards", "run_end",
+        "hooks/__init__", "flags"]
 # A usage error found before any settings exist, said where argparse says its own, then exit 2.
 ALLOWED = {("flags", "sandbox_from_args")}
 

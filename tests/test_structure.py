@@ -80,7 +80,7 @@ def test_every_file_the_what_changed_table_names_differs_from_the_previous_stage
 
 @pytest.mark.parametrize("stage", STAGES)
 def test_the_what_changed_table_gives_each_file_its_role_from_the_manifest(stage):
-    from tinyharness.manifest import FILES
+    from tinyharness.course.manifest import FILES
     roles = {file: cells[0].lower() if cells else "" for file, cells in what_changed_rows(stage).items()}
     wrong = {file: role for file, role in roles.items() if role != FILES[stage].get(file)}
     assert not wrong, f"{stage}/README.md 'What changed': the role column (lesson, armour, CLI) says {wrong}"

@@ -12,7 +12,7 @@ import pytest
 
 from tests import ladder
 from tests.ladder import ROOT, STAGES, copies, untested_copies
-from tinyharness.manifest import ARMOUR, FILES
+from tinyharness.course.manifest import ARMOUR, FILES
 
 
 def test_every_behaviour_has_a_case_in_the_readme_command(request):

@@ -20,8 +20,8 @@ import requests
 from tests.ladder import ROOT
 from tinyharness import arrival, imageload, vision
 from tinyharness.testing import ScriptedServer, vision_policy
-from tinyharness.testing.images import (COLOURS, example_images, image_tokens, make_png,
-                                        read_png_pixels, split_png, tiny_png)
+from tinyharness.testing.images import (COLOURS, example_images, image_tokens, make_png, read_png_pixels,
+                                        split_png, tiny_png)
 from tinyharness.testing.replies import estimate_tokens
 from tinyharness.testing.server import prompt_text
 

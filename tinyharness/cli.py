@@ -382,7 +382,8 @@ def session_keeper(*writers):
 
 
 def open_chat(args, usage):
-    """`tinyharness chat`; with --json, standard output is the JSON lines' alone (chat_json.py)."""
+    """`tinyharness chat`; with --json, standard output is the JSON lines' alone
+    (chat/json_mode.py)."""
     from .chat import chat_command
     args.started = time.monotonic()
     if not args.json:
@@ -423,7 +424,7 @@ def fake_server(args):
             from .testing.fake_ollama import serve
             return serve(args.ollama, args.port)
         if args.eval_models:
-            from .evals.policies import serve
+            from .eval.evals.policies import serve
             return serve(args.port)
         from .testing import main as fake_server_main
         source = ["--vision"] if args.vision else ["--script", script_path(args.script)]

@@ -60,7 +60,7 @@ def describe(parser, stages):
 def commands():
     """{command (or "course ACTION"): describe()}, "" for the top level."""
     from .doctor import build_parser as doctor_parser
-    from .eval_args import build_parser as eval_parser
+    from .eval.args import build_parser as eval_parser
     parser, stages = build_parser(None), stage_names()
     found = {"": describe(parser, stages)}
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -175,7 +175,7 @@ class Edges:
 
     def check_budget(self, budget, turn):
         """Between turns, the only moment the loop can stop: a command hook's "continue": false
-        (cmdhooks.py), --max-turns, --max-seconds, --max-tokens."""
+        (hooks/commands.py), --max-turns, --max-seconds, --max-tokens."""
         hooks = self.hands.ext.hooks
         ended = hooks.take_ended() if hooks else None
         limit = ((ended and f"a {ended[0]} hook ended the run: {ended[1]}") or budget.exceeded(turn)

@@ -17,7 +17,8 @@ choke point to `run`, so this module never imports loop.py.
 
 What it cannot do. It adds hands, not judgement: an MCP tool is as safe as its server and the
 configuration's word on what only reads, and a command hook is as good as the program the workspace
-wrote. See mcp/__init__.py, subagents.py, cmdhooks.py and parallel.py for each piece's own lesson.
+wrote. See mcp/__init__.py, subagents.py, hooks/commands.py and parallel.py for each piece's own
+lesson.
 """
 import threading
 import time
@@ -25,12 +26,13 @@ from dataclasses import dataclass, replace
 from itertools import count
 from typing import Any
 
-from . import cmdhooks, mcp, trust
+from .hooks import commands
+from . import mcp, trust
 from .checkpoints import around as checkpoint
 from . import asking
 from .asking import has_terminal
-from .cmdhooks import Verdict
-from .hookrun import confinement_note
+from .hooks.commands import Verdict
+from .hooks.run import confinement_note
 from .hooks import needs_permission as ours_needs_permission
 from .permissions import Rules, allowed_note, fence_commands, from_settings, unused_keys
 from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL, run_child
@@ -52,7 +54,7 @@ class Extensions:
     tool and parallel reads. Configuration only, frozen, in RunSettings.extensions: what a run
     learns on the way (its deadline, its hooks' memory) is its `RunHands`, made by run_agent."""
     mcp: Any = None                 # mcp.Slots, or None
-    hooks: Any = None               # cmdhooks.CommandHooks, or None
+    hooks: Any = None               # commands.CommandHooks, or None
     rules: Any = None               # permissions.Rules (--allow, --deny, settings files), or None
     subagents: bool = False
     parallel: bool = True
@@ -382,8 +384,8 @@ def list_hooks(workspace, out=print):
     is trusted, and each command hook: event, matcher, command, whether it runs in the sandbox and
     where it starts. Nothing is run. 0, or 2 for a file that cannot be used."""
     try:
-        files = [(path, hooks, notes) for path, _, hooks, notes in cmdhooks.load_files(workspace)]
-    except cmdhooks.HooksFileError as e:
+        files = [(path, hooks, notes) for path, _, hooks, notes in commands.load_files(workspace)]
+    except commands.HooksFileError as e:
         out(f"error: {e}")
         return 2
     if not any(any(hooks.values()) for _, hooks, _ in files):
@@ -391,12 +393,12 @@ def list_hooks(workspace, out=print):
             "~/.config/tinyharness/hooks.json, .claude/settings.json, .claude/settings.local.json, "
             ".tinyharness/hooks.json).")
         return 0
-    placing = cmdhooks.CommandHooks({}, workspace)
+    placing = commands.CommandHooks({}, workspace)
     for path, hooks, notes in files:
         if not any(hooks.values()):
             continue
         out(f"{path}  "
-            + ("(your own file: no trust question)" if cmdhooks.is_users(path) else "(trusted)"
+            + ("(your own file: no trust question)" if commands.is_users(path) else "(trusted)"
                           if trust.is_trusted(path)
                            else "(NOT trusted yet: run or chat asks once; until then none runs)"))
         for event, entries in hooks.items():
@@ -423,21 +425,21 @@ def load_policy(workspace, ask, report, flags=None):
     try:
         for kind in ("allow", "ask", "deny"):
             rules.add(list(getattr(flags, kind, None) or []), kind, f"--{kind}", notes)
-        for path, data, hooks, said in cmdhooks.load_files(workspace):
+        for path, data, hooks, said in commands.load_files(workspace):
             trusted = file_policy(path, data, hooks, said, rules, workspace, ask, flags)
             notes += said
             if path.name.startswith("settings") and (keys := unused_keys(data)):
                 unused.append(f"{', '.join(keys)} ({path})")
             for event, entries in hooks.items():
-                merged.setdefault(event, []).extend(cmdhooks.trusted_as(entries, trusted))
-    except (cmdhooks.HooksFileError, ValueError) as e:
+                merged.setdefault(event, []).extend(commands.trusted_as(entries, trusted))
+    except (commands.HooksFileError, ValueError) as e:
         raise SetupError(f"{e}. Fix it or remove it; the run did not start.") from None
     if unused:
         notes.append("[settings] tinyharness does not use these settings, and ignores them: "
                      + "; ".join(unused)[:600])
     for note in notes:
         report(note)
-    hooks = (cmdhooks.CommandHooks(merged, workspace, report=report) if any(merged.values())
+    hooks = (commands.CommandHooks(merged, workspace, report=report) if any(merged.values())
              else None)
     return hooks, rules
 
@@ -446,7 +448,7 @@ def file_policy(path, data, hooks, said, rules, workspace, ask, flags):
     """Add one hooks or settings file's rules; what the user trusted of it (None: nothing to
     trust, or the user's own file). The trust question says what the file can really do: run
     hooks (which, and where) and let calls run without asking (which)."""
-    own = cmdhooks.is_users(path)  # the user's own file: no trust question
+    own = commands.is_users(path)  # the user's own file: no trust question
     name = path if own else path.relative_to(workspace)
     allows, _ = (from_settings(data, str(name), rules, said)
                  if path.name.startswith("settings") else (False, False))

@@ -84,7 +84,7 @@ def base_url_problem(base_url, source="--base-url"):
 def irregular_config(workspace):
     """A hooks or MCP file that is there but is not a regular file (a FIFO would block the read that
     loads it forever): the usage error that says so, or None."""
-    from .cmdhooks import HOOK_FILES
+    from .hooks.commands import HOOK_FILES
     from .mcp.config import config_files
     for path in [*(os.path.join(workspace, name) for name in HOOK_FILES),
                  *map(str, config_files(workspace))]:

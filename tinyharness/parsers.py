@@ -447,7 +447,7 @@ def add_chat_flags(parser):
     """chat's own flags; the agent's flags are run's (flags.add_agent_flags), and so are --api and
     --think."""
     # here: chat's defaults, loaded only when chat's flags are
-    from .compact import COMPACT_AT, KEEP_TURNS
+    from .chat.compact import COMPACT_AT, KEEP_TURNS
     add_dialect_flags(parser)
     parser.add_argument("task", nargs="?", metavar="MESSAGE", help="a first message (optional)")
     parser.add_argument("-c", "--continue", dest="continue_session", action="store_true",

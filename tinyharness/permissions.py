@@ -33,13 +33,13 @@ rule that can match nothing the run offers is named in one line at the start, an
 settings key the harness does not use (`unused_keys`).
 
 A Read deny is more than the read_file tool. Every file the harness itself reads for the model -
-INSTRUCTIONS.md, AGENTS.md, CLAUDE.md (settings.py), agent_notes.md at `/compact` (compact.py), a
-subagent's (it has its parent's rules) - is looked up with `read_refusal` before and after the read,
-and skipped with one line naming the rule. And shell commands: `fence_commands` gives the sandbox
-every regular file in the workspace a Read deny covers when the run starts (a bounded walk), and
-the sandbox binds an empty read-only file over each in the commands' mount namespace
-(sandbox/namespaces.py): `cat .env` reads nothing, and a link, a copy or a hard link made by a
-command gets nothing either.
+INSTRUCTIONS.md, AGENTS.md, CLAUDE.md (settings.py), agent_notes.md at `/compact`
+(chat/compact.py), a subagent's (it has its parent's rules) - is looked up with `read_refusal`
+before and after the read, and skipped with one line naming the rule. And shell commands:
+`fence_commands` gives the sandbox every regular file in the workspace a Read deny covers when the
+run starts (a bounded walk), and the sandbox binds an empty read-only file over each in the
+commands' mount namespace (sandbox/namespaces.py): `cat .env` reads nothing, and a link, a copy or
+a hard link made by a command gets nothing either.
 
 What it cannot do. A rule reads the command's text, as the regex policy does (hooks.py): a deny rule
 for `rm` does not see `x=rm; $x -rf`. Deny rules are split at `;`, `&&`, `|`, `$(`... and match any

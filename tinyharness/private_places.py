@@ -3,9 +3,9 @@ grants none of them to a hook.
 
 The problem. Two features reach into the home folder on the user's behalf: an instruction file may
 import another (`@~/notes/style.md`, instructions.py), and a sandboxed hook may run the programs on
-the user's PATH, which live in `~/.local/bin`, `~/.cargo/bin`, `~/.nvm/...` (hookrun.py). A link, an
-import or a PATH entry that leads into `~/.ssh` must not carry a private key to the model server or
-to a hook that runs code the model wrote.
+the user's PATH, which live in `~/.local/bin`, `~/.cargo/bin`, `~/.nvm/...` (hooks/run.py). A
+link, an import or a PATH entry that leads into `~/.ssh` must not carry a private key to the model
+server or to a hook that runs code the model wrote.
 
 The mechanism. One list, `PRIVATE`, of the folders and files in the home folder that hold
 credentials (SSH and GnuPG keys, cloud and registry tokens, Claude Code's and Codex's own login).

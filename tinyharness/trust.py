@@ -23,8 +23,8 @@ change to any of them asks again, and the question lists them.
 Checked where it is used. The model works during the run, so a yes checked only at the start would
 cover a script the model rewrites a minute later. `ensure_trusted` returns what the user trusted (a
 `Trusted`: the digest of each named file as shown); before every start of an unconfined hook
-(cmdhooks.py) and of a workspace MCP server (mcp/client.py), the files that entry names are looked
-up and digested again (only those: a few reads, not a walk of the workspace) and compared by
+(hooks/commands.py) and of a workspace MCP server (mcp/client.py), the files that entry names are
+looked up and digested again (only those: a few reads, not a walk of the workspace) and compared by
 content. A file changed, or created since under a name the entry names, stops that start: at a
 terminal the question is put again, naming the file and showing it; with no terminal the start is
 refused and said in one line (a hook's call is then blocked, as by a failing hook; a server is not

@@ -33,7 +33,7 @@ import sys
 import webbrowser
 from pathlib import Path
 
-from .compact import SUMMARY_MARK
+from .chat.compact import SUMMARY_MARK
 from .console import printable
 from .filedoor import check_name, open_file, write_text
 from .context import STUB_PREFIX, estimate_tokens, json_chars

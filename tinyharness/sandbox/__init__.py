@@ -60,7 +60,7 @@ started is. `AF_UNIX` sockets stay open, and Landlock (up to ABI 7) does not che
 socket file: with namespaces only those outside `/tmp`, `/run` and the home folder are left to
 reach; without them every one the user may use (an SSH agent's, tmux's, `/var/run/docker.sock`). The
 user's MCP servers, the command hooks marked `"sandbox": false` (the others run in here:
-hookrun.py), and the harness itself (its `view_image` URLs, its model server, its own files:
+hooks/run.py), and the harness itself (its `view_image` URLs, its model server, its own files:
 filedoor.py), run unconfined; what the user runs in the workspace afterwards (`make`, `npm install`,
 `pytest`) runs what the model wrote, and a hard link there writes through. Memory is not capped, CPU
 only per process by the CPU-seconds limit, and the disk can still fill with many 1 GiB files; as

@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from .filedoor import write_text
+from ..filedoor import write_text
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 \

@@ -13,7 +13,7 @@ command line in one place, flags.settings_from_args) and the chat's own two (`--
 `--keep-turns`); each message's settings are derived from them with `dataclasses.replace`. Each
 message added is appended to the session file at once (`on_update`, sessions/__init__.py). Before a
 message is sent, the prompt's size is checked and the history compacted past the threshold
-(compact.py).
+(chat/compact.py).
 
 Ctrl-C raises KeyboardInterrupt wherever the main thread is: in the model call (the HTTP read is
 abandoned), or waiting for a shell command. The shell tool starts each command in a process group of
@@ -43,19 +43,19 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import chat_json
+from . import json_mode
 from . import compact as compaction
-from .chat_input import Input
-from .chat_loop import Chat
-from .console import StreamPrinter, printable, warn
-from .extensions import of as extensions_of
-from .filedoor import write_text
-from .flags import (approver, check_agent_flags, client_from_args, image_from_flag,
-                    irregular_config, sandbox_from_args, settings_from_args)
-from .hooks import ask_user
-from .loop import RunSettings, Stats, run_agent, system_prompt
-from .overflow import learn_window, window_in_force
-from .sessions import TranscriptWriter, UsageTap
+from .input import Input
+from .turns import Chat
+from ..console import StreamPrinter, printable, warn
+from ..extensions import of as extensions_of
+from ..filedoor import write_text
+from ..flags import (approver, check_agent_flags, client_from_args, image_from_flag,
+                     irregular_config, sandbox_from_args, settings_from_args)
+from ..hooks import ask_user
+from ..loop import RunSettings, Stats, run_agent, system_prompt
+from ..overflow import learn_window, window_in_force
+from ..sessions import TranscriptWriter, UsageTap
 
 INTERRUPTED_CALL = ("ERROR: interrupted by the user (Ctrl-C) before this call finished; it did not "
                     "complete, and it may have done part of its work.")
@@ -235,7 +235,7 @@ def open_session(args, workspace, model, err, approve):
     """(writer, messages) for a new, continued or resumed session; (None, None) with --no-session.
     `approve`: the permission prompt, which answers whether to resume another folder's session here.
     Raises SessionError when the session asked for cannot be used."""
-    from . import sessions
+    from .. import sessions
     if args.no_session:
         return None, None
     if not (args.continue_session or args.resume):
@@ -270,7 +270,7 @@ def open_session(args, workspace, model, err, approve):
 def chat_command(args, parser):
     """`tinyharness chat`: the checks, the session, the workspace's hooks and MCP servers, the
     client; then the conversation, until the user ends it (or the piped messages run out)."""
-    from .sessions import SessionError
+    from ..sessions import SessionError
     check_flags(args, parser)
     workspace = os.getcwd()
     image = first_image(args, workspace, parser)
@@ -297,14 +297,14 @@ def chat_command(args, parser):
     if hands.hooks:
         hands.hooks.sandbox = settings.run.sandbox
     hands.fence(settings.run.sandbox, warn)  # a Read deny holds for commands too
-    lines = chat_json.open_lines(args.json_out, writer, args.model) if args.json else None
+    lines = json_mode.open_lines(args.json_out, writer, args.model) if args.json else None
     conversation = Conversation(client, workspace, settings,
-                                chat_json.Tee(writer, lines) if lines else writer, messages)
+                                json_mode.Tee(writer, lines) if lines else writer, messages)
     chat = Chat(conversation, client, printer, stream, interactive)
     status = converse(chat, Input(interactive), args.task, image, hands, writer, workspace)
     # the last line, on this way out; main writes one on the others (a usage error, a crash)
     if lines:
-        chat_json.end_lines(lines, chat, conversation, writer, args.model, status, args.started)
+        json_mode.end_lines(lines, chat, conversation, writer, args.model, status, args.started)
     return status
 
 
@@ -312,7 +312,7 @@ def chat_extensions(args, workspace, ask, writer):
     """The workspace's hooks and MCP servers, trusted by the user (never by --yes) before anything
     runs, and told the session: a hook can tell one chat's events from another's, and read its
     story. None after a setup error, said on stderr."""
-    from . import extensions
+    from .. import extensions
     try:
         hands = extensions.from_flags(args, workspace, ask, warn)
     except extensions.SetupError as e:
@@ -325,8 +325,8 @@ def chat_extensions(args, workspace, ask, writer):
 
 def first_image(args, workspace, parser):
     """--image, read and checked before anything else (a bad one is a usage error, exit 2)."""
-    from .imageload import ImageError
-    from .vision import image_part
+    from ..imageload import ImageError
+    from ..vision import image_part
     try:
         image = image_part(*image_from_flag(args.image, workspace)) if args.image else None
     except ImageError as e:

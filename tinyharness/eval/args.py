@@ -18,12 +18,12 @@ import shlex
 import sys
 from pathlib import Path
 
-from .eval_page import page_path
+from .page import page_path
 from .evals import TASK_NAMES
 from .evals.policies import POLICIES, SCRIPTED
-from .flags import base_url_problem
+from ..flags import base_url_problem
 
-DEFAULT_HARNESS = __package__ or "tinyharness"
+DEFAULT_HARNESS = (__package__ or "tinyharness").split(".")[0]  # the package, not its eval family
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
 
 DESCRIPTION = (
@@ -146,7 +146,7 @@ def parse_args(parser, argv):
 def check_out(parser, out):
     """--out names the JSON file: the HTML page goes beside it, so it needs a name to change; and
     both are checked as filedoor.py will write them, before the first run, not after the last."""
-    from .filedoor import check_writable
+    from ..filedoor import check_writable
     try:
         if page_path(out) == Path(out):
             parser.error(f"--out {out!r}: name the JSON file; the HTML page is written beside "

@@ -362,7 +362,7 @@ def by_model(names=None):
 
 def serve(port=0, host="127.0.0.1"):
     """`tinyharness fake-server --eval-models`: serve all three scripted models until Ctrl+C."""
-    from ..testing.server import ScriptedServer, serve_until_ctrl_c
+    from ...testing.server import ScriptedServer, serve_until_ctrl_c
     with ScriptedServer(policy=by_model(), host=host, port=port, model="competent") as server:
         return serve_until_ctrl_c(f"Scripted eval models ({', '.join(POLICIES)}) on "
                                   f"{server.base_url}. Try: python -m m7_eval.eval --base-url "

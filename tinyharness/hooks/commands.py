@@ -35,8 +35,8 @@ for):
 tool). Claude Code's tool names match too: Bash = shell, Write/Edit/MultiEdit = write_file, Read =
 read_file and view_image, LS/Glob = list_dir, Task = task, Edit = save_note; `mcp__server__tool` is
 the same in both. The command runs with `/bin/sh -c` in the workspace, in the sandbox of shell
-commands unless its entry says `"sandbox": false` (hookrun.py), with `CLAUDE_PROJECT_DIR` set to the
-workspace, and reads one JSON object on stdin: ours (`event`, `tool_name`, `tool_input`,
+commands unless its entry says `"sandbox": false` (hooks/run.py), with `CLAUDE_PROJECT_DIR` set to
+the workspace, and reads one JSON object on stdin: ours (`event`, `tool_name`, `tool_input`,
 `workspace`, `session_id`, `agent`: "parent" or "subagent", `result`, `prompt`, `answer`) and Claude
 Code's beside them (`hook_event_name`, `tool_input.file_path` (absolute) and `.command`,
 `tool_response`, `tool_use_id`, `transcript_path`, `cwd`, `stop_hook_active`). A hook written in
@@ -54,7 +54,7 @@ approves); any other decision, or `updatedInput` (rewriting a call is not suppor
 `"continue": false` ends the run (the loop stops before its next model call, exit 3) with its
 `stopReason` said; `systemMessage` is shown to the user. Plain text with exit 0 from a
 `pre_tool_use` or `stop` hook is no objection, as in Claude Code: shown to the user, not given to
-the model (hookdecide.py). `post_tool_use` and `pre_compact` stdout is text for the model (or the
+the model (hooks/decide.py). `post_tool_use` and `pre_compact` stdout is text for the model (or the
 summary request); `user_prompt_submit`/`session_start` stdout is context added to the task (or
 Claude's `additionalContext`); `session_start`'s `source` is `startup`, or `resume` for a run that
 goes on with a session (--continue, --resume). `stop_hook_active` is true when the model is already
@@ -89,10 +89,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .console import warn
-from .filedoor import CONFIG_CAP, read_config
-from .hookdecide import Verdict, verdict_of
-from .hookrun import cannot_start, run_command, tool_folders
+from ..console import warn
+from ..filedoor import CONFIG_CAP, read_config
+from .decide import Verdict, verdict_of
+from .run import cannot_start, run_command, tool_folders
 
 EVENTS = ("pre_tool_use", "post_tool_use", "user_prompt_submit", "stop", "pre_compact",
           "session_start")
@@ -133,7 +133,7 @@ class Hook:
     claude: bool = False          # written in Claude Code's shape: it reads Claude's names
     claude_event: str = ""        # the name the file used, sent as hook_event_name
     agents: set = field(default=None)  # None: every agent; else {"parent"} or {"subagent"}
-    # runs confined as a shell command (hookrun.py); "sandbox": false in its entry
+    # runs confined as a shell command (hooks/run.py); "sandbox": false in its entry
     sandbox: bool = True
     # the folder of the user's own file it came from ("": the workspace's)
     home: str = ""
@@ -406,7 +406,7 @@ class CommandHooks:
         folder's `hooks/` (where such scripts live, and all it may read of the home folder), else in
         the home folder."""
         if hook.sandbox and self.sandbox is None:
-            from .sandbox import Sandbox  # here: loading a hooks file must not load the sandbox
+            from ..sandbox import Sandbox  # here: loading a hooks file must not load the sandbox
             self.sandbox = Sandbox()
         if not hook.sandbox or not self.sandbox.enabled:
             return None, hook.home or self.workspace

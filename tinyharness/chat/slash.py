@@ -11,7 +11,7 @@ the model: /cost sums the chat's Stats (edges.Stats, one per message: the server
 model calls, tool calls); /status names the model (and where it came from: the flag, a variable,
 the defaults file, the default, or /model), the endpoint and dialect of the client in use, the
 session file, the workspace, the sandbox, and the last prompt's size against the window in force
-(the server's count, else the harness's estimate, compact.py); /permissions lists the rules in
+(the server's count, else the harness's estimate, chat/compact.py); /permissions lists the rules in
 force, deny first, each with the file or flag it came from, and whether --yes approves the rest;
 /mcp lists the running servers, their state and the names their tools are offered under; `/model`
 alone lists the server's models (model_list.py).
@@ -22,8 +22,8 @@ was named then and is not kept. /status shows the window the harness plans with;
 is known only when it says so (llama.cpp's /props, an overflow error).
 """
 from .compact import estimate_tokens
-from .extensions import of as extensions_of
-from .hooks import approve_everything
+from ..extensions import of as extensions_of
+from ..hooks import approve_everything
 
 KINDS = ("deny", "ask", "allow")  # in the order they are asked
 

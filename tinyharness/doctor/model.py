@@ -15,8 +15,8 @@ What it cannot do. It reports what the server says; a server that says nothing (
 Ollama) gets a WARN and the probes in doctor.py tell the rest. The memory figure is arithmetic,
 not a measurement.
 """
-from .context import CONTEXT_WINDOW
-from .llm.ollama import OLLAMA_WINDOW_CAP, capabilities, kv_cache_bytes, model_context_length
+from ..context import CONTEXT_WINDOW
+from ..llm.ollama import OLLAMA_WINDOW_CAP, capabilities, kv_cache_bytes, model_context_length
 
 
 def check_capabilities(report, args, shown):

@@ -20,15 +20,15 @@ import sys
 import time
 from pathlib import Path
 
-from . import chat_commands
-from .chat_input import BLOCK
-from .checkpoints.commands import chat_command
-from .console import printable
-from .defaults import Sourced
-from .guards import Stopped
-from .llm import LLMError
-from .model_list import chat_lines
-from .run_end import Terminated
+from . import slash
+from .input import BLOCK
+from ..checkpoints.commands import chat_command
+from ..console import printable
+from ..defaults import Sourced
+from ..guards import Stopped
+from ..llm import LLMError
+from ..model_list import chat_lines
+from ..run_end import Terminated
 
 HELP = f"""Type a message and press Enter. A line ending with \\ continues on the next line;
 a line holding only {BLOCK} starts a block that ends at the next {BLOCK} line.
@@ -52,8 +52,8 @@ def stop_commands():
     """Kill the process group of every child of this process: the shell tool's commands (each leads
     a group of its own, so the terminal's Ctrl-C did not reach them) - except the MCP servers, which
     serve the whole chat, not this turn. Linux only: it reads /proc."""
-    from .mcp.client import running_pids
-    from .sandbox.spawner import RESIDENT
+    from ..mcp.client import running_pids
+    from ..sandbox.spawner import RESIDENT
     # the MCP servers serve the whole chat; a spawner waiting for commands is none
     me, killed, servers = os.getpid(), 0, running_pids() | set(RESIDENT)
     try:
@@ -118,8 +118,8 @@ class Chat:
                 self.say(f"Cannot save to {path}: {e.strerror or e}")
         elif name in ("/undo", "/rewind"):  # files you changed since are kept, and named
             chat_command(name, rest, self.conversation.settings.run.checkpoints, self.say)
-        elif name in chat_commands.COMMANDS:  # /cost, /status, /permissions, /mcp
-            chat_commands.COMMANDS[name](self)
+        elif name in slash.COMMANDS:  # /cost, /status, /permissions, /mcp
+            slash.COMMANDS[name](self)
         else:
             self.say(f"Unknown command {name}; /help lists the commands.")
         return True

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .exercises import find_holes, progress_path, short_name
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STEPS = ("the rule", "the shape", "the outline, not the code")
 ENTRY = "hints"  # in the progress file: {stage folder name: the last step shown}
 

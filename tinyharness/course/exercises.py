@@ -10,9 +10,10 @@ function marked for m3 (everything below its docstring) with `raise NotImplement
 marker's sentence>; see README 'Your turn'")`. The exercise is generated from the stage, so it never
 drifts from it. Markers naming earlier stages are left alone: their code is given.
 
-`tinyharness course check m3 --mine DIR` grades the copy with the stage's own tests (grading.py).
-`tinyharness course hint m3` gives the hints in steps (hints.py); `course diff` hides the bodies of
-the functions marked here until the learner's copy passes (course.py).
+`tinyharness course check m3 --mine DIR` grades the copy with the stage's own tests
+(course/grading.py). `tinyharness course hint m3` gives the hints in steps (course/hints.py);
+`course diff` hides the bodies of the functions marked here until the learner's copy passes
+(course/__init__.py).
 
 What it cannot do: the tests judge behaviour, not style. A solution that passes them can still be
 clumsy, and a mistake no test pins down goes unnoticed; the stage's own code is the model answer.
@@ -29,7 +30,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"^[ \t]*# exercise\((m\d+)\): (.+?)\s*$")
 # a comment line right below a marker continues its sentence
 CONTINUED = re.compile(r"^[ \t]*# (?!exercise\()(.+?)\s*$")

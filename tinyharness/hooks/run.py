@@ -45,11 +45,11 @@ import signal
 import subprocess
 import threading
 
-from .filedoor import read_bytes
-from .hookdecide import Verdict
-from .private_places import private
-from .sandbox.reaping import LIVE, LOCK
-from .sandbox.rules import stay_between
+from ..filedoor import read_bytes
+from .decide import Verdict
+from ..private_places import private
+from ..sandbox.reaping import LIVE, LOCK
+from ..sandbox.rules import stay_between
 
 # bytes of a hook's stdout/stderr read into memory; the rest is read and dropped
 MAX_CAPTURE = 1 << 20

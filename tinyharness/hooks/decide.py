@@ -1,5 +1,5 @@
-"""What a command hook's exit code and output decide (cmdhooks.py runs the hooks; this reads their
-answers).
+"""What a command hook's exit code and output decide (hooks/commands.py runs the hooks; this reads
+their answers).
 
 Exit 2 blocks with stderr as the reason; another exit code, a timeout or output that is not UTF-8
 blocks too (fail closed). Exit 0 with empty stdout allows. A JSON object on stdout decides by its

@@ -4,8 +4,8 @@ history kept in the data folder) or from a pipe, joined into messages by a trail
 import os
 import sys
 
-from .sessions import sessions_dir
-from .sessions.writer import private_folder
+from ..sessions import sessions_dir
+from ..sessions.writer import private_folder
 
 PROMPT, MORE = "you> ", "...> "
 BLOCK = '"""'

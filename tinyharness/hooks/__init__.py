@@ -9,8 +9,8 @@ import os
 import re
 from pathlib import Path
 
-from . import asking
-from .imageload import is_url
+from .. import asking
+from ..imageload import is_url
 
 FILE_TOOLS = ("list_dir", "read_file", "write_file", "view_image")
 NEEDS_PERMISSION = ("write_file", "shell")

@@ -33,7 +33,7 @@ import textwrap
 import tokenize
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TITLE_PREFIX = re.compile(r"m\d\w*\s*[-:\u2013\u2014]\s*")  # "m1_loop: ", "m1 - "
 COLORS = {"header": "\033[1m", "hunk": "\033[36m", "-": "\033[31m", "+": "\033[32m"}
 RESET = "\033[0m"
@@ -209,8 +209,8 @@ def _write_diff(diff: list[str], output, color: bool, counts: list[int]) -> None
 
 def course_files(stage: str, role: str | None = None, output=print, root=None) -> int:
     """`course files mK [--lesson|--armour|--cli]`: a stage's files by role
-    (tinyharness/manifest.py), lesson first. With a role, only that role's paths, one a line (for
-    `less $(...)`)."""
+    (tinyharness/course/manifest.py), lesson first. With a role, only that role's paths, one a line
+    (for `less $(...)`)."""
     root = _checkout(root)
     if root is None:
         return 2
@@ -386,8 +386,8 @@ def course_hint(stage: str, step: int | None = None, root=None, output=print) ->
 
 def course_check(stage: str, root=None, mine=None, keyword: str | None = None) -> int:
     """Run the ladder tests of one stage (their ids carry the stage folder name); with `mine`, every
-    test case of the stage, against the learner's copy of it (see grading.py); `keyword` narrows
-    either as pytest's -k."""
+    test case of the stage, against the learner's copy of it (see course/grading.py); `keyword`
+    narrows either as pytest's -k."""
     root = _checkout(root)
     folder = root and _stage(stage, root)
     if folder is None:
@@ -474,9 +474,3 @@ def bundled_script_names(root=None) -> list[str]:
     return (sorted(p.name[:-len(".script.json")] for p in folder.glob("*.script.json"))
             if folder.is_dir() else [])
 
-
-# python -m tinyharness.course flatten m8 [--eval] (docs/m8-lesson.py's or docs/m8-eval.py's text)
-if __name__ == "__main__":
-    if sys.argv[1:2] != ["flatten"] or len(sys.argv) < 3 or sys.argv[3:] not in ([], ["--eval"]):
-        sys.exit("usage: python -m tinyharness.course flatten STAGE [--eval]")
-    sys.exit(course_flatten(sys.argv[2], part="eval" if sys.argv[3:] else "lesson"))

@@ -94,6 +94,12 @@ ARMOUR_COPIES = {
 }
 
 
+def package_path(name):
+    """Where the package keeps its copy of a stage file: the stages' evals/ lives in the package's
+    eval family (tinyharness/eval/evals/), every other copy under the same name."""
+    return "eval/" + name if name.startswith("evals/") else name
+
+
 # A stage the manifest does not list (a learner's own, a test's fake one): roles by file name.
 DEFAULT_ROLES = {"__main__.py": CLI, "__init__.py": CLI, "wire.py": ARMOUR, "edges.py": ARMOUR,
                  "safeio.py": ARMOUR,

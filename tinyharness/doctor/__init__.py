@@ -51,15 +51,15 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .console import printable, warn  # a server's error text is printed in the FAIL lines
-from .context import CONTEXT_WINDOW
-from .defaults import apply as apply_defaults, refusal, said, source, undo_hint
-from .doctor_model import check_capabilities, check_context
-from .endpoint import ENDPOINT_ORDER, add_base_url_flag, api_key, key_said
-from .flags import base_url_problem
-from .llm import DEFAULT_MODEL, Client, LLMError
-from .llm.ollama import (API_CHOICES, choose_dialect, could_be_ollama, host_root, ollama_version,
-                         show_model)
+from ..console import printable, warn  # a server's error text is printed in the FAIL lines
+from ..context import CONTEXT_WINDOW
+from ..defaults import apply as apply_defaults, refusal, said, source, undo_hint
+from .model import check_capabilities, check_context
+from ..endpoint import ENDPOINT_ORDER, add_base_url_flag, api_key, key_said
+from ..flags import base_url_problem
+from ..llm import DEFAULT_MODEL, Client, LLMError
+from ..llm.ollama import (API_CHOICES, choose_dialect, could_be_ollama, host_root, ollama_version,
+                          show_model)
 
 ASK_TIMEOUT = 5             # seconds for the quick questions (version, model list, props)
 PROBE_REPLY_TOKENS = 64     # max_tokens of the streaming probe: "OK" needs one or two
@@ -90,7 +90,7 @@ class Report:
 
     def line(self, status, check, text, fix=None):
         self.failed, self.warned = self.failed or status == "FAIL", self.warned + (status == "WARN")
-        from .llm.keepalive import masked  # a --base-url may carry user:password@
+        from ..llm.keepalive import masked  # a --base-url may carry user:password@
         print(printable(masked(f"{status:<5} {check:<11} {text}"
                                + (f" Fix: {fix}" if fix else ""))), file=self.out, flush=True)
 

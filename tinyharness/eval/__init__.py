@@ -20,7 +20,7 @@ should count it.
 Each run prints one line on stderr, headed by its number and an estimate of the time left (`[3/30]
 ~4m10s left`: the mean duration of the runs so far times the runs still to make). The results go to
 a JSON file (`--out`) and, beside it, a self-contained HTML page with the per-model table as bars
-(eval_page.py).
+(eval/page.py).
 
 `--compare` measures harness settings instead of models: every task runs once per setting, on the
 same model, and the tables get one row per (model, setting).
@@ -43,18 +43,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .console import printable
-from .eval_page import write_report
+from ..console import printable
+from .page import write_report
 from .evals import TASK_NAMES, select
 from .evals.claims import claims_success
 from .evals.common import judge
 from .evals.policies import SCRIPTED, by_model
 from .evals.runs import run_process, snapshot
-from .endpoint import base_url_from_env
-from .eval_args import DEFAULT_BASE_URL, build_parser, parse_args
+from ..endpoint import base_url_from_env
+from .args import DEFAULT_BASE_URL, build_parser, parse_args
 
 # the repository: stages are importable from here
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # this package's own harness (m7_eval in the stage)
 
 
@@ -336,7 +336,7 @@ def model_endpoints(models, base_url):
     scripted = [m for m in models if m.startswith(SCRIPTED)] if base_url is None else []
     with contextlib.ExitStack() as stack:
         if scripted:
-            from .testing import ScriptedServer               # only the offline self-check needs it
+            from ..testing import ScriptedServer    # only the offline self-check needs it
             server = ScriptedServer(policy=by_model([m[len(SCRIPTED):] for m in scripted]),
                                     model=scripted[0])
             local = stack.enter_context(server).base_url
@@ -415,6 +415,3 @@ def make_report(args, runs):
             "per_task": summarise(runs, ["model", "setting", "task", "tier"]),
             "overall": summarise(runs, ["model", "setting"])}
 
-
-if __name__ == "__main__":
-    sys.exit(main())

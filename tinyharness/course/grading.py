@@ -33,10 +33,10 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from .exercises import (ExerciseError, Hole, find_holes, record_pass, short_name)
+from .exercises import ExerciseError, Hole, find_holes, record_pass, short_name
 from .hints import hints_path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STAGE_DIR_ENV = "TINYHARNESS_STAGE_DIR"      # read by tests/ladder.py and tests/exercise_check.py
 REPORT_ENV = "TINYHARNESS_EXERCISE_REPORT"   # where tests/exercise_check.py writes the results
 PASS_ENV = "TINYHARNESS_EXERCISE_PASS"       # "lesson" or "rest": which cases a pass runs

@@ -20,7 +20,7 @@ that stops reading makes the chat stop when the pipe is full.
 import os
 import time
 
-from .run_end import Results, result_line
+from ..run_end import Results, result_line
 
 
 class Tee:
@@ -49,8 +49,8 @@ class Tee:
 
 def open_lines(out, session, model):
     """The JSON lines on OUT (the real standard output), their `start` line written."""
-    from .parsers import version
-    from .sessions.writer import StreamWriter, now
+    from ..parsers import version
+    from ..sessions.writer import StreamWriter, now
     lines = StreamWriter(out)
     lines.write({"type": "start", "time": now(), "session": session.id if session else None,
                  "folder": os.getcwd(), "model": model, "version": version(), "mode": "chat"})
@@ -59,7 +59,7 @@ def open_lines(out, session, model):
 
 def end_lines(lines, chat, conversation, session, model, status, started):
     """The last line: how the chat ended, with the whole chat's counts."""
-    from .edges import Stats
+    from ..edges import Stats
     total = Stats()
     total.started = started
     for stats in conversation.all_stats:

@@ -34,10 +34,10 @@ and a reply of about 400 words), so in a small window it fires before 80%. A sum
 still does not fit is sent once more with every old tool result stubbed; if the history is past the
 window even then, only `/clear` or a model with a longer context helps.
 """
-from .context import estimate_tokens, sliding_scissors
-from .filedoor import read_bytes
-from .llm import ContextOverflow, LLMError
-from .tools import NOTES_FILE, SCHEMAS
+from ..context import estimate_tokens, sliding_scissors
+from ..filedoor import read_bytes
+from ..llm import ContextOverflow, LLMError
+from ..tools import NOTES_FILE, SCHEMAS
 
 COMPACT_AT = 0.8  # of the context window: compact before sending a user message past this
 KEEP_TURNS = 2    # the newest user turns kept whole after the summary
