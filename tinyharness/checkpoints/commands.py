@@ -48,7 +48,8 @@ def timeline(store, run):
 
 def summary(paths, count):
     """'3 paths: a.txt, src/ (12), ...' - a folder listed with what is beneath it counts once."""
-    shown, counts = [], {}
+    shown: list[str] = []
+    counts: dict[str, int] = {}
     for path in paths:
         top = next((s for s in shown if path.startswith(s + "/")), None)
         if top:
@@ -147,7 +148,7 @@ def chat_command(name, rest, recorder, out):
     if live is None:
         out("No change to undo: nothing in this chat has changed the workspace yet.")
         return
-    say = lambda text: out(printable(text))  # noqa: E731 (file names are the model's)
+    say = lambda text: out(printable(text))  # file names are the model's
     if name == "/rewind" and not rest:
         store_said(lambda: listing(recorder.workspace, say, live=live, root=recorder.root))
         return

@@ -65,7 +65,7 @@ class Recorder:
             return None
         try:
             return step(*args)
-        except Exception as e:  # a full disk (OSError), or a bug: the run goes on, told
+        except Exception as e:  # noqa: BLE001 - a full disk (OSError) or a bug: the run goes on
             self.failed = str(e) or type(e).__name__
             self.warn(f"[checkpoints] off for the rest of this run: {e}; changes from now on "
                       "cannot be undone")
@@ -90,6 +90,7 @@ class Recorder:
     def look(self):
         """Bring the snapshot up to date: the folders the watcher names, or everything."""
         watcher = self.watcher
+        assert self.snapshot is not None, "start() comes first"
         if watcher is not None and watcher.available:
             changes = watcher.changes()
             if watcher.available and not watcher.overflowed:
@@ -114,6 +115,7 @@ class Recorder:
             self.start()
         else:
             self.look()
+        assert self.snapshot is not None and self.store is not None and self.record is not None
         self.snapshot.changed.clear()
         entry = {"n": len(self.record["checkpoints"]) + 1, "time": time.time(),
                  "call": label[:LABEL_CHARS], "before": self.snapshot.digest(), "after": None}
@@ -123,6 +125,7 @@ class Recorder:
 
     def after(self, entry):
         self.look()
+        assert self.snapshot is not None and self.store is not None and self.record is not None
         after, changed = self.snapshot.digest(), sorted(self.snapshot.changed)
         self.snapshot.changed.clear()
         if after == entry["before"]:
@@ -132,6 +135,7 @@ class Recorder:
         self.store.save_run(self.record)
 
     def say_left_out(self):
+        assert self.snapshot is not None
         for path, why in sorted(self.snapshot.left_out.items()):
             self.say_once(("left", path), f"[checkpoints] not kept, so not restored by undo: "
                                           f"{path} {why}")

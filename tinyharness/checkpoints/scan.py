@@ -59,7 +59,7 @@ class Snapshot:
     def other_names(self, paths):
         """{folder: {names}} of the other names of the files among `paths` that have several."""
         inodes = {e[3][2] for p in paths if (e := self.entry_of(p)) and e[0] == FILE}
-        others = {}
+        others: dict[str, set] = {}
         for inode in inodes & set(self.linked):
             for path in self.linked[inode] - set(paths):
                 folder, _, name = path.rpartition("/")
@@ -95,7 +95,8 @@ class Snapshot:
             listing = os.scandir(os.path.join(self.root, folder))
         except OSError as e:
             return self.unlisted(folder, e)
-        new, added, differs = {}, [], False
+        new, differs = {}, False
+        added: list[str] = []  # new sub-folders, filled by note()
         with listing:
             for item in listing:
                 path = join(folder, item.name)
@@ -135,7 +136,7 @@ class Snapshot:
 
     def drop(self, folder):
         for inner in [f for f in self.folders if f == folder or f.startswith(folder + "/")]:
-            for name, entry in self.folders.pop(inner).items():
+            for name in self.folders.pop(inner):
                 self.changed.add(join(inner, name))
             self.digests.pop(inner, None)
             if self.watcher is not None:

@@ -195,7 +195,7 @@ class Store:
 
     def load_runs(self):
         """Every run's record, oldest first (a file that does not read is skipped)."""
-        records = []
+        records: list[dict] = []
         if not os.path.isdir(self.runs):
             return records
         for name in sorted(os.listdir(self.runs)):

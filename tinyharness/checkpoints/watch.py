@@ -35,7 +35,10 @@ MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | I
         | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 HEADER = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then the name)
 
-libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+if sys.platform == "linux":  # a statement, not an expression: mypy then knows libc is there
+    libc = ctypes.CDLL(None, use_errno=True)
+else:
+    libc = None
 
 
 class Watcher:
@@ -69,7 +72,7 @@ class Watcher:
             code = ctypes.get_errno()
             if code in (errno.ENOENT, errno.ENOTDIR):  # gone already: its parent's event says so
                 return True
-            self.broken = (f"the kernel watches no more folders (fs.inotify.max_user_watches)"
+            self.broken = ("the kernel watches no more folders (fs.inotify.max_user_watches)"
                            if code == errno.ENOSPC else f"inotify: {os.strerror(code)}")
             return False
         old = self.paths.get(wd)
@@ -87,7 +90,7 @@ class Watcher:
     def changes(self):
         """{folder: {names with events}} since the last call; a folder's own event counts under its
         parent. Sets `overflowed` when the kernel dropped events."""
-        changed = {}
+        changed: dict[str, set] = {}
         while self.fd >= 0:
             try:
                 data = os.read(self.fd, 1 << 16)
