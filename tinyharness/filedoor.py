@@ -26,10 +26,11 @@ line (DoorError); the caller decides whether the run goes on.
 
 What it cannot do. A path outside the workspace that the user reaches through a link of their own
 into the workspace is refused, not followed. Files the harness keeps in its own stores (sessions,
-trust) are the stores' business (sessions/writer.py). A user who wants a report shared chmods it
-after the run (a file rewritten each turn becomes 0600 again). On Windows (no folder descriptors)
-the path is opened as it is, after the same checks of the name. It does not look inside what it
-reads.
+trust) are the stores' business (sessions/writer.py); this module only says where its data folder
+is (`data_dir`) and makes a folder of its own private (`private_folder`). A user who wants a
+report shared chmods it after the run (a file rewritten each turn becomes 0600 again). On Windows
+(no folder descriptors) the path is opened as it is, after the same checks of the name. It does
+not look inside what it reads.
 """
 import errno
 import os
@@ -37,6 +38,7 @@ import re
 import secrets
 import stat
 import sys
+from pathlib import Path
 
 from .sandbox.beneath import BENEATH, open_beneath
 
@@ -80,7 +82,7 @@ def check_name(path, writing=True):
         raise refuse(ascii(text), "holds a NUL byte, which no file name can hold")
     for what, pattern in ODD.items() if writing else ():
         if found := re.search(pattern, text):
-            raise refuse(ascii(text), f"holds {what}, {ascii(found.group())}: the harness makes "
+            raise refuse(ascii(text), f"holds {what}, {found.group()!a}: the harness makes "
                                       "no file with such a name; choose a plain one")
 
 
@@ -266,3 +268,34 @@ def read_config(path, own, workspace=None):
         real = os.path.realpath(path)
         return read_bytes(os.path.basename(real), CONFIG_CAP, os.path.dirname(real))
     return read_bytes(os.path.abspath(path), CONFIG_CAP, workspace)
+
+
+# --- The harness's own data folder -------------------------------------------------------------
+
+def data_dir():
+    """The harness's data folder: $XDG_DATA_HOME/tinyharness, or ~/.local/share/tinyharness (its
+    sessions, chat history, MCP logs)."""
+    base = os.environ.get("XDG_DATA_HOME", "")
+    # the XDG rule: a relative path is invalid (it would land in the workspace)
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "tinyharness"
+
+
+def private_folder(path):
+    """Make the folder (and each missing one above it) 0700, whatever the umask, as the XDG base
+    directory rule asks of the data folder; a folder of the harness's own (its sessions, its logs)
+    that an earlier version left open to others is closed. Returns the path."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        parent = os.path.dirname(os.path.abspath(path))
+        if parent != os.path.abspath(path) and not os.path.isdir(parent):
+            private_folder(parent)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+    info = os.stat(path)
+    if info.st_mode & 0o077 and info.st_uid == getattr(os, "geteuid", lambda: info.st_uid)():
+        os.chmod(path, stat.S_IMODE(info.st_mode) & ~0o077)
+    return path

@@ -44,10 +44,11 @@ import threading
 from pathlib import Path
 
 from . import filedoor
+
 # the files are the workspace's: ESC, U+009B, U+202E are shown, not obeyed
 from .console import printable, warn
+from .filedoor import private_folder
 from .named import combined, digests, entry_digest, named_files, names_in, workspace_of
-from .sessions.writer import private_folder
 
 # one question at a time: hooks of one event start together, each on a thread of its own
 ASKING = threading.Lock()

@@ -4,8 +4,7 @@ history kept in the data folder) or from a pipe, joined into messages by a trail
 import os
 import sys
 
-from ..sessions import sessions_dir
-from ..sessions.writer import private_folder
+from ..filedoor import data_dir, private_folder
 
 PROMPT, MORE = "you> ", "...> "
 BLOCK = '"""'
@@ -59,7 +58,7 @@ def setup_readline():
         import readline
     except ImportError:
         return None
-    path = sessions_dir().parent / "chat_history"
+    path = data_dir() / "chat_history"
     try:
         private_folder(path.parent)
         # what was typed is the conversation: 0600 before readline writes in it

@@ -49,11 +49,12 @@ class Tee:
 
 def open_lines(out, session, model):
     """The JSON lines on OUT (the real standard output), their `start` line written."""
-    from ..parsers import version
+    from .. import __version__
     from ..sessions.writer import StreamWriter, now
     lines = StreamWriter(out)
     lines.write({"type": "start", "time": now(), "session": session.id if session else None,
-                 "folder": os.getcwd(), "model": model, "version": version(), "mode": "chat"})
+                 "folder": os.getcwd(), "model": model, "version": f"tinyharness {__version__}",
+                 "mode": "chat"})
     return lines
 
 

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from ..console import warn
-from ..sessions.writer import private_folder, sessions_dir
+from ..filedoor import data_dir, private_folder
 from .results import result_text, tool_problem
 
 PROTOCOL_VERSION = "2025-11-25"
@@ -117,7 +117,7 @@ def prune(folder, keep=MAX_LOGS_KEPT):
 
 def log_folder():
     """Beside the sessions: $XDG_DATA_HOME/tinyharness/mcp-logs."""
-    return sessions_dir().parent / "mcp-logs"
+    return data_dir() / "mcp-logs"
 
 
 class Server:

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from ..console import printable
+from ..filedoor import data_dir, private_folder
 
 FORMAT = "tinyharness-session"
 VERSION = 1
@@ -55,30 +56,7 @@ class SessionError(Exception):
 
 def sessions_dir():
     """$XDG_DATA_HOME/tinyharness/sessions, or ~/.local/share/tinyharness/sessions."""
-    base = os.environ.get("XDG_DATA_HOME", "")
-    # the XDG rule: a relative path is invalid (it would land in the workspace)
-    if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "tinyharness" / "sessions"
-
-
-def private_folder(path):
-    """Make the folder (and each missing one above it) 0700, whatever the umask, as the XDG base
-    directory rule asks of the data folder; a folder of the harness's own (its sessions, its logs)
-    that an earlier version left open to others is closed. Returns the path."""
-    path = os.fspath(path)
-    if not os.path.isdir(path):
-        parent = os.path.dirname(os.path.abspath(path))
-        if parent != os.path.abspath(path) and not os.path.isdir(parent):
-            private_folder(parent)
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
-    info = os.stat(path)
-    if info.st_mode & 0o077 and info.st_uid == getattr(os, "geteuid", lambda: info.st_uid)():
-        os.chmod(path, stat.S_IMODE(info.st_mode) & ~0o077)
-    return path
+    return data_dir() / "sessions"
 
 
 def now():
