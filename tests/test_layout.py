@@ -5,6 +5,7 @@ an import tucked inside a function to dodge a circle still closes one (it only b
 README's Layout table is printed by `python -m benchmarks.layout --table` and checked here."""
 import ast
 
+from benchmarks import design
 from benchmarks.layout import (LONG_FUNCTIONS_ALLOWED, MAX_FUNCTION_LINES, MAX_LINES, circles, function_gate,
                                import_graph, line_counts, long_functions, table, tree_graph)
 from tests.ladder import ROOT, STAGES
@@ -181,3 +182,44 @@ def test_the_line_length_is_read_from_pyproject_so_the_check_can_fail(tmp_path):
                          '\n[tool.ruff.format]\nquote-style = "preserve"\n', encoding="utf-8")
     assert line_length(pyproject) == 60
     assert lines_over(60) and all(int(found.rsplit(": ", 1)[1]) > 60 for found in lines_over(60))
+
+
+# --- The design as a test: docs/architecture.json held against every import of the tree ---------
+
+def test_no_never_rule_of_the_design_is_broken():
+    broken = [f"{a} -> {b} ({why}): {pairs}" for a, b, why, pairs in design.broken_nevers()]
+    assert broken == [], "an import breaks docs/architecture.json's never rules:\n" + "\n".join(broken)
+
+
+def test_every_import_between_two_parts_follows_an_arrow():
+    loose = design.undeclared_arrows()
+    assert loose == {}, ("imports between parts that no arrow of docs/architecture.json allows: add the "
+                         f"arrow with its reason, or import from a part you may: {loose}")
+
+
+def test_every_module_of_the_package_belongs_to_a_part():
+    assert design.unplaced() == [], "name the module's part in docs/architecture.json"
+
+
+def test_the_design_check_finds_a_broken_rule_and_a_missing_arrow(tmp_path):
+    for folder in ("pkg", "pkg/low", "face"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "core.py").write_text("def f():\n    from face import cli  # tucked in a function\n")
+    (tmp_path / "pkg" / "low" / "door.py").write_text("from pkg import core\n")
+    (tmp_path / "face" / "cli.py").write_text("import pkg.core\n")
+    parts = {"Core": {"is": ["pkg/"]}, "Door": {"is": ["pkg/low/"]}, "Face": {"is": ["face/"]}}
+    plan = {"parts": parts, "arrows": [["Face", "Core"]], "never": [["Core", "Face", "the core knows no face"]]}
+    assert design.broken_nevers(tmp_path, plan) == [("Core", "Face", "the core knows no face",
+                                                     [("pkg.core", "face.cli")])]
+    assert design.undeclared_arrows(tmp_path, plan) == {("Core", "Face"): [("pkg.core", "face.cli")],
+                                                        ("Door", "Core"): [("pkg.low.door", "pkg.core")]}
+    assert design.part_of("pkg/low/door.py", parts) == "Door"            # the deeper folder wins
+    assert design.part_of("pkg/low/door.py", {**parts, "One": {"is": ["pkg/low/door.py"]}}) == "One"
+
+
+def test_the_readme_parts_table_is_the_design():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Layout", 1)[1].split("\n## ", 1)[0]
+    assert design.parts_table(design.load()) in section, \
+        "the design changed: paste `python -m benchmarks.design --parts` into README.md's Layout section"
