@@ -13,9 +13,12 @@ sandbox); `usage_problem`, `base_url_problem` and `check_agent_flags` find what 
 unusable; `irregular_config` refuses a hooks or MCP file that is not a regular file;
 `image_from_flag` reads --image through filedoor.py; `sandbox_from_args` builds the Sandbox the
 flags ask for, with its warnings (and refuses a start folder the commands must not hold or be
-inside). `settings_from_args` is the one place a command line becomes a run's settings
-(settings.RunSettings): each field is read from the flag of its name, so a new run knob is two
-edits, its flag and its field; `approver` is the permission prompt the flags ask for, and
+inside): the one place a Sandbox is made. `from_command_line` is the one way `run` and `chat` get
+what a run needs: the checks, the image, the sandbox, the hooks made with it and the MCP servers,
+the client and the settings with the sandbox in them; what cannot start is a `UsageError` the
+command says in its own way. `settings_from_args` is the one place a command line becomes a run's
+settings (settings.RunSettings): each field is read from the flag of its name, so a new run knob is
+two edits, its flag and its field; `approver` is the permission prompt the flags ask for, and
 `client_from_args` returns the client and the context window its dialect chose (nothing is written
 back onto the arguments). The modules the flags' defaults come from are imported inside the
 functions, so that `tinyharness --help` does not pay for `requests`, the loop and the sandbox: that
@@ -29,11 +32,12 @@ import argparse
 import os
 import stat
 import sys
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from functools import partial
+from typing import Any
 from urllib.parse import urlsplit
 
-from .console import printable, warn
+from .console import warn
 
 LONGEST = 10 ** 7  # seconds (about four months): a time limit's largest, past it clocks overflow
 
@@ -99,8 +103,8 @@ def irregular_config(workspace):
 
 
 def add_dialect_flags(parser):
-    """--api and --think, and the window from the model (tinyharness/ollama.py explains the native
-    dialect and the auto rule)."""
+    """--api and --think, and the window from the model (tinyharness/llm/ollama.py explains the
+    native dialect and the auto rule)."""
     from .llm.ollama import API_CHOICES
     parser.add_argument("--api", choices=API_CHOICES,
                         default=os.environ.get("TINYHARNESS_API", "auto"),
@@ -307,7 +311,8 @@ def linked_out_of_workspace(path, workspace):
 
 def sandbox_from_args(args, parser):
     """The Sandbox that --sandbox and --sandbox-read ask for (a usage error if a path is missing),
-    with the warning that --sandbox off prints on every run."""
+    with the warning that --sandbox off prints on every run: the one place a Sandbox is made.
+    Raises UsageError for a start folder the commands must not hold or be inside."""
     from .sandbox import Sandbox, workspace_problem
     from .sandbox.links import hard_link_note
     from .sandbox.env import env_refusal
@@ -320,13 +325,9 @@ def sandbox_from_args(args, parser):
             parser.error(f"--sandbox-read: {path} is in the workspace and leads out of it through "
                          f"a symbolic link (to {out}), which the model may have made; name {out} "
                          "itself if you mean it")
-    if problem := workspace_problem(os.getcwd()):  # run and chat both come here first
+    if problem := workspace_problem(os.getcwd()):  # before the hooks and the MCP servers start
         if not args.workspace_anyway:
-            from .run_end import Results
-            Results.usage_error = problem  # for the --json result line
-            print(printable(f"error: {problem} (or --workspace-anyway, if you "
-                            "mean it)."), file=sys.stderr)
-            raise SystemExit(2)  # a usage error, before any settings exist
+            raise UsageError(f"{problem} (or --workspace-anyway, if you mean it).")
         warn(f"warning: --workspace-anyway: {problem}.")
     for name in args.sandbox_env:
         if refusal := env_refusal(name):
@@ -368,6 +369,58 @@ def approver(args, ask):
     (hooks.approve_everything)."""
     from .hooks import approve_everything
     return partial(approve_everything, allow_urls=args.allow_image_urls) if args.yes else ask
+
+
+class UsageError(Exception):
+    """A command line that cannot start a run or a chat (exit 2), in one line: raised here, said
+    by the command in its own way (flags print no error of their own)."""
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What a run or a chat needs from its command line: the model client, the settings (the
+    sandbox, the hooks and MCP servers in them), and what the command's `opening` returned."""
+    client: Any
+    settings: Any
+    opened: Any = None
+
+
+def from_command_line(args, parser, ask, printer, stream, opening=None, **built):
+    """The one way from a command line to a run (`run` and `chat` both come here): the shared
+    flags checked and --image read (usage errors through `parser`, exit 2), the sandbox made, a
+    hooks or MCP file that is not a regular file refused; then `opening()`, the command's own step
+    (its session), the workspace's hooks (made with the sandbox they run in) and MCP servers,
+    trusted with `ask` (the user, never --yes); the client and the settings. `built`: the settings
+    the command makes itself (the permission prompt; chat's --transcript). Raises UsageError."""
+    from . import extensions
+    workspace = os.getcwd()
+    check_agent_flags(args, parser)
+    image = image_of(args, workspace, parser)
+    sandbox = sandbox_from_args(args, parser)
+    if problem := irregular_config(workspace):
+        raise UsageError(problem)
+    opened = opening() if opening else None
+    try:
+        hands = extensions.from_flags(args, workspace, ask, warn, sandbox=sandbox)
+    except extensions.SetupError as e:
+        raise UsageError(str(e)) from None
+    hands.fence(sandbox, warn)  # a Read deny holds for commands too
+    client, window = client_from_args(args, stream, printer)
+    settings = settings_from_args(args, window, sandbox=sandbox, extensions=hands, image=image,
+                                  echo=printer.echo, **built)
+    return Ready(client, settings, opened)
+
+
+def image_of(args, workspace, parser):
+    """--image's part, read and checked before anything starts (a bad one is a usage error, exit
+    2), or None."""
+    from .imageload import ImageError
+    from .vision import image_part
+    try:
+        return (image_part(*image_from_flag(args.image, workspace)) if args.image is not None
+                else None)
+    except ImageError as e:
+        parser.error(f"--image: {e}")
 
 
 # Fields a command builds from its flags rather than copies as typed: the Sandbox, the image part,

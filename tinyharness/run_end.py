@@ -10,15 +10,15 @@ reads the last line of `run --json` must find a result there however the run end
 The mechanism. `ending_signals` turns SIGTERM and SIGHUP into `Terminated`, a KeyboardInterrupt, so
 every path that cleans up after Ctrl-C (the command's process group killed, the sandbox's leftovers
 reaped, MCP servers closed, files flushed) cleans up after them too; the run exits 128 + the
-signal's number (143, 129), as a shell reports it (`chat` too: chat.py). A second signal while
-cleaning up is ignored: cleaning up is what the first one asked for. While the shell tool starts a
-command, the three are held (sandbox/reaping.py, `SignalsHeld`) and raised once the tool can kill
-what it started: raised inside Popen, between the fork and the line that keeps the child's number,
-they left the command running after the run. `Results` remembers whether the
-result line was written; `main` writes one itself when a run ended before it could (an argparse
-error, an untrusted config, a signal during set-up). `result_line` gives every result the same
-fields: `session_id`, `is_error`, `duration_ms`, `num_turns`, `model`, and `usage` whose counts are
-null when the server never reported them.
+signal's number (143, 129), as a shell reports it (`chat` too: chat/__init__.py). A second signal
+while cleaning up is ignored: cleaning up is what the first one asked for. While the shell tool
+starts a command, the three are held (sandbox/reaping.py, `SignalsHeld`) and raised once the tool
+can kill what it started: raised inside Popen, between the fork and the line that keeps the child's
+number, they left the command running after the run. `Results` remembers whether the result line was
+written; `main` writes one itself when a run ended before it could (an argparse error, an untrusted
+config, a signal during set-up). `result_line` gives every result the same fields: `session_id`,
+`is_error`, `duration_ms`, `num_turns`, `model`, and `usage` whose counts are null when the server
+never reported them.
 
 What it cannot do. SIGKILL cannot be caught: after `kill -9` (or `timeout -k`'s second signal)
 nothing is written, and only the sandbox's own kernel-side ends (a PID namespace dies with its first
@@ -31,6 +31,8 @@ import signal
 import sys
 import threading
 import time
+
+from .counts import Stats
 
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
@@ -90,7 +92,6 @@ def model_in(argv):
 
 def result_line(result, stats, session_id, model, started):
     """The result object: what ended the run, and the fields every result has."""
-    from .edges import Stats
     stats = stats or Stats()
     seconds = time.monotonic() - started
     counts = {"turns": stats.turns, "tool_calls": stats.tool_calls, **stats.usage(),

@@ -9,12 +9,15 @@ The mechanism. `RunSettings` is a frozen dataclass: a caller names only what dif
 defaults (`RunSettings(max_turns=8, echo=say)`), the loop reads `settings.max_turns`, and nothing
 can change a run's settings while it runs. It is the one carrier: the command line becomes settings
 in one place (flags.settings_from_args, which reads each field from the flag of the same name), a
-chat derives each message's settings from its own with `dataclasses.replace` (chat.py), and so does
-a subagent from its parent's (subagents.py). A new run knob is two edits: its flag and its field.
+chat derives each message's settings from its own with `dataclasses.replace` (chat/__init__.py), and
+so does a subagent from its parent's (subagents.py). A new run knob is two edits: its flag and its
+field; a new budget one more, its line in guards.LIMITS, which the loop, the command timeout and the
+subagents read. The run's messages name a budget by its field (`max_turns`) unless `budget_name`
+says otherwise: the command line names its flag (`--max-turns`).
 
 What it cannot do. It checks nothing: a `max_turns` of 0 is the command line's mistake to catch
 (cli.py checks the flags). It holds what the run is told, not what it learns on the way: the
-server's real context window lives on the client (overflow.py), the counts in `Stats` (edges.py).
+server's real context window lives on the client (overflow.py), the counts in `Stats` (counts.py).
 """
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -31,6 +34,11 @@ Use the tools to look at and change files; do the work yourself instead of telli
 Read before you answer: never invent what a file says. Old tool results may be cut to save room;
 keep what you will need later with save_note. When the task is done, answer briefly with what you \
 did."""
+
+
+def field_name(field):
+    """A budget as the core names it: its settings field (`max_turns`)."""
+    return field
 
 
 def system_prompt(workspace, settings=None):
@@ -50,8 +58,8 @@ def system_prompt(workspace, settings=None):
 @dataclass(frozen=True)
 class RunSettings:
     """Everything a run is told, with the CLI's defaults."""
-    # Limits: model calls, wall-clock seconds, the server's token counts (None: no budget), one
-    # command.
+    # Limits: model calls, wall-clock seconds, the server's token counts (None: no budget; each
+    # budget is a line in guards.LIMITS), one command.
     max_turns: int = MAX_TURNS
     max_seconds: float = MAX_SECONDS
     max_tokens: Optional[int] = None
@@ -83,3 +91,6 @@ class RunSettings:
     # a path rewritten with the messages every turn, or None
     transcript: Any = None
     image: Optional[dict] = None               # an image part sent with the task (--image)
+    # how the run's messages name a budget's field (a stop, a subagent's stop, a spent command's
+    # time): the field itself; the command line names its flag
+    budget_name: Callable[[str], str] = field_name

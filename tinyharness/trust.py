@@ -35,7 +35,7 @@ and the sandbox bounds what that code can do.
 What it cannot cover: code those
 files import or read from elsewhere in the workspace (a planted `json.py` beside server.py is
 imported first). For that, review the workspace before you trust it, or keep the server in your own
-config, which starts it outside the workspace (mcp_config.outside_the_workspace).
+config, which starts it outside the workspace (mcp/config.py, outside_the_workspace).
 """
 import hashlib
 import json

@@ -1,6 +1,6 @@
 """Reading what the user types in `tinyharness chat`: lines from a terminal (with readline and a
 history kept in the data folder) or from a pipe, joined into messages by a trailing backslash or a
-\"\"\" block (see chat.py's docstring, "Input")."""
+\"\"\" block (see chat/__init__.py's docstring, "Input")."""
 import os
 import sys
 

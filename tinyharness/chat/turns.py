@@ -1,9 +1,9 @@
 """The chat's prompt loop: commands, messages, Ctrl-C and the end of input.
 
-The problem. A conversation (chat.py's Conversation) answers one message at a time; around it a
-person types, pastes, presses Ctrl-C in the middle of a turn or at the prompt, and a pipe simply
-ends. Each of these must leave the session whole and the terminal usable: a turn cut by Ctrl-C
-must not leave a tool call without its result, nor its commands running.
+The problem. A conversation (chat/__init__.py's Conversation) answers one message at a time;
+around it a person types, pastes, presses Ctrl-C in the middle of a turn or at the prompt, and a
+pipe simply ends. Each of these must leave the session whole and the terminal usable: a turn cut
+by Ctrl-C must not leave a tool call without its result, nor its commands running.
 
 The mechanism. `Chat.run` reads a line at a time: a /command goes to `command`, text to `message`.
 Ctrl-C during a turn stops it (`stop_commands` kills the process groups of the shell tool's

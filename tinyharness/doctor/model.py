@@ -12,8 +12,8 @@ choice), and a WARN line names the flag or setting that makes them agree. The KV
 that window is worked out from the model's shape, so the user sees what a long window costs.
 
 What it cannot do. It reports what the server says; a server that says nothing (vLLM, an old
-Ollama) gets a WARN and the probes in doctor.py tell the rest. The memory figure is arithmetic,
-not a measurement.
+Ollama) gets a WARN and the probes in doctor/__init__.py tell the rest. The memory figure is
+arithmetic, not a measurement.
 """
 from ..context import CONTEXT_WINDOW
 from ..llm.ollama import OLLAMA_WINDOW_CAP, capabilities, kv_cache_bytes, model_context_length

@@ -13,7 +13,8 @@ What it cannot repair it hands to the loop under the private key `_problems`, ne
 With stream=True the server sends its answer as server-sent events (SSE): one `data: {json}` line
 per small piece, then `data: [DONE]`. We print text as it arrives (through the on_text callback) and
 assemble the pieces into the same raw message a non-streaming call returns, so the loop never knows
-the difference. Servers differ in how they cut tool calls into pieces (see llm_stream.Assembler).
+the difference. Servers differ in how they cut tool calls into pieces (see llm/stream.py,
+Assembler).
 
 Where it lives. This module is the client: the HTTP exchange, its time limits, and every failure
 said in words. The normaliser is llm/reply.py, the SSE reader and the stream assembler
@@ -415,7 +416,7 @@ def validation_summary(text):
     not apply. Keep the others: they name the real cause, e.g. `content: Input should be a valid
     string`."""
     errors = (re.findall(r"^(\S+)\n\s+(.+?) \[type=(\w+)(?:, input_value=([^,\]]{0,60}))?", text,
-                         re.M))
+                         re.MULTILINE))
     causes = [e for e in errors if e[2] != "literal_error"] or errors
     if not causes:
         return text

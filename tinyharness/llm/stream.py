@@ -8,7 +8,7 @@ between two chunks. The loop must see the same message whether the answer was st
 The mechanism. `Assembler.add_chunk` takes each parsed chunk, passes text and reasoning on to the
 caller's callbacks as they arrive (through ThinkSplitter, which holds back what might be the start
 of a tag) and builds each tool call at its index, or starts a new one when an id or a second name
-says so. `message()` gives the raw message, which llm_reply.canonical_message then makes
+says so. `message()` gives the raw message, which llm/reply.py's canonical_message then makes
 well-formed. `strip_think` applies the same rules to a whole (unstreamed) answer.
 
 Server-sent events. `sse_items` reads the stream's lines (llm.Client reads the bytes) and says what
@@ -19,8 +19,15 @@ means for the reply.
 What it cannot do. It reads no bytes (llm.Client does); a fragment that fits no rule is kept raw for
 canonical_message to report, not guessed at.
 """
-from .reply import (DEFAULT_REASONING_FIELD, REASONING_FIELDS, as_list_of_calls, as_text, clean,
-                    parse_json)
+from .reply import (
+    DEFAULT_REASONING_FIELD,
+    REASONING_FIELDS,
+    as_list_of_calls,
+    as_text,
+    clean,
+    parse_json,
+)
+
 
 class Assembler:
     """Puts a streamed answer back together: text, reasoning, tool calls, finish_reason, usage.

@@ -13,7 +13,7 @@ notes `tools/list_changed`; what it cannot route is logged and skipped, never fa
 tools page by page (at most MAX_PAGES); `call` sends `tools/call` and turns the result into text
 (mcp/results.py). A timeout cancels the request; a death wakes every waiter with the reason; `close`
 ends the whole process group. The server's stderr goes to a capped log (Log), never to the model.
-mcp_http.HttpServer replaces only the transport methods (open, send, close).
+mcp/http.py's HttpServer replaces only the transport methods (open, send, close).
 
 What it cannot do. It speaks the tools capability only (no resources, prompts or sampling), and it
 cannot know what a tool really does: the server runs with the user's rights.
@@ -122,7 +122,7 @@ def log_folder():
 
 class Server:
     """One MCP server over stdio: a child process, a reader thread, and requests matched to replies
-    by id. mcp_http.HttpServer speaks the same protocol over HTTP; only the transport methods
+    by id. mcp/http.py's HttpServer speaks the same protocol over HTTP; only the transport methods
     differ."""
     transport = "stdio"
 

@@ -12,7 +12,7 @@ server may hand out a session in the `Mcp-Session-Id` header of its answer to `i
 later POST carries it back, with `MCP-Protocol-Version`, and the client ends the session with a
 DELETE when it closes. Headers from the config (an `Authorization` token, say) go with every
 request. Everything above the transport - the handshake, paging, checks on every reply, names,
-pictures, progress - is mcp_client.Server's, unchanged: this class only replaces how a message
+pictures, progress - is mcp/client.py's Server's, unchanged: this class only replaces how a message
 travels.
 
 Each request's POST runs on a thread of its own and feeds what it reads into the same routing the

@@ -11,7 +11,7 @@ component at a time that follows no symbolic link at all.
 
 What it cannot do: on Windows (no *at() calls) it is the plain path, as checked by the hooks just
 before. It does not say which paths inside the workspace are off limits: `.git` and `.tinyharness`
-are refused by name (sandbox_git.protected_path).
+are refused by name (sandbox/git.py, protected_path).
 """
 import ctypes
 import os

@@ -32,14 +32,16 @@ import signal
 import subprocess
 import sys
 
-
 # the same number on every architecture (system calls added since Linux 5.3 share one table)
 SYS_CLONE3 = 435
 SIGCHLD = int(signal.SIGCHLD)  # the signal the parent gets when the child ends, as after fork()
 PR_SET_PDEATHSIG = 1
 # loaded here, not in the child: the child takes no lock (the loader's) before it execs
-LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
-_state = {"works": None}  # None until the first clone says
+if sys.platform == "linux":  # a statement, not an expression: mypy then knows LIBC is there
+    LIBC = ctypes.CDLL(None, use_errno=True)
+else:
+    LIBC = None
+_state: dict[str, bool | None] = {"works": None}  # None until the first clone says
 NEEDED = ("args", "env", "pass_fds", "start_new_session", "p2cread", "p2cwrite", "c2pread",
           "c2pwrite", "errread", "errwrite")
 
@@ -91,7 +93,7 @@ def write_id_maps(pid):
 
 class CloneStart(subprocess.Popen):
     """Popen that starts `args` as PID 1 of new namespaces, confined by `rules`
-    (sandbox_rules.Rules)."""
+    (sandbox/rules.py, Rules)."""
 
     def __init__(self, args, rules, flags, **popen):
         self._rules, self._flags = rules, flags
@@ -99,9 +101,11 @@ class CloneStart(subprocess.Popen):
 
     def _execute_child(self, *args, **kwargs):
         try:  # Popen's private method: a Python whose names differ goes the two-fork way
-            signature = inspect.signature(subprocess.Popen._execute_child)
-            given = signature.bind(self, *args, **kwargs).arguments
-            given = {name: given[name] for name in NEEDED} | {"close": self._close_pipe_fds}
+            # (typeshed knows no private names: the two ignores; this Python's are checked here)
+            private = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+            given = inspect.signature(private).bind(self, *args, **kwargs).arguments
+            given = {name: given[name] for name in NEEDED}
+            given["close"] = self._close_pipe_fds  # type: ignore[attr-defined]
         except (TypeError, KeyError, AttributeError) as e:
             _state["works"] = False
             raise OSError(38, "this Python's Popen is not the one sandbox_clone knows: "
@@ -191,7 +195,7 @@ def in_the_child(given, rules, ready):
             os.closerange(low + 1, high)
         argv = given["args"]
         os.execve(argv[0], argv, os.environ if given["env"] is None else given["env"])
-    except BaseException as e:
+    except BaseException as e:  # noqa: BLE001 - the child exits, whatever stopped it
         try:
             os.write(2, "[sandbox] could not confine the command, so it did not run: "
                         f"{e}\n".encode())
