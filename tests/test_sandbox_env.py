@@ -161,14 +161,14 @@ def test_sandbox_env_passes_a_name_and_refuses_the_doors(place):
 
 @needs_sandbox
 def test_without_namespaces_one_line_at_start_says_what_is_shared(place, monkeypatch):
-    monkeypatch.setattr(sandbox_namespaces, "_namespaces_work", False)
+    monkeypatch.setattr(sandbox_namespaces.namespaces_work, "answer", False)
     with ScriptedServer(script=[{"tool_calls": [{"name": "shell", "id": "c", "arguments": {"command": "echo hi"}}]},
                                 "done"]) as server:
         result = run_stage("tinyharness", place.ws, "--yes", "--no-session", "--base-url", server.base_url, "task",
                            env={"HOME": str(place.home)})
     assert result.returncode == 0 and NOT_ISOLATED in result.stderr, result.stderr
     assert tool_results(server.requests[-1])["c"] == "exit status 0\nhi\n"
-    monkeypatch.setattr(sandbox_namespaces, "_namespaces_work", True)
+    monkeypatch.setattr(sandbox_namespaces.namespaces_work, "answer", True)
     with ScriptedServer(script=["done"]) as server:
         result = run_stage("tinyharness", place.ws, "--yes", "--no-session", "--base-url", server.base_url, "task",
                            env={"HOME": str(place.home)})

@@ -56,7 +56,7 @@ HARMLESS_CONFIG = {"core.repositoryformatversion", "core.filemode", "core.bare",
 
 
 # path -> (stamp_of its lstat, sha256, bytes or None): what a settled watched file held when read
-KNOWN = {}
+KNOWN: dict[str, tuple] = {}
 KNOWN_BYTES = 1 << 20  # a file's bytes kept beside its digest; a bigger one is read again
 SETTLED_NS = 2_000_000_000  # a file changed this recently when read is read again next time
 
@@ -86,7 +86,8 @@ def snapshot(workspace, contents=None, fix=False):
     (`chmod 111 .git/hooks` would hide a planted hook from the check, not from git). After the
     command only digests are taken, in chunks: a 1 GiB file planted there costs time, not the
     harness's memory."""
-    seen, modes = {}, {}
+    seen: dict = {}  # key -> its state, MODES -> modes
+    modes: dict[str, int] = {}
     tiny = Path(workspace, ".tinyharness")
     seen[".tinyharness"] = state_of(tiny, ".tinyharness", contents, fix)
     if seen[".tinyharness"] == ("dir",):
@@ -207,7 +208,8 @@ def digest_of(path, key, contents):
 
 def config_keys(data):
     """{section.key: value} of a git config file, enough to tell harmless keys from the rest."""
-    keys, section = {}, ""
+    keys: dict[str, list[str]] = {}
+    section = ""
     for raw in data.decode("utf-8", "replace").splitlines():
         line = raw.strip()
         if not line or line[0] in "#;":
@@ -293,18 +295,18 @@ def put_git_back(workspace, before):
     if original is None:
         # deleted, and a new repository made: judged as new
         if git.is_dir() and not git.is_symlink():
-            return {k: v for k, v in before.items() if k != ".git" and not k.startswith(".git/")}, \
-                   [".git (deleted and made again: the new one is checked as new)"]
+            return ({k: v for k, v in before.items() if k != ".git" and not k.startswith(".git/")},
+                    [".git (deleted and made again: the new one is checked as new)"])
         if os.path.lexists(git):
             remove(git)
-        return {k: v for k, v in before.items() if k != ".git" and not k.startswith(".git/")}, \
-               [".git (deleted by the command; only its settings and hooks are watched, so it "
-                "cannot be put back)"]
+        return ({k: v for k, v in before.items() if k != ".git" and not k.startswith(".git/")},
+                [(".git (deleted by the command; only its settings and hooks are watched, so it "
+                  "cannot be put back)")])
     if os.path.lexists(git):
         remove(git)
     os.rename(original, git)
-    return (before, [f".git (moved to {Path(original).relative_to(workspace).as_posix()}; moved "
-                     "back)"])
+    return (before, [(f".git (moved to {Path(original).relative_to(workspace).as_posix()}; moved "
+                      "back)")])
 
 
 def is_folder(path, identity):

@@ -36,7 +36,8 @@ def linked_outside(workspace, limit=WALK_LIMIT):
     outside it (more links than names found inside): the kernel sees the workspace's name, so a
     command may change the file for the other name too. The walk stops after `limit` entries (a huge
     tree is not scanned)."""
-    names, seen = {}, 0
+    names: dict[tuple, list] = {}  # (device, inode) -> [names inside, links, a path]
+    seen = 0
     for folder, subfolders, files in os.walk(workspace):
         for name in files:
             seen += 1

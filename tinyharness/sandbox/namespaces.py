@@ -37,7 +37,6 @@ NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_N
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 MS_RDONLY, MS_REMOUNT = 1, 32
 PR_SET_PDEATHSIG = 1
-_namespaces_work = None
 NOT_ISOLATED = ("[sandbox] user namespaces are switched off here: commands are confined by "
                 "Landlock and seccomp, but share /tmp, /run and the process list with you (a "
                 "socket there, like an SSH agent's, can be reached), and what they leave running "
@@ -72,13 +71,24 @@ def enter_namespaces():
     # tests/test_sandbox.py checks it.
 
 
-def namespaces_work():
+class NamespacesWork:
     """Whether this machine lets an unprivileged process make the namespaces (probed once, in a
-    child: Ubuntu's AppArmor and hardened kernels switch user namespaces off)."""
-    global _namespaces_work
-    if _namespaces_work is None:
-        _namespaces_work = sys.platform == "linux" and libc is not None and probe_namespaces()
-    return _namespaces_work
+    child: Ubuntu's AppArmor and hardened kernels switch user namespaces off). Called like a
+    function; the answer is kept in `answer` (None until asked). One per process,
+    `namespaces_work`: the answer is the kernel's, the same for every run and thread of the
+    process, so keeping it process-wide loses nothing (two threads asking at once both probe and
+    find the same). A test sets `answer` to pretend."""
+
+    def __init__(self):
+        self.answer: bool | None = None
+
+    def __call__(self):
+        if self.answer is None:
+            self.answer = sys.platform == "linux" and libc is not None and probe_namespaces()
+        return self.answer
+
+
+namespaces_work = NamespacesWork()
 
 
 def probe_namespaces():
@@ -92,10 +102,10 @@ def probe_namespaces():
                 try:
                     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
                     os._exit(0)
-                except BaseException:
+                except BaseException:  # noqa: BLE001 - a forked child exits, whatever it met
                     os._exit(1)
             os._exit(os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1]))
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - a forked child exits, whatever it met
             os._exit(1)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 

@@ -34,7 +34,7 @@ GONE_SECONDS = 10  # a killed process still there after this is stuck in the ker
 # event run together): a child started after another command began is not that command's leftover,
 # and is never killed - nor reaped, which would leave its owner's Popen.wait an exit status 0 it
 # never had.
-LIVE = set()
+LIVE: set[int] = set()
 # held to start a child and register it, and to look for leftovers: never in between
 LOCK = threading.Lock()
 
@@ -72,7 +72,7 @@ def child_lister():
 
 
 def children_from_proc(pid):
-    kids = set()
+    kids: set[int] = set()
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -224,8 +224,9 @@ class SignalsHeld:
         self.pending, self.handlers = None, {}
         if threading.current_thread() is threading.main_thread():
             for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                if callable(signal.getsignal(number)):
-                    self.handlers[number] = signal.signal(number, self.hold)
+                if callable(handler := signal.getsignal(number)):
+                    signal.signal(number, self.hold)
+                    self.handlers[number] = handler
 
     def hold(self, signum, frame):
         self.pending = self.pending or signum

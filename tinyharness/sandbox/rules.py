@@ -61,12 +61,23 @@ from pathlib import Path
 try:
     import resource  # POSIX only; this module is imported everywhere, and confines only on Linux
 except ImportError:
-    resource = None
+    resource = None  # type: ignore[assignment]  # Rules exist only where Landlock does
 
-from .landlock import (EXECUTE, FILE_ONLY_RIGHTS, READ_DIR, READ_FILE, TRUNCATE, WRITE_FILE,
-                       PathBeneathAttr, add_path_rule, create_ruleset, handled, restrict_self)
-from .seccomp import SockFilter, SockFprog, install, syscall_filter
+from .landlock import (
+    EXECUTE,
+    FILE_ONLY_RIGHTS,
+    READ_DIR,
+    READ_FILE,
+    TRUNCATE,
+    WRITE_FILE,
+    PathBeneathAttr,
+    add_path_rule,
+    create_ruleset,
+    handled,
+    restrict_self,
+)
 from .reaping import become_subreaper, child_lister, is_zombie, tree
+from .seccomp import SockFilter, SockFprog, install, syscall_filter
 from .syscalls import prctl
 
 READ_EXECUTE = EXECUTE | READ_FILE | READ_DIR
@@ -223,7 +234,7 @@ class Rules:
         try:
             die_with(self.owner) if self.isolation else stay_between(self.owner)
             self.apply()
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 - the child exits, whatever stopped it
             os.write(2, "[sandbox] could not confine the command, so it did not run: "
                         f"{e}\n".encode())
             os._exit(126)

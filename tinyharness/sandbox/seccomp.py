@@ -120,8 +120,8 @@ def syscall_filter(machine, keep_in_group=False):
     if machine not in ARCHITECTURES:
         return None
     arch, has_x32, numbers = ARCHITECTURES[machine]
-    # native? go on : kill (a 32-bit syscall table)
-    blocks = [[(BPF_LD_W_ABS, 0, 0, 4), (BPF_JEQ_K, 1, 0, arch),
+    # native? go on : kill (a 32-bit syscall table). A jump: an offset, or an ending's name
+    blocks: list[list[tuple]] = [[(BPF_LD_W_ABS, 0, 0, 4), (BPF_JEQ_K, 1, 0, arch),
                (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
                # the system call's number, kept in A
                (BPF_LD_W_ABS, 0, 0, 0)]]
@@ -135,6 +135,7 @@ def syscall_filter(machine, keep_in_group=False):
         if test == "always":
             blocks.append([(BPF_JEQ_K, deny, 0, numbers[name])])
             continue
+        assert arg is not None  # every test but "always" (done above) looks at an argument
         check = {"not": (BPF_JEQ_K, 0, deny, value), "is": (BPF_JEQ_K, deny, 0, value),
                  "bits": (BPF_JSET_K, deny, 0, value)}[test]
         # this call? look at its argument : next block

@@ -17,7 +17,10 @@ import sys
 
 EPERM, EACCES, EXDEV, ENOSYS = 1, 13, 18, 38  # errno numbers: the same on every Linux architecture
 
-libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+if sys.platform == "linux":  # a statement, not an expression: mypy then knows libc is there
+    libc = ctypes.CDLL(None, use_errno=True)
+else:
+    libc = None
 
 
 def syscall(number, *args):
