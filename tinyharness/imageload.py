@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import requests
-import urllib3   # installed with requests
+import urllib3  # installed with requests
 
 # base64 adds a third, and the image is re-sent with every request
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
