@@ -198,7 +198,7 @@ ELSEWHERE = {
     ("trust", "preview"): "through the door (filedoor.read_bytes)",
     ("asking", "write_preview"): "through the door (filedoor.read_bytes)",
     ("always", "save"): "through the door (filedoor.read_config, filedoor.write_bytes)",
-    ("named", "file_digest"): "through the door (filedoor.read_bytes)",
+    ("trusted_files", "file_digest"): "through the door (filedoor.read_bytes)",
     ("trust", "_load"): "the harness's own store", ("trust", "remember"): "the harness's own store",
     ("sessions/__init__", "opened"): "the session store, regular files only, capped",
     ("sessions/__init__", "read_header"): "the session store", ("sessions/__init__", "repair"): "the session store",

@@ -1,4 +1,4 @@
-"""A yes to a workspace's hooks or server list covers the workspace files it names (tinyharness/named.py).
+"""A yes to a workspace's hooks or server list covers the workspace files it names (tinyharness/trusted_files.py).
 
 The attack: the user trusts `.mcp.json` that runs `python3 server.py`; the model then rewrites server.py.
 The list is unchanged, so a trust tied to its bytes alone would start the model's code, unconfined, at the
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tests.ladder import ROOT
-from tinyharness import named, trust
+from tinyharness import trust, trusted_files
 
 PY = sys.executable
 
@@ -95,7 +95,7 @@ def test_what_a_list_names_is_found_as_its_program_would_find_it(tmp_path):
         "b": {"command": "npx", "args": ["-y", "tool", "https://example.org/run"]},
         "c": {"command": "python", "args": ["-mpkg.sub.mod", "/etc/hostname", "../outside", ".git/hooks/x"]},
         "d": {"command": "sh -c './run --fast'", "env": {"X": "missing.py"}}}}))
-    assert named.named_files(config, config.read_bytes()) == [
+    assert trusted_files.named_files(config, config.read_bytes()) == [
         "node_modules/.bin/tool", "notes.py", "pkg/sub/mod.py", "run", "server.py", "tools"]
     before = trust.fingerprint(config)
     (workspace / "tools" / "a.sh").write_text("changed")  # a file inside a named folder

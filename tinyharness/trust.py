@@ -17,8 +17,8 @@ as it is then, for that run only; a change the model makes later is asked about 
 
 The yes covers more than the file's own bytes: the model can write anywhere in the workspace, so a
 trusted `.mcp.json` that starts `python server.py` would run whatever the model later put in
-server.py. The fingerprint therefore takes in every workspace file the config names (named.py): a
-change to any of them asks again, and the question lists them.
+server.py. The fingerprint therefore takes in every workspace file the config names
+(trusted_files.py): a change to any of them asks again, and the question lists them.
 
 Checked where it is used. The model works during the run, so a yes checked only at the start would
 cover a script the model rewrites a minute later. `ensure_trusted` returns what the user trusted (a
@@ -48,7 +48,7 @@ from . import filedoor
 # the files are the workspace's: ESC, U+009B, U+202E are shown, not obeyed
 from .console import printable, warn
 from .filedoor import private_folder
-from .named import combined, digests, entry_digest, named_files, names_in, workspace_of
+from .trusted_files import combined, digests, entry_digest, named_files, names_in, workspace_of
 
 # one question at a time: hooks of one event start together, each on a thread of its own
 ASKING = threading.Lock()
