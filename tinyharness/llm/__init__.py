@@ -1,4 +1,7 @@
-"""One door to the model: the only file that speaks HTTP.
+"""One door to the model: every chat request of a run goes through this module (with its
+dialects, llm/ollama.py, and its connection, llm/keepalive.py). Other HTTP is not the model's
+conversation and stays with its owner: the doctor's and the eval's probes of a server, the model
+list, an image fetched for --image, and MCP's HTTP and SSE transports.
 
 POST {base_url}/chat/completions with the messages (and the tool schemas, when given) and return
 three things: the assistant message, the token usage and the finish_reason. Switching from Ollama to
@@ -302,7 +305,7 @@ def connection_socket(response):
     file)."""
     raw = getattr(response, "raw", None)
     sock = getattr(getattr(raw, "_connection", None), "sock", None)
-    if sock is None:
+    if sock is None and raw is not None:
         try:
             sock = raw._fp.fp.raw._sock
         except AttributeError:
@@ -318,8 +321,7 @@ def parse_completion(raw, url, model):
         raise status_error(200, raw, url, model)   # an error reported inside a 200 answer
     choices = data.get("choices") if isinstance(data, dict) else None
     choice = choices[0] if isinstance(choices, list) and choices else None
-    message = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(message, dict):
+    if not isinstance(choice, dict) or not isinstance(message := choice.get("message"), dict):
         raise LLMError(f"The answer from {url} is not a chat completion (no JSON with "
                        f"choices[0].message): {excerpt(raw)!r}. Does --base-url point at an "
                        "OpenAI-compatible /v1 endpoint?")
@@ -472,8 +474,8 @@ def context_overflow(raw, detail, url):
 def overflow_message(prompt, window, said, sure=True):
     numbers = ([f"{prompt} prompt tokens" if prompt else "", f"the window holds {window}" if window
                 else ""])
-    numbers = f" ({'; '.join(n for n in numbers if n)})" if any(numbers) else ""
-    lead = f"The conversation no longer fits the model's context window{numbers}. " if sure else ""
+    shown = f" ({'; '.join(n for n in numbers if n)})" if any(numbers) else ""
+    lead = f"The conversation no longer fits the model's context window{shown}. " if sure else ""
     # the server's sentence may end in a full stop of its own
     said = said.rstrip().rstrip(".")
     return (f"{lead}{said}. What to do: give the task in smaller steps; use a model with a longer "
