@@ -35,6 +35,7 @@ class KeepAlive:
     another. `close()` ends it."""
 
     _session = None
+    url: str  # the endpoint: each client sets its own
 
     def session(self):
         if self._session is None:

@@ -54,14 +54,36 @@ from urllib.parse import urlsplit
 
 import requests
 
-from . import (MAX_REPLY_TOKENS, ContextOverflow, HangUp, KeepAlive, LLMError, bounded, clean,
-               context_overflow, drain, error_detail, excerpt, explain_network_error, lines_until,
-               overflow_message, read_body, stream_lines, stream_stopped)
+from ..console import warn
+from . import (
+    MAX_REPLY_TOKENS,
+    ContextOverflow,
+    HangUp,
+    KeepAlive,
+    LLMError,
+    bounded,
+    clean,
+    context_overflow,
+    drain,
+    error_detail,
+    excerpt,
+    explain_network_error,
+    lines_until,
+    overflow_message,
+    read_body,
+    stream_lines,
+    stream_stopped,
+)
+from .ollama_native import (
+    REASONING_FIELDS,
+    calls_of,
+    canonical_call,
+    finish_reason_of,
+    to_native,
+    usage_of,
+)
 from .reply import with_calls
 from .stream import ThinkSplitter
-from .ollama_native import (REASONING_FIELDS, calls_of, canonical_call, finish_reason_of, to_native,
-                            usage_of)
-from ..console import warn
 
 API_CHOICES = ("auto", "openai", "ollama")
 # seconds for the one /api/version question: a local server answers at once
@@ -75,7 +97,7 @@ OLLAMA_WINDOW_CAP = 8192
 def host_root(base_url):
     """http://host:11434/v1 -> http://host:11434 (the native API lives beside /v1, not under it)."""
     url = base_url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+    return url.removesuffix("/v1")
 
 
 def could_be_ollama(base_url):
@@ -310,7 +332,9 @@ class OllamaClient(KeepAlive):
     def assemble(self, frames, on_text, on_reasoning):
         """Frames -> (canonical message, usage, finish_reason); text and thinking shown as they
         come."""
-        text, thinking, native_calls, last, think = [], [], [], {}, ThinkSplitter()
+        text: list[str] = []
+        thinking: list[str] = []
+        native_calls, last, think = [], {}, ThinkSplitter()
 
         def emit(is_reasoning, piece):
             if not piece:

@@ -42,7 +42,7 @@ def canonical_call(native, spare_id):
     model is told."""
     if not isinstance(native, dict):
         return blank_call(spare_id), f"the tool call is not an object but {describe(native)}"
-    function = native.get("function") if isinstance(native.get("function"), dict) else {}
+    function = given if isinstance(given := native.get("function"), dict) else {}
     name, arguments, problem = function.get("name"), function.get("arguments"), None
     if not isinstance(name, str):
         name, problem = "", f"the call has no tool name (got {describe(name)})"
@@ -86,7 +86,7 @@ def finish_reason_of(frame):
 
 def to_native(messages):
     """Canonical (OpenAI-shaped) messages -> /api/chat messages. The input is never changed."""
-    names = {}          # tool_call_id -> tool name, from the assistant messages seen so far
+    names: dict[str, str] = {}  # tool_call_id -> tool name, from the assistant messages seen so far
     native = []
     for message in messages:
         role = message.get("role")
@@ -154,7 +154,7 @@ def arguments_object(arguments):
     return value if isinstance(value, dict) else {}
 
 
-DATA_URI = re.compile(r"data:image/[\w.+-]+;base64,(.*)", re.S)
+DATA_URI = re.compile(r"data:image/[\w.+-]+;base64,(.*)", re.DOTALL)
 
 
 def split_content(content):

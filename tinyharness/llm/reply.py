@@ -61,7 +61,8 @@ def with_calls(message, items, canonicalise):
     1, the ids given so far) -> (call, what was wrong or None). What was wrong goes under the
     private key `_problems` (by call id): the loop pops it before the message is kept and tells the
     model. Both dialects' replies end here (ollama.py passes its native calls)."""
-    calls, problems = [], {}
+    calls: list[dict] = []
+    problems = {}
     for number, item in enumerate(items, 1):
         call, problem = canonicalise(item, number, {c["id"] for c in calls})
         calls.append(call)
@@ -109,8 +110,8 @@ def canonical_call(item, number, used_ids):
     if isinstance(item, str):
         item = parse_json(item) if isinstance(parse_json(item), dict) else item
     if not isinstance(item, dict):
-        return (blank_call(new_id(number, used_ids)), f"tool call {number} is not an object but "
-                                                      f"{describe(item)}")
+        return (blank_call(new_id(number, used_ids)), (f"tool call {number} is not an object but "
+                                                       f"{describe(item)}"))
     function, problem = item.get("function"), None
     if not isinstance(function, dict):
         if function is None and ("name" in item or "arguments" in item):

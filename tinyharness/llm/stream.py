@@ -156,7 +156,7 @@ class Assembler:
 
     def message(self):
         """The assembled answer as a raw message, shaped like a non-streaming one."""
-        message = {"role": "assistant", "content": "".join(self.text)}
+        message: dict = {"role": "assistant", "content": "".join(self.text)}
         if self.reasoning:
             message[self.reasoning_field or DEFAULT_REASONING_FIELD] = "".join(self.reasoning)
         if self.calls:
