@@ -99,8 +99,8 @@ def load_config(path, workspace=None):
         block = data.get(key)
         if block is None:
             continue
-        if not isinstance(block, dict):
-            raise ValueError(f'{path}: "{key}" must be an object of servers')
+        if not isinstance(block, dict):  # a bad file is a ValueError: the callers catch that
+            raise ValueError(f'{path}: "{key}" must be an object of servers')  # noqa: TRY004
         configs.update(servers_of(block, path, folder, env_folder, inputs))
     return configs
 
@@ -191,9 +191,10 @@ def read_env_file(name, folder, where, cap=64 * 1024):
 def parse_server(name, config, where):
     """One server's config, checked and with ${VAR} replaced: {"type", "command"|"url", ...}."""
     check_server_name(name, where.rsplit(":", 1)[0])
-    if not isinstance(config, dict):
-        raise ValueError(f"{where} must be an object, e.g. {{\"command\": \"python3\", \"args\": "
-                         f"[\"server.py\"]}}")
+    if not isinstance(config, dict):  # a bad file is a ValueError: the callers catch that
+        raise ValueError(  # noqa: TRY004
+            f"{where} must be an object, e.g. {{\"command\": \"python3\", \"args\": "
+            f"[\"server.py\"]}}")
     kind = config.get("type", "http" if "url" in config and "command" not in config else "stdio")
     if kind in ("streamable-http", "streamableHttp"):
         kind = "http"
@@ -201,8 +202,8 @@ def parse_server(name, config, where):
         raise ValueError(f"{where}: \"type\" must be \"stdio\", \"http\" or \"sse\", not "
                          f"{json.dumps(kind)[:40]}")
     disabled = config.get("disabled", False)
-    if not isinstance(disabled, bool):
-        raise ValueError(f"{where}: \"disabled\" must be true or false")
+    if not isinstance(disabled, bool):  # a bad file is a ValueError: the callers catch that
+        raise ValueError(f"{where}: \"disabled\" must be true or false")  # noqa: TRY004
     read_only = config.get("read_only", [])
     if not (read_only is True or read_only is False or
             (isinstance(read_only, (list, tuple)) and all(isinstance(t, str) for t in read_only))):
@@ -246,8 +247,9 @@ def stdio_part(config, where):
     cwd = config.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise ValueError(f"{where}: \"cwd\" must be a string")
-    part = {"command": argv, "env": {k: expand(v, where) for k, v in env.items()}}
-    if any("\0" in a for a in argv + list(part["env"].values())):
+    expanded = {k: expand(v, where) for k, v in env.items()}
+    part = {"command": argv, "env": expanded}
+    if any("\0" in a for a in argv + list(expanded.values())):
         raise ValueError(f"{where}: the command or env holds a NUL character")
     return {**part, **({"cwd": expand(cwd, where)} if cwd else {})}
 

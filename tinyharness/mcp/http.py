@@ -197,7 +197,8 @@ def sse_data(chunks):
 def sse_events(chunks, limit=MAX_REPLY_BYTES):
     """(event type, data) of each server-sent event that has data, as bytes; one event's data is
     at most `limit` bytes (MCPError past it)."""
-    pending, data, event, size = b"", [], b"", 0
+    pending, event, size = b"", b"", 0
+    data: list[bytes] = []
     for chunk in chunks:
         lines = (pending + chunk).split(b"\n")
         pending = lines.pop()

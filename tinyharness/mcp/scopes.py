@@ -25,6 +25,7 @@ not read; an answer typed for a password input is echoed as the terminal echoes 
 """
 import json
 import os
+import sys
 from pathlib import Path
 
 from .. import asking, trust
@@ -73,8 +74,8 @@ def claude_servers(path, project):
     block = data.get("mcpServers") if isinstance(data, dict) else None
     if block is None:
         return {}
-    if not isinstance(block, dict):
-        raise ValueError(f'{path}: "mcpServers" must be an object of servers')
+    if not isinstance(block, dict):  # a bad file is a ValueError: the callers catch that
+        raise ValueError(f'{path}: "mcpServers" must be an object of servers')  # noqa: TRY004
     where = f"{path}" + (f' (projects["{project}"])' if project else "")
     return mcp_config.servers_of(block, where, str(path.parent), str(path.parent))
 
@@ -92,7 +93,7 @@ def read_json(path):
 def codex_servers(path):
     """The [mcp_servers.NAME] tables of Codex's config.toml, as our configs."""
     try:
-        raw, size = read_bytes(os.path.realpath(path), mcp_config.CONFIG_CAP)
+        raw = read_bytes(os.path.realpath(path), mcp_config.CONFIG_CAP)[0]
         text = raw.decode("utf-8")
         data = read_toml(text)
     except (OSError, ValueError) as e:
@@ -115,12 +116,11 @@ def codex_servers(path):
 
 
 def read_toml(text):
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python 3.10
-        from .tomlish import loads
-        return loads(text)
-    return tomllib.loads(text)
+        return tomllib.loads(text)
+    from .tomlish import loads  # Python 3.10: no tomllib
+    return loads(text)
 
 
 def server_configs(workspace, flags=(), looked=None):
@@ -190,7 +190,7 @@ def list_servers(workspace, flags=(), out=print):
     """`tinyharness mcp list`: every place looked at, then each server, where it comes from,
     whether it is trusted, and its tools (started to ask them; a workspace file not trusted yet is
     never started). 0, or 1 when a server failed."""
-    looked = []
+    looked: list[tuple] = []
     try:
         servers = server_configs(workspace, flags, looked)
     except SetupError as e:
@@ -230,7 +230,7 @@ def show_server(name, config, source, trusted, workspace, out):
 
 def show_server_tools(name, config, out, trusted=True):
     """Start one trusted server and list its tools: 0, or 1 when it did not start."""
-    notes = []
+    notes: list[str] = []
     slots = Slots.start({name: config}, report=notes.append,
                         trusted={name: trusted} if isinstance(trusted, trust.Trusted) else None)
     try:

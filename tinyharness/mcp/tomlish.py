@@ -21,7 +21,7 @@ STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'')
 
 
 def loads(text):
-    data = {}
+    data: dict = {}
     table = data
     for number, raw in enumerate(text.splitlines(), 1):
         line = strip_comment(raw).strip()
@@ -64,7 +64,7 @@ def place(data, path, number):
     for key in path:
         data = data.setdefault(key, {})
         if not isinstance(data, dict):
-            raise ValueError(f"line {number}: {key} is not a table")
+            raise ValueError(f"line {number}: {key} is not a table")  # noqa: TRY004 - as tomllib
     return data
 
 
