@@ -144,3 +144,21 @@ def test_trusting_on_a_full_disk_holds_for_the_run_and_says_so(place):
                            file_size=1000)
     assert done.returncode == 0, done.stderr
     assert "holds for this run only" in done.stderr and "Done:" in done.stdout
+
+
+def test_a_session_refused_at_its_start_is_one_warning_and_the_work_goes_on(tmp_path, monkeypatch):
+    """A new session whose lock is refused (SessionError, not an OSError: it has no strerror) is
+    one warning naming why, as a full disk is, and the work goes on without one."""
+    import io
+
+    from tinyharness import sessions
+    from tinyharness.sessions import writer
+
+    def refused(fd, path):
+        os.close(fd)
+        raise writer.SessionError("the session is open in process 1")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setattr(writer, "lock", refused)
+    err = io.StringIO()
+    assert sessions.start_or_warn(tmp_path, "m", err) is None
+    assert "open in process 1); going on without one" in err.getvalue(), err.getvalue()

@@ -57,8 +57,15 @@ from pathlib import Path
 from ..console import printable
 from ..filedoor import write_text
 from .checks import event_problem, header_problem
-from .writer import (MESSAGE_TYPES, SessionError, SessionWriter, claim, json_line, open_regular,
-                     sessions_dir)
+from .writer import (
+    MESSAGE_TYPES,
+    SessionError,
+    SessionWriter,
+    claim,
+    json_line,
+    open_regular,
+    sessions_dir,
+)
 
 UNANSWERED = ("ERROR: the session file holds no result for this call (the run ended, or the file "
               "was cut, before it was written); it may or may not have run.")
@@ -85,7 +92,8 @@ class Session:
         without its result and a result without its call, which a file from elsewhere (or a crash
         between a call and its result) can hold: a result that answers no open call is left out, and
         an open call gets UNANSWERED as its result before the next message."""
-        messages, open_calls = [], []
+        messages: list[dict] = []
+        open_calls: list[str] = []  # the ids of calls with no result yet
 
         def close_calls():
             messages.extend({"role": "tool", "tool_call_id": call_id,
@@ -182,7 +190,8 @@ def read_events(file, path):
 def parse_file(file, path):
     """A Session from an open session file (binary). A damaged line ends the reading there:
     everything before it is kept and `warning` says what was lost."""
-    header, events = None, []
+    header = None
+    events: list[dict] = []
     for item in read_events(file, path):
         if isinstance(item, Damaged):
             warning = (f"warning: {path} is damaged at line {item.number} ({item.problem}); the "
@@ -309,8 +318,7 @@ def latest_for(folder, directory=None):
 def find(session_id, directory=None):
     """The session with this id (or a unique start of one)."""
     session_id = session_id.strip()
-    if session_id.endswith(".jsonl"):
-        session_id = session_id[:-len(".jsonl")]
+    session_id = session_id.removesuffix(".jsonl")
     matches = [p for p in all_sessions(directory) if p.stem == session_id]
     matches = (matches
                or [p for p in all_sessions(directory) if session_id
@@ -343,7 +351,8 @@ def cut_right(text, width):
 def listing(directory=None, limit=LIST_LIMIT, folder=None):
     """(rows, skipped, left out): the rows `tinyharness sessions` prints (id, turns, folder, first
     task), the files it could not read as (name, reason), and how many sessions it did not list."""
-    rows, skipped, left_out = [], [], 0
+    rows: list[tuple] = []
+    skipped, left_out = [], 0
     for path in all_sessions(directory):
         if folder is not None:
             header = read_header(path)
@@ -434,8 +443,8 @@ class TranscriptWriter:
 
 def keeper(*writers):
     """One on_update for the loop that feeds every writer given (None: none)."""
-    writers = [w for w in writers if w]
-    return (lambda messages: [w.sync(messages) for w in writers]) if writers else None
+    live = [w for w in writers if w]
+    return (lambda messages: [w.sync(messages) for w in live]) if live else None
 
 
 class UsageTap:
@@ -462,7 +471,7 @@ def start_or_warn(folder, model, err):
     try:
         return SessionWriter.start(Path(folder).resolve(), model)
     except (OSError, SessionError) as e:
-        print(f"warning: cannot write a session in {sessions_dir()} ({e.strerror or e}); going on "
-              "without one",
+        why = getattr(e, "strerror", None) or e  # a SessionError has no strerror
+        print(f"warning: cannot write a session in {sessions_dir()} ({why}); going on without one",
               file=err)
         return None
