@@ -73,9 +73,12 @@ def free_port():
 
 
 def harness_tools(stage):
-    """The tool names a harness offers the model, from its own tools.py (the package adds the task tool)."""
-    names = [s["function"]["name"] for s in importlib.import_module(f"{stage}.tools").SCHEMAS]
-    return sorted(names + (["task"] if stage == FINAL else []))
+    """The tool names a harness offers the model, from its own tools.py (the package's: its records, the task
+    tool's too)."""
+    tools = importlib.import_module(f"{stage}.tools")
+    if stage == FINAL:
+        return sorted(tool.name for tool in tools.known())
+    return sorted(s["function"]["name"] for s in tools.SCHEMAS)
 
 
 # --- The three scripted models through the real eval and the real harness ------------------------

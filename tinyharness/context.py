@@ -58,9 +58,9 @@ import re
 from collections import Counter
 
 from .arrival import count_images, without_images
+from .tools import record
 
 STUB_PREFIX = "[cut by the harness: "
-REREADABLE = ("list_dir", "read_file")  # tools that change nothing: calling again is safe
 REPEAT_WARNING = "not shown again: running it again would repeat what it did"
 # tokens: --context-window, for the policies and the warnings (/v1 cannot set Ollama's length)
 CONTEXT_WINDOW = 8192
@@ -107,7 +107,8 @@ def stub(message, described):
 def how_to_get_back(call):
     """Reading again is harmless; running a command again repeats what it did (a second install, a
     second append), so a command's stub must not invite it."""
-    return "call it again if you need them" if call.split("(")[0] in REREADABLE else REPEAT_WARNING
+    tool = record(call.split("(")[0])  # its record says whether calling it again is safe
+    return "call it again if you need them" if tool and tool.rereadable else REPEAT_WARNING
 
 
 def older_results(messages, keep):

@@ -38,7 +38,7 @@ from .arrival import ArrivalWatch
 from .context import ContextWatch, estimate_tokens
 from .filedoor import write_text
 from .guards import REPEAT_LIMIT, Stopped, brief, repeat_warning
-from .tools import TOOLS, parse_arguments
+from .tools import names, parse_arguments
 
 CUT = ("[harness] Your last reply was cut off at the length limit ({}), so none of its tool calls "
        "ran. Continue with a shorter reply: fewer or smaller tool calls, less text.")
@@ -47,7 +47,7 @@ NO_ANSWER = "(The model gave no answer. The [tool] lines above show what it did.
 VALID_CALL = ('A valid call looks like {"name": "read_file", "arguments": {"path": "notes.txt"}}; '
               'the tools are: '
               # said after what was wrong with a call the door could not read
-              + ", ".join(TOOLS) + ".")
+              + ", ".join(names()) + ".")
 STOP_HOOK = "[harness] A stop hook of this workspace says the task is not done yet: {}"
 
 

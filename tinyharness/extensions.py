@@ -36,12 +36,9 @@ from .hooks.run import confinement_note
 from .hooks import needs_permission as ours_needs_permission
 from .permissions import Rules, allowed_note, fence_commands, from_settings, unused_keys
 from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL, run_child
-from .tools import SCHEMAS, canonical, parse_arguments
-from .imageload import is_url
+from .tools import canonical, parse_arguments, record, schemas
 from .mcp import config as mcp_config
 from .mcp.scopes import SetupError, fill_inputs, list_servers, server_configs  # noqa: F401
-
-READ_ONLY_TOOLS = ("list_dir", "read_file")
 
 
 # tool_use_id numbers: unique in the process, so no two calls of a chat share one
@@ -70,7 +67,7 @@ class Extensions:
         """The tools a request offers, decided here alone (the loop's requests and the chat's
         summary request): tools.py's, then the extensions', asked anew (an MCP server may have
         changed its list)."""
-        return SCHEMAS + self.schemas()
+        return schemas() + self.schemas()
 
     def rule_for(self, name, arguments):
         """The permission rule that decides this call (deny, then ask, then allow), or None."""
@@ -118,13 +115,10 @@ class Extensions:
 
     def read_only(self, name, arguments):
         """May this call run beside others? Only reads: they cannot change what another call
-        sees."""
-        if name in READ_ONLY_TOOLS:
-            return True
-        if name == "view_image":
-            path = parse_arguments(arguments)[0].get("path")
-            # a URL asks permission: never in parallel
-            return isinstance(path, str) and not is_url(path)
+        sees. Ours: its record says (a view_image URL asks permission: never in parallel)."""
+        tool = record(name)
+        if tool is not None:
+            return tool.runs_beside_reads(parse_arguments(arguments)[0])
         return bool(self.mcp and self.mcp.owns(name) and self.mcp.read_only(name))
 
     def hook(self, event, tool=None, arguments=None, agent="parent", deadline=None, **extra):

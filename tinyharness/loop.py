@@ -32,7 +32,7 @@ from .overflow import Model
 from .parallel import batches, run_together
 from .settings import RunSettings, system_prompt
 from .subagents import Parent
-from .tools import TOOLS, check_call, run_tool
+from .tools import built_in, check_call, run_tool
 from .verify import post_tool_use
 from .vision import image_followup_message, user_message_with_image
 
@@ -179,7 +179,7 @@ class CallRunner:
         workspace, settings, ext, hands = self.workspace, self.settings, self.ext, self.hands
         ours = not ext.owns(name)
         arguments, problem = check_call(name, arguments) if ours else ext.check(name, arguments)
-        if (problem and ours and name not in TOOLS
+        if (problem and ours and built_in(name) is None
             and (more := [s["function"]["name"] for s in ext.schemas()])):
             # the list the model corrects itself from: all of them
             problem = f"{problem[:-1]}, {', '.join(more)}."

@@ -12,15 +12,14 @@ that writes or runs a command is a barrier: it runs alone, in order, after the r
 finished, and the reads after it wait for it. The permission prompt is only ever shown for calls
 that run alone, so two prompts never race for the terminal.
 
-What it cannot do. "Read-only" is decided by the tool's name (and, for MCP, by the configuration's
-word); a read of a FIFO or a slow mount still blocks its own worker. Threads help when tools wait
-(disk, network, a child process); Python code that computes holds the interpreter lock and gains
-nothing. Results still enter the context one after the other, so the context policy sees the same
+What it cannot do. "Read-only" is decided by the tool's record (toolrecord.Tool.reads_only; for
+MCP, by the configuration's word); a read of a FIFO or a slow mount still blocks its own worker.
+Threads help when tools wait (disk, network, a child process); Python code that computes holds the
+interpreter lock and gains nothing. Results still enter the context one after the other, so the context policy sees the same
 order as before.
 """
 from concurrent.futures import ThreadPoolExecutor
 
-READ_ONLY_TOOLS = ("list_dir", "read_file")
 MAX_WORKERS = 4
 
 

@@ -60,12 +60,8 @@ import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-CLAUDE_TOOLS = {"Bash": ("shell",), "Read": ("read_file", "list_dir", "view_image"),
-                "LS": ("list_dir",),
-                "Glob": ("list_dir",), "Edit": ("write_file",), "Write": ("write_file",),
-                "MultiEdit": ("write_file",), "NotebookEdit": ("write_file",)}
-OUR_TOOLS = ("shell", "read_file", "list_dir", "write_file", "view_image", "save_note", "task")
-PATH_TOOLS = ("read_file", "list_dir", "write_file", "view_image")
+from .tools import known, record
+
 RULE = re.compile(r"\s*([A-Za-z_][\w-]*\*?)\s*(?:\((.*)\))?\s*", re.S)
 MCP = "mcp__"
 WALK_ENTRIES = 50000  # names looked at to find the files a Read deny rule covers (sandbox mounts)
@@ -100,9 +96,32 @@ class Rule:
             return True
         if tool == "shell":
             return command_matches(self.spec, str(arguments.get("command", "")), self.kind)
-        if tool in PATH_TOOLS and isinstance(arguments.get("path"), str):
-            return path_matches(self.spec, arguments["path"], workspace, both=self.kind == "allow")
+        paths = paths_of(tool, arguments)
+        if paths:  # an allow rule must cover every path of the call, a deny or ask rule one
+            hits = [path_matches(self.spec, p, workspace, both=self.kind == "allow") for p in paths]
+            return all(hits) if self.kind == "allow" else any(hits)
         return False
+
+
+def rule_tools(name):
+    """Our tools a rule's tool name covers, from the tools' records: a Claude Code name (Read:
+    list_dir, read_file, view_image), one of ours, or an MCP name; None for a tool we do not
+    have."""
+    claude = tuple(tool.name for tool in known() if name in tool.rule_names())
+    return claude or ((name,) if record(name) else mcp_tools(name))
+
+
+def takes_paths(tool):
+    found = record(tool)
+    return bool(found and found.paths)
+
+
+def paths_of(tool, arguments):
+    """The workspace paths a call of a file tool names (its record's path arguments), or [] when it
+    names none or one of them is not text."""
+    found = record(tool)
+    paths = [arguments.get(p) for p in found.paths] if found else []
+    return paths if all(isinstance(p, str) for p in paths) else []
 
 
 def parse_rule(text, kind, source, notes):
@@ -113,7 +132,7 @@ def parse_rule(text, kind, source, notes):
         raise ValueError(f"{source}: {str(text)[:80]!r} is not a rule; write Tool or "
                          "Tool(specifier), e.g. Bash(npm test:*) or Read(./.env)")
     name, spec = match.group(1), (match.group(2) or "").strip()
-    tools = CLAUDE_TOOLS.get(name) or ((name,) if name in OUR_TOOLS else mcp_tools(name))
+    tools = rule_tools(name)
     if name.endswith("*") and not tools:
         raise ValueError(f"{source}: {text[:80]!r} is not a rule: a name ends with * only as "
                          "mcp__server__* (every tool of an MCP server)")
@@ -281,15 +300,15 @@ class Rules:
     def held_by_identity(self, tool, arguments):
         """The Read deny rule of the file a path tool's call would reach, when that file was denied
         at the start under another name (moved, renamed with its folder, linked), else None."""
-        path = arguments.get("path")
-        if not self.identities or tool not in PATH_TOOLS or not isinstance(path, str):
-            return None
-        try:
-            status = os.stat(os.path.join(self.workspace, path))
-        except (OSError, ValueError):
-            return None
-        rule = self.identities.get((status.st_dev, status.st_ino))
-        return rule if rule and rule.takes(tool) else None
+        for path in paths_of(tool, arguments) if self.identities else []:
+            try:
+                status = os.stat(os.path.join(self.workspace, path))
+            except (OSError, ValueError):
+                continue
+            rule = self.identities.get((status.st_dev, status.st_ino))
+            if rule and rule.takes(tool):
+                return rule
+        return None
 
     def read_denials(self):
         return [rule for rule in self.rules if rule.kind == "deny" and rule.takes("read_file")]
@@ -320,7 +339,7 @@ class Rules:
                 server = next((t[len(MCP):-2] for t in rule.tools if t.endswith("__")), None)
                 why = (f"no MCP server named {server!r} is running" if server
                        else f"this run offers no tool {rule.tools[0]!r}")
-            elif rule.spec not in ("", "*") and not any(t == "shell" or t in PATH_TOOLS
+            elif rule.spec not in ("", "*") and not any(t == "shell" or takes_paths(t)
                                                         for t in rule.tools):
                 why = "a specifier in ( ) is read only for Bash and file tools"
             else:

@@ -41,8 +41,9 @@ from typing import Any, Callable
 from .edges import Stats
 from .guards import Stopped
 from .settings import RunSettings, system_prompt
+from .toolrecord import TASK
 
-TASK_TOOL = "task"
+TASK_TOOL = TASK.name
 SUBAGENT_MAX_TURNS = 12      # --subagent-max-turns
 SUBAGENT_MAX_SECONDS = 300   # --subagent-max-seconds
 
@@ -50,17 +51,9 @@ SUBAGENT_MAX_SECONDS = 300   # --subagent-max-seconds
 WATCH_LIMIT = 20000
 SKIPPED_FOLDERS = {".git"}   # the harness's own repository bookkeeping is not the child's work
 
-TASK_SCHEMA = {"type": "function", "function": {
-    "name": TASK_TOOL,
-    "description": ("Hand a self-contained sub-task to a helper agent that starts with a fresh, "
-                    "empty context and the same tools. Only its final answer comes back, not the "
-                    "files it read, so use it for searches or chores whose details you do not need "
-                    "to keep. The description is all the helper knows: name the files, the goal "
-                    "and what to report."),
-    "parameters": {"type": "object",
-                   "properties": {"description": {
-                       "type": "string", "description": "the whole sub-task, self-contained"}},
-                   "required": ["description"]}}}
+# The task tool's record (its schema, its Claude names) is toolrecord.TASK, beside every other
+# tool's: the policies below must know it, and run_child, its function, needs the loop.
+TASK_SCHEMA = TASK.schema
 
 
 def account(turns, tool_calls, files_written):

@@ -3,6 +3,10 @@
 A tool result is all the model knows about what happened, so every result is written for a colleague
 who cannot see your screen: a failure says what went wrong, with the operating system's own words; a
 success gives evidence (how many characters, how many entries).
+
+Each tool is its function and its record (toolrecord.Tool, in BUILT_IN at the bottom): what the
+model is offered, whether it only reads, which arguments are paths, whether it asks, its Claude
+names. Every other module asks `record(name)`; none keeps a list of tool names of its own.
 """
 import errno
 import json
@@ -22,6 +26,7 @@ from .sandbox.git import protected_path
 from .sandbox.reaping import SignalsHeld, wait_for_group
 from .sandbox.spawner import Spawned
 from .imageload import ImageError, load_image
+from .toolrecord import TASK, Tool, canonical, parse_arguments, schema  # noqa: F401
 from .vision import image_part, view_image_result
 
 SHELL_TIMEOUT = 60  # seconds; --shell-timeout changes it
@@ -339,68 +344,97 @@ def view_image(workspace, path, images):
     return view_image_result(path, mime, data)
 
 
-TOOLS = {"list_dir": list_dir, "read_file": read_file, "write_file": write_file, "shell": shell,
-         "save_note": save_note, "view_image": view_image}
-VERBS = {"list_dir": "list", "read_file": "read", "write_file": "write"}
-
-
-def schema(name, description, **params):
-    """The JSON schema the model sees: every parameter is a required string."""
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "required": list(params),
-                       "properties": {k: {"type": "string", "description": v}
-                                      for k, v in params.items()}}}}
-
-
-SCHEMAS = [
-    schema("list_dir", "List the files and folders in a folder of the workspace.",
-           path="folder path relative to the workspace, '.' for the top"),
-    schema("read_file", "Read a text file of the workspace.",
-           path="file path relative to the workspace"),
-    schema("write_file", "Create or overwrite a text file in the workspace.",
-           path="file path relative to the workspace", content="the full text to write"),
-    schema("shell", "Run a command with /bin/sh in the workspace; returns its exit status and "
-                    "output (stdout and stderr together, long output cut in the middle). Each call "
-                    "starts a new shell: cd and variables do not persist between calls, and "
-                    "anything left running in the background is stopped when the command ends. "
-                    "Slow commands are killed by a timeout.",
-           command="the command line to run"),
-    schema("save_note", f"Append a note to {NOTES_FILE} in the workspace. Old tool results get cut "
-                        "from the conversation to save room; notes survive. Write down what you "
-                        "will need later, specifically: facts with their file names, numbers, "
-                        "decisions.",
-           text="the note: specific facts, with where they came from"),
+# --- The records: one per tool (toolrecord.py). A new tool is its function above and its record
+# here; every table the harness keeps about tools is read from these.
+BUILT_IN = (
+    Tool("list_dir", list_dir, schema(
+        "list_dir", "List the files and folders in a folder of the workspace.",
+        path="folder path relative to the workspace, '.' for the top"),
+        reads_only=True, paths=("path",), rereadable=True, claude=("LS", "Glob"),
+        claude_rules=("Read", "LS", "Glob"), verb="list"),
+    Tool("read_file", read_file, schema(
+        "read_file", "Read a text file of the workspace.",
+        path="file path relative to the workspace"),
+        reads_only=True, paths=("path",), rereadable=True, claude=("Read",), verb="read"),
+    Tool("write_file", write_file, schema(
+        "write_file", "Create or overwrite a text file in the workspace.",
+        path="file path relative to the workspace", content="the full text to write"),
+        paths=("path",), asks=True, claude=("Write", "Edit", "MultiEdit"),
+        claude_rules=("Edit", "Write", "MultiEdit", "NotebookEdit"), verb="write"),
+    Tool("shell", shell, schema(
+        "shell", "Run a command with /bin/sh in the workspace; returns its exit status and "
+                 "output (stdout and stderr together, long output cut in the middle). Each call "
+                 "starts a new shell: cd and variables do not persist between calls, and "
+                 "anything left running in the background is stopped when the command ends. "
+                 "Slow commands are killed by a timeout.",
+        command="the command line to run"),
+        asks=True, claude=("Bash",), extras=("timeout", "sandbox")),
+    # no path to guard and nothing to overwrite (save_note): it asks nobody
+    Tool("save_note", save_note, schema(
+        "save_note", f"Append a note to {NOTES_FILE} in the workspace. Old tool results get cut "
+                     "from the conversation to save room; notes survive. Write down what you "
+                     "will need later, specifically: facts with their file names, numbers, "
+                     "decisions.",
+        text="the note: specific facts, with where they came from"),
+        claude=("Edit",), claude_rules=()),
     # Small models do what a description suggests: "use this for image tasks" sent one to look on
     # disk for a picture it was already looking at. So it says when NOT to call it, too.
-    schema("view_image", "Look at an image file of the workspace (PNG, JPEG or WebP) or an image "
-                         "at an http(s) URL, when you need to see it. An image attached to the "
-                         "user's message is already visible to you: do not call this for it.",
-           path="image path relative to the workspace, or an http(s) URL"),
-]
-PARAMETERS = {s["function"]["name"]: s["function"]["parameters"]["required"] for s in SCHEMAS}
+    Tool("view_image", view_image, schema(
+        "view_image", "Look at an image file of the workspace (PNG, JPEG or WebP) or an image "
+                      "at an http(s) URL, when you need to see it. An image attached to the "
+                      "user's message is already visible to you: do not call this for it.",
+        path="image path relative to the workspace, or an http(s) URL"),
+        reads_only=True, paths=("path",), urls=True, claude=("Read",), extras=("images",)),
+)
+
+
+def built_in(name):
+    """The record of a tool offered in every request, or None."""
+    return next((tool for tool in BUILT_IN if tool.name == name), None)
+
+
+def record(name):
+    """The record of any tool of the package (the task tool too), or None: an MCP tool, or none."""
+    return TASK if name == TASK.name else built_in(name)
+
+
+def names():
+    return [tool.name for tool in BUILT_IN]
+
+
+def schemas():
+    """What every request offers the model (extensions.py adds MCP's and the task tool)."""
+    return [tool.schema for tool in BUILT_IN]
+
+
+def parameters(name):
+    return built_in(name).schema["function"]["parameters"]["required"]
+
+
+def known():
+    """Every record of the package: the built-in tools and the task tool."""
+    return (*BUILT_IN, TASK)
 
 
 def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT, images=None, sandbox=None):
     """Run one call. Whatever goes wrong comes back as text that says what was wrong and what is
     valid; the loop never crashes here. `sandbox`: how shell commands run (sandbox.Sandbox; None =
-    on, defaults)."""
+    on, defaults); `images`: where the loop collects this turn's pictures. A tool gets those of
+    them its record's `extras` names."""
     arguments, problem = check_call(name, arguments)
     if problem:
         return problem
+    tool = built_in(name)
+    given = {"timeout": shell_timeout, "sandbox": sandbox, "images": images}
     try:
-        if name == "shell":
-            return shell(workspace, arguments["command"], timeout=shell_timeout, sandbox=sandbox)
-        if name == "view_image":  # images: where the loop collects this turn's pictures
-            return view_image(workspace, arguments["path"], images)
-        return TOOLS[name](workspace, **arguments)
+        return tool.function(workspace, **arguments, **{k: given[k] for k in tool.extras})
     except ImageError as e:  # the image loader's own words: what is wrong and what to do
         return f"ERROR: {e}"
     except OSError as e:
-        if name not in VERBS:
+        if not tool.verb:
             return f"ERROR: cannot run the command: {e}"
-        return (f"ERROR: cannot {VERBS[name]} {arguments['path']}: "
-                f"{explain(e, workspace, arguments['path'])}")
+        path = arguments[tool.paths[0]]
+        return f"ERROR: cannot {tool.verb} {path}: {explain(e, workspace, path)}"
     except Exception as e:  # e.g. a NUL byte in a path: still words for the model, never a crash
         return f"ERROR: {name} failed: {type(e).__name__}: {e}"
 
@@ -408,8 +442,9 @@ def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT, images=Non
 def check_call(name, arguments):
     """(the arguments as a dict, None) for a call that can run, or (None, an ERROR result saying
     what is wrong and what is valid). The hooks in loop.py only ever see calls that passed here."""
-    if name not in TOOLS:
-        return None, f"ERROR: there is no tool named {name!r}. The tools are: {', '.join(TOOLS)}."
+    if built_in(name) is None:
+        return None, (f"ERROR: there is no tool named {name!r}. The tools are: "
+                      f"{', '.join(names())}.")
     arguments, problem = parse_arguments(arguments)
     problem = problem or check_arguments(name, arguments)
     if problem:
@@ -417,31 +452,9 @@ def check_call(name, arguments):
     return arguments, None
 
 
-def parse_arguments(arguments):
-    """(the arguments as a dict, what was wrong with them or None). Servers in the OpenAI style send
-    a JSON string; some send an object, which is just as good."""
-    if isinstance(arguments, dict):
-        return arguments, None
-    if arguments in (None, ""):
-        return {}, None
-    try:
-        value = json.loads(arguments)
-    except (ValueError, TypeError) as e:
-        return {}, f"the arguments are not valid JSON ({e}): {str(arguments)[:200]!r}"
-    if not isinstance(value, dict):
-        return {}, f"the arguments must be a JSON object, not {str(arguments)[:200]!r}"
-    return value, None
-
-
-def canonical(arguments):
-    """One spelling for the same arguments: what the [tool] line shows and what the history
-    keeps."""
-    return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
-
-
 def check_arguments(name, arguments):
     """What is wrong with the arguments of a known tool, in words, or None."""
-    expected = PARAMETERS[name]
+    expected = parameters(name)
     problems = {"missing": [p for p in expected if p not in arguments],
                 "not expected": [p for p in arguments if p not in expected],
                 "not a string": [p for p in expected if p in arguments
@@ -452,7 +465,7 @@ def check_arguments(name, arguments):
 
 def usage(name):
     """How to call a tool, as JSON: {"path": "<string>", "content": "<string>"}."""
-    return json.dumps({p: "<string>" for p in PARAMETERS[name]})
+    return json.dumps({p: "<string>" for p in parameters(name)})
 
 
 def explain(error, workspace, path):

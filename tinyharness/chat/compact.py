@@ -37,7 +37,7 @@ window even then, only `/clear` or a model with a longer context helps.
 from ..context import estimate_tokens, sliding_scissors
 from ..filedoor import read_bytes
 from ..llm import ContextOverflow, LLMError
-from ..tools import NOTES_FILE, SCHEMAS
+from ..tools import NOTES_FILE, schemas
 
 COMPACT_AT = 0.8  # of the context window: compact before sending a user message past this
 KEEP_TURNS = 2    # the newest user turns kept whole after the summary
@@ -167,7 +167,7 @@ def summary_request(messages, workspace, extra, rules=None, said=None):
 
 
 def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=(), fewer_turns=False,
-            on_overflow=None, tools=SCHEMAS, rules=None):
+            on_overflow=None, tools=None, rules=None):
     """Summarise and replace everything before the last `keep_turns` user turns. Returns a
     Compaction; raises CompactionFailed (history untouched) when there is nothing to replace or no
     summary came. `extra`: more instructions for the summary (a pre_compact command hook's output).
@@ -175,7 +175,8 @@ def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=(), fewer_
     none) rather than nothing to compact: the history is past the threshold and must shrink.
     `on_overflow(ContextOverflow)`: told when the summary request did not fit (chat learns the
     window). `tools`: what the conversation's requests offer, offered again (the prompt cache reuses
-    the prefix). `rules`: the run's permission rules (a Read deny keeps the notes file out)."""
+    the prefix; None: the built-in tools). `rules`: the run's permission rules (a Read deny keeps
+    the notes file out)."""
     start, notes = kept_from(messages, keep_turns), []
     while fewer_turns and start <= 1 and keep_turns > 0:
         keep_turns -= 1
@@ -205,12 +206,12 @@ def compact(messages, client, workspace, keep_turns=KEEP_TURNS, extra=(), fewer_
     return Compaction(messages[:1] + [summary] + messages[start:], summary, replaced, usage, notes)
 
 
-def ask_for_summary(client, request, on_overflow=None, tools=SCHEMAS):
+def ask_for_summary(client, request, on_overflow=None, tools=None):
     """The summary call. When it does not fit the window, every tool result in the request is
     stubbed (the summary replaces them anyway; the session file keeps them whole) and it is sent
     once more."""
     try:
-        return client.chat(request, tools=tools)
+        return client.chat(request, tools=schemas() if tools is None else tools)
     except ContextOverflow as overflow:
         if on_overflow:
             on_overflow(overflow)

@@ -25,14 +25,16 @@ like the rest; files over 256 MiB, FIFOs and unreadable files are left out (said
 import contextlib
 import json
 
-READS = ("list_dir", "read_file", "view_image", "task")  # a task's child checkpoints its own calls
+from ..tools import record
 
 
 def around(settings, name, arguments=None, ext=None):
     """The context a call runs in: a checkpoint before it and its changes noted after, unless the
-    run keeps none (`settings.checkpoints` is None) or the call only reads."""
-    recorder = getattr(settings, "checkpoints", None)
-    if recorder is None or name in READS or (ext is not None and ext.read_only(name, arguments)):
+    run keeps none (`settings.checkpoints` is None) or the call only reads (the tool's record says
+    so; a task's child checkpoints its own calls)."""
+    recorder, tool = getattr(settings, "checkpoints", None), record(name)
+    if (recorder is None or (tool is not None and not tool.needs_checkpoint())
+            or (ext is not None and ext.read_only(name, arguments))):
         return contextlib.nullcontext()
     return recorder.around(label(name, arguments))
 

@@ -11,27 +11,41 @@ from pathlib import Path
 
 from .. import asking
 from ..imageload import is_url
+from ..tools import record
 
-FILE_TOOLS = ("list_dir", "read_file", "write_file", "view_image")
-NEEDS_PERMISSION = ("write_file", "shell")
 MAX_PATH_CHARS = 4096
 MAX_COMMAND_CHARS = 10_000  # longer text is refused unread (length_guard), never waved through
 
 
 def needs_permission(name, args):
     """Writes and commands change things; a view_image URL is a request the model chose, sent off
-    the machine (a URL can carry data out: https://example.com/?q=<secret>), so it asks too."""
-    return name in NEEDS_PERMISSION or (name == "view_image" and is_url(args["path"]))
+    the machine (a URL can carry data out: https://example.com/?q=<secret>), so it asks too. The
+    tool's record says which (toolrecord.Tool.asks_for)."""
+    tool = record(name)
+    return tool is not None and tool.asks_for(args)
+
+
+def paths(name, args):
+    """The workspace paths a call names: its record's path arguments (none for a tool without)."""
+    tool = record(name)
+    return [args[p] for p in tool.paths] if tool else []
 
 
 def path_guard(workspace, name, args):
-    """File tools stay inside the workspace. Resolve first (follow '..' and symlinks), then
+    """File tools stay inside the workspace: each path argument its record names."""
+    tool = record(name)
+    for path in paths(name, args):
+        if tool.urls and is_url(path):
+            continue  # not a path: imageload.py downloads it and checks what comes back
+        reason = path_refused(workspace, name, path)
+        if reason:
+            return reason
+    return None
+
+
+def path_refused(workspace, name, path):
+    """Why this path is refused, or None. Resolve first (follow '..' and symlinks), then
     compare."""
-    if name not in FILE_TOOLS:
-        return None
-    path = args["path"]
-    if name == "view_image" and is_url(path):
-        return None  # not a path: imageload.py downloads it and checks what comes back
     if "\x00" in path:
         return "the path contains a NUL byte, which no file name can hold"
     if Path(path).parts[:1] and Path(path).parts[0].startswith("~"):
@@ -125,10 +139,11 @@ def command_policy(command):
 def length_guard(workspace, name, args):
     """First of the hooks: text too long to judge is refused unread, never waved through. Resolving
     a megabyte of path takes minutes, and a long command is a script better kept in a file."""
-    if name in FILE_TOOLS and len(args["path"]) > MAX_PATH_CHARS:
-        return (f"the path is {len(args['path']):,} characters long; no file system takes a path "
-                f"longer than {MAX_PATH_CHARS:,} characters (Linux's PATH_MAX), so it names no "
-                "file")
+    for path in paths(name, args):
+        if len(path) > MAX_PATH_CHARS:
+            return (f"the path is {len(path):,} characters long; no file system takes a path "
+                    f"longer than {MAX_PATH_CHARS:,} characters (Linux's PATH_MAX), so it names "
+                    "no file")
     # a script pasted into `python -c`
     if name == "shell" and len(args["command"]) > MAX_COMMAND_CHARS:
         return (f"the command is {len(args['command']):,} characters long, over the "

@@ -91,6 +91,7 @@ from pathlib import Path
 
 from ..console import warn
 from ..filedoor import CONFIG_CAP, read_config
+from ..tools import record
 from .decide import Verdict, verdict_of
 from .run import cannot_start, run_command, tool_folders
 
@@ -108,12 +109,6 @@ CLAUDE_NAME = ({ours: claude for claude, (ours, _) in CLAUDE_EVENTS.items()
 # Claude Code's events that never fire here: accepted with a note, so a copied settings block loads.
 CLAUDE_ONLY_EVENTS = ("Notification", "SessionEnd", "PermissionRequest", "SubagentStart",
                       "PostToolUseFailure")
-# Our tool -> Claude Code's names for it; the first is what a Claude-shaped hook reads in tool_name.
-CLAUDE_TOOLS = {"shell": ("Bash",), "write_file": ("Write", "Edit", "MultiEdit"),
-                "read_file": ("Read",),
-                "view_image": ("Read",), "list_dir": ("LS", "Glob"), "task": ("Task", "Agent"),
-                "save_note": ("Edit",)}
-PATH_TOOLS = ("write_file", "read_file", "view_image", "list_dir")
 HOOKS_FILE = Path(".tinyharness") / "hooks.json"
 # Claude Code's project settings, then ours: each file's hooks run, each file trusted on its own.
 HOOK_FILES = (Path(".claude") / "settings.json", Path(".claude") / "settings.local.json",
@@ -439,7 +434,7 @@ class CommandHooks:
         if tool is not None:
             payload["tinyharness_tool_name"] = tool
             if hook.claude:
-                payload["tool_name"] = CLAUDE_TOOLS.get(tool, (tool,))[0]
+                payload["tool_name"] = claude_name(tool)
         if event == "post_tool_use" and result is not None:
             payload["tool_response"] = claude_response(tool, arguments, result, self.workspace)
         if event == "stop" and "answer" in extra:
@@ -454,17 +449,28 @@ def trusted_as(hooks, trusted):
     return hooks
 
 
+def claude_names(tool):
+    """Claude Code's names for one of our tools (its record's); none for an MCP tool."""
+    found = record(tool)
+    return found.claude if found else ()
+
+
+def claude_name(tool):
+    """What a Claude-shaped hook reads in tool_name: Claude Code's first name for it, or ours."""
+    return (*claude_names(tool), tool)[0]
+
+
 def matches(matcher, tool):
     """Our name or any of Claude Code's names for the tool."""
-    return any(matcher.fullmatch(name) for name in (tool, *CLAUDE_TOOLS.get(tool, ())))
+    return any(matcher.fullmatch(name) for name in (tool, *claude_names(tool)))
 
 
 def claude_input(tool, arguments, workspace):
     """The call's arguments, plus Claude Code's `file_path` (absolute) for a tool that takes a
-    path."""
-    shown = dict(arguments)
-    path = arguments.get("path")
-    if (tool in PATH_TOOLS and isinstance(path, str) and "file_path" not in shown
+    path (its record's first path argument)."""
+    shown, found = dict(arguments), record(tool)
+    path = arguments.get(found.paths[0]) if found and found.paths else None
+    if (isinstance(path, str) and "file_path" not in shown
         and "://" not in path):
         shown["file_path"] = os.path.normpath(os.path.join(workspace, path))
     if tool == "save_note" and "file_path" not in shown:
