@@ -100,9 +100,9 @@ from .images import vision_policy
 from .replies import load_script
 from .server import ScriptedServer, serve_until_ctrl_c
 
-__all__ = ["ScriptedServer", "estimate_tokens", "load_script", "main", "request_problems",
-           "image_tokens", "make_png", "tiny_png", "split_png", "read_png_pixels", "colour_name",
-           "vision_policy", "example_images"]
+__all__ = ["ScriptedServer", "colour_name", "estimate_tokens", "example_images", "image_tokens",
+           "load_script", "main", "make_png", "read_png_pixels", "request_problems", "split_png",
+           "tiny_png", "vision_policy"]
 
 
 # --- Command line -----------------------------------------------------------------------------

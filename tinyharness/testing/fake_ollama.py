@@ -66,8 +66,8 @@ import time
 
 from .images import IMAGE_BASE_TOKENS, image_stand_in
 from .replies import error_body, estimate_tokens
-from .server import ScriptedServer, serve_until_ctrl_c
 from .rules import check_request, option_problem, rule_of
+from .server import ScriptedServer, serve_until_ctrl_c
 
 VERSION = "0.12.10"     # the first with tool-call ids; truncate/shift came in 0.12.6
 THINK_LEVELS = ("high", "medium", "low", "max")
@@ -77,7 +77,7 @@ QWEN3_8B_SHAPE = {"block_count": 36, "embedding_length": 4096, "attention.head_c
 HEALTHY_MODEL = {"capabilities": ["completion", "tools", "thinking"], "context_length": 40960,
                  "family": "qwen3", "parameter_size": "8.2B", "loaded_context": 4096,
                  "shape": QWEN3_8B_SHAPE}
-PERSONALITIES = {
+PERSONALITIES: dict[str, dict] = {
     "healthy": {"models": {"qwen3:8b": HEALTHY_MODEL}},
     "no-model": {"models": {}},
     "no-tools": {"models": {"gemma3:4b": {"capabilities": ["completion", "vision"],
@@ -175,12 +175,11 @@ def answer_native(handler, method, path, data):
     route = {("GET", "/api/version"): lambda: (200, {"version": VERSION}),
              ("GET", "/api/tags"): lambda: (200, tags(owner)),
              ("GET", "/api/ps"): lambda: (200, running(owner)),
-             ("POST", "/api/show"): lambda: show(owner, parse_body(data)),
-             ("POST", "/api/chat"): None}
+             ("POST", "/api/show"): lambda: show(owner, parse_body(data))}
+    if (method, path) == ("POST", "/api/chat"):
+        return chat(handler, owner, parse_body(data))
     if (method, path) not in route:
         return handler.send_json(404, {"error": "404 page not found"}, raw="404 page not found")
-    if path == "/api/chat":
-        return chat(handler, owner, parse_body(data))
     status, body = route[(method, path)]()
     handler.send_json(status, body)
 
@@ -322,8 +321,9 @@ def now():
 def window_of(body, model):
     """num_ctx of the request, else what the model is loaded with (Ollama's default)."""
     num_ctx = (body.get("options") or {}).get("num_ctx")
-    usable = isinstance(num_ctx, (int, float)) and not isinstance(num_ctx, bool) and num_ctx >= 1
-    return int(num_ctx) if usable else model.get("loaded_context", 4096)
+    if isinstance(num_ctx, (int, float)) and not isinstance(num_ctx, bool) and num_ctx >= 1:
+        return int(num_ctx)
+    return model.get("loaded_context", 4096)
 
 
 def native_prompt_tokens(messages, tools):
@@ -431,8 +431,8 @@ def pieces(text, size):
 
 def merged_message(frames):
     """A non-streamed answer: the frames' message parts put together, as Ollama sends it."""
-    message = {"role": "assistant",
-               "content": "".join(f["message"].get("content", "") for f in frames)}
+    message: dict = {"role": "assistant",
+                     "content": "".join(f["message"].get("content", "") for f in frames)}
     thinking = "".join(f["message"].get("thinking", "") for f in frames)
     if thinking:
         message["thinking"] = thinking

@@ -139,7 +139,7 @@ def png_size(data: bytes):
 
 def decode_data_uri(url):
     """(mime, bytes) of a base64 data URI, or None for anything else (an http URL, bad base64)."""
-    match = re.fullmatch(r"data:([\w.+-]+/[\w.+-]+);base64,(.*)", url or "", re.S)
+    match = re.fullmatch(r"data:([\w.+-]+/[\w.+-]+);base64,(.*)", url or "", re.DOTALL)
     if not match:
         return None
     try:
@@ -235,7 +235,7 @@ def request_text(messages) -> str:
         parts = content if isinstance(content, list) else [{"text": content}]
         texts += [p["text"] for p in parts
                   if isinstance(p, dict) and isinstance(p.get("text"), str)]
-        calls = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
+        calls = listed if isinstance(listed := m.get("tool_calls"), list) else []
         texts += [str((c.get("function") or {}).get("arguments"))
                   for c in calls if isinstance(c, dict)]
     return "\n".join(texts)

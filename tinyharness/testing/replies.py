@@ -51,8 +51,9 @@ def normalise_reply(reply) -> dict:
     """Turn a reply into a dict and check it, so a typo fails loudly instead of being ignored."""
     if isinstance(reply, str):
         return {"content": reply}
-    if not isinstance(reply, dict):
-        raise ValueError(f"a reply must be a string or an object, not {type(reply).__name__}")
+    if not isinstance(reply, dict):  # a ValueError, as every bad script: load_script catches that
+        raise ValueError(  # noqa: TRY004
+            f"a reply must be a string or an object, not {type(reply).__name__}")
     if "react" in reply:
         return normalise_reaction(reply)
     unknown = sorted(set(reply) - REPLY_KEYS)
@@ -61,8 +62,8 @@ def normalise_reply(reply) -> dict:
     if reply.get("drop") not in (None, *DROP_MODES):
         raise ValueError(f"drop must be one of {list(DROP_MODES)}, not {reply['drop']!r}")
     for call in reply.get("tool_calls") or []:
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-            raise ValueError(f"each tool call needs a 'name' string: {call!r}")
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):  # as above
+            raise ValueError(f"each tool call needs a 'name' string: {call!r}")  # noqa: TRY004
     return dict(reply)
 
 
@@ -116,8 +117,8 @@ def load_script(path) -> list:
             script = json.load(f)
         except ValueError as e:
             raise ValueError(f"{path}: not valid JSON: {e}") from None
-    if not isinstance(script, list):
-        raise ValueError(f"{path}: a script must be a JSON list of replies")
+    if not isinstance(script, list):  # the ValueError its docstring promises
+        raise ValueError(f"{path}: a script must be a JSON list of replies")  # noqa: TRY004
     for i, reply in enumerate(script):
         try:
             normalise_reply(reply)
@@ -146,7 +147,8 @@ def build_tool_calls(reply: dict, new_call_id) -> list:
     return calls
 
 
-def build_usage(reply: dict, calls: list, prompt: str, cached_chars: int, cap=None) -> dict:
+def build_usage(reply: dict, calls: list, prompt: str, cached_chars: int,
+                cap=None) -> dict | None:
     """The usage block: estimated counts, unless the reply overrides it (False: no usage at all). A
     reply scripted as cut at the length limit ran to the request's cap (`max_tokens`), as a real
     server's does."""
@@ -205,7 +207,7 @@ def pieces(text: str, size: int) -> list:
     return [text[i:i + size] for i in range(0, len(text), size)]
 
 
-def build_stream(reply: dict, calls: list, head: dict, usage: dict, size: int) -> list:
+def build_stream(reply: dict, calls: list, head: dict, usage: dict | None, size: int) -> list:
     """The server-sent events of a streamed answer, as JSON-able objects plus a final "[DONE]"."""
     def chunk(delta, finish=None):
         return {**head, "object": "chat.completion.chunk",

@@ -149,11 +149,11 @@ def tool_result_problems(i, call_id, unanswered):
                                 "Input should be a valid string", "string_type", call_id))]
     if unanswered is None or call_id not in unanswered:
         # OpenAI's API; vLLM's templates pair results to calls by this id the same way.
-        return [(400, "openai/vllm: a tool message answers a call of the assistant message before "
-                      "it",
-                 "Invalid parameter: messages with role 'tool' must be a response to a preceding "
-                 f"message with 'tool_calls' (tool_call_id {json.dumps(call_id)[:60]} matches "
-                 "none)")]
+        return [(400, ("openai/vllm: a tool message answers a call of the assistant message "
+                       "before it"),
+                 ("Invalid parameter: messages with role 'tool' must be a response to a preceding "
+                  f"message with 'tool_calls' (tool_call_id {json.dumps(call_id)[:60]} matches "
+                  "none)"))]
     unanswered.discard(call_id)
     return []
 

@@ -28,9 +28,18 @@ import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .images import with_image_stand_ins, without_image_parts
-from .replies import (build_completion, build_stream, build_tool_calls, build_usage,
-                      common_prefix_length, error_body, estimate_tokens, json_text, normalise_reply,
-                      reacted)
+from .replies import (
+    build_completion,
+    build_stream,
+    build_tool_calls,
+    build_usage,
+    common_prefix_length,
+    error_body,
+    estimate_tokens,
+    json_text,
+    normalise_reply,
+    reacted,
+)
 from .rules import request_problems
 
 
@@ -48,6 +57,7 @@ class _Handler(BaseHTTPRequestHandler):
     """One connection. Parses the request, asks the ScriptedServer for a reply, writes it."""
 
     protocol_version = "HTTP/1.1"   # keep-alive like a real server; we always send Content-Length
+    server: _HTTPServer             # the one server class that makes handlers
     closing = False                 # this answer ends its connection (a reply's "close")
 
     def log_message(self, format, *args):
@@ -189,7 +199,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.close_connection = True
             return
-        completion = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else 0
+        completion = cap if isinstance(cap := body.get("max_tokens"), int) else 0
         message = (f"This model's maximum context length is {owner.context_window} tokens. "
                    f"However, you requested {prompt + completion} tokens ({prompt} in the "
                    f"messages, {completion} in the completion). Please reduce the length of the "
@@ -231,7 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         for event in events:
             data = event if isinstance(event, str) else json_text(event)
-            self.write_piece(f"data: {data}\n\n".encode("utf-8"), chunked=not cut)
+            self.write_piece(f"data: {data}\n\n".encode(), chunked=not cut)
         if not cut:
             self.wfile.write(b"0\r\n\r\n")      # the last chunk: the answer is whole
             self.wfile.flush()
@@ -254,7 +264,8 @@ class _HTTPServer(ThreadingHTTPServer):
         # HTTPServer.server_bind calls socket.getfqdn(), a DNS lookup that can take seconds on
         # some machines. We know our name already, so bind without it.
         socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
+        # (server_address: what TCPServer.server_bind took from getsockname())
+        self.server_name, self.server_port = self.socket.getsockname()[:2]
 
     def track(self, connection, is_open: bool):
         """Remember open connections so stop() can close keep-alive ones too."""
@@ -330,7 +341,7 @@ class ScriptedServer:
             raise RuntimeError("the server has not been started; call start() or use `with`")
         return f"http://{self.host}:{self.port}/v1"
 
-    def start(self) -> "ScriptedServer":
+    def start(self) -> ScriptedServer:
         self._httpd = _HTTPServer((self.host, self.port), self)
         self.port = self._httpd.server_address[1]  # the real port when 0 asked for any free one
         # A short poll interval makes stop() quick: shutdown() waits for the loop to notice.
@@ -342,7 +353,7 @@ class ScriptedServer:
 
     def stop(self):
         httpd, self._httpd = self._httpd, None
-        if httpd is None:
+        if httpd is None or self._thread is None:  # never started (start() sets both)
             return
         httpd.shutdown()            # stop accepting
         httpd.close_connections()   # hang up on idle keep-alive clients
@@ -419,7 +430,7 @@ class ScriptedServer:
                 return (f"scripted server: the policy has no reply for request {index} "
                         f"({self.replies_sent} replies already sent)")
             reply = normalise_reply(reply)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a test's policy failing is an answer, not a hang
             traceback.print_exc()
             return f"scripted server: the policy failed on request {index}: {type(e).__name__}: {e}"
         with self._lock:
