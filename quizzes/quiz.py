@@ -84,6 +84,8 @@ class Question:
 class Score(tuple):
     """(right, total), as run_quiz always returned, plus `finished`: False when the quiz was stopped."""
 
+    finished: bool
+
     def __new__(cls, right: int, total: int, finished: bool = True):
         score = super().__new__(cls, (right, total))
         score.finished = finished
@@ -97,7 +99,7 @@ def parse_quiz(text: str) -> list[Question]:
     lines = text.splitlines()
     if not next((line for line in lines if line.strip()), "").startswith("# Quiz:"):
         raise QuizFormatError("the first line must be '# Quiz: <stage>'")
-    sections = []  # (heading match, lines below it)
+    sections: list[tuple] = []  # (heading match, lines below it)
     for line in lines:
         if line.lstrip().startswith("<details"):
             break  # answers for readers of the file, at the very end: the runner has the key
@@ -208,7 +210,7 @@ def resolve_reference(stage_dir, file: str, dotted_name: str) -> bool:
 
 
 def _definitions(body: list[ast.stmt]) -> dict[str, ast.stmt]:
-    names = {}
+    names: dict[str, ast.stmt] = {}
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names[node.name] = node
@@ -287,7 +289,7 @@ def save_before(stage: str, answers: dict[int, bool] | None, path=None) -> None:
     """Keep a stage's `--before` half (None: drop it, the quiz is whole); the rest of the file is kept."""
     path = Path(path or progress_file())
     data = _read_file(path)
-    halves = data.get(BEFORE) if isinstance(data.get(BEFORE), dict) else {}
+    halves = given if isinstance(given := data.get(BEFORE), dict) else {}
     if answers is None and stage not in halves:
         return
     halves.pop(stage, None)
@@ -301,7 +303,9 @@ def save_before(stage: str, answers: dict[int, bool] | None, path=None) -> None:
 
 def passed(entry: dict | None) -> bool:
     """A quiz is passed once a finished attempt got every question right."""
-    return bool(entry) and entry["total"] > 0 and entry["best"] >= entry["total"]
+    if not entry:
+        return False
+    return entry["total"] > 0 and entry["best"] >= entry["total"]
 
 
 def progress_label(entry: dict | None) -> str:

@@ -226,7 +226,7 @@ def test_check_runs_the_stage_tests_from_the_root(root, monkeypatch, capsys):
     monkeypatch.setattr(course.subprocess, "run", fake_run)
     assert course.course_check("m1", root=root) == 5
     assert calls == [([sys.executable, "-m", "pytest", "tests", "-q", "--stage", "m1_b", "-k",
-                       "[m1_b] or [m1_b- or -m1_b]"], {"cwd": root})]
+                       "[m1_b] or [m1_b- or -m1_b]"], {"cwd": root, "check": False})]
     assert "Running:" in capsys.readouterr().out
 
 

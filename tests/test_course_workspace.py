@@ -98,7 +98,7 @@ def test_fake_server_serves_a_bundled_script_by_name(tmp_path):
 def test_check_passes_k_through_to_pytest(monkeypatch, capsys):
     seen = {}
     monkeypatch.setattr(course.subprocess, "run",
-                        lambda command, cwd: seen.update(command=command, cwd=cwd) or subprocess.CompletedProcess(command, 0))
+                        lambda command, cwd, check: seen.update(command=command, cwd=cwd) or subprocess.CompletedProcess(command, 0))
     assert cli.main(["course", "check", "m3", "-k", "attacks"]) == 0
     assert seen["command"][-2:] == ["-k", "([m3_hooks] or [m3_hooks- or -m3_hooks]) and (attacks)"]
     assert seen["cwd"] == ROOT

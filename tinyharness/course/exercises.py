@@ -90,7 +90,7 @@ def body_span(node, lines: list[str]) -> tuple[int, int]:
         if len(body) == 1:
             raise ExerciseError(f"line {node.lineno}: {node.name} has nothing below its docstring "
                                 "to remove")
-        return body[0].end_lineno + 1, node.end_lineno
+        return (body[0].end_lineno or body[0].lineno) + 1, node.end_lineno
     header_end = node.lineno  # the header may run over several lines: it ends at the first ':' line
     while not lines[header_end - 1].split("#")[0].rstrip().endswith(":"):
         header_end += 1
@@ -109,8 +109,9 @@ def holes_in(source: str, stage_short: str | None, file: str) -> list[Hole]:
         if not marker or stage_short not in (None, marker[1]):
             continue
         sentence, below = marker[2], number + 1
-        while below <= len(lines) and CONTINUED.match(lines[below - 1]):  # a marker over lines
-            sentence += " " + CONTINUED.match(lines[below - 1])[1]
+        # a marker over lines
+        while below <= len(lines) and (more := CONTINUED.match(lines[below - 1])):
+            sentence += " " + more[1]
             below += 1
         # markers may stack
         while below <= len(lines) and (MARKER.match(lines[below - 1])
@@ -120,7 +121,8 @@ def holes_in(source: str, stage_short: str | None, file: str) -> list[Hole]:
             raise ExerciseError(f"{file}:{number}: an exercise marker must stand right above a def")
         name, node = defs[below]
         first, last = body_span(node, lines)
-        indent = re.match(r"[ \t]*", lines[node.body[-1].lineno - 1])[0]
+        last_line = lines[node.body[-1].lineno - 1]
+        indent = last_line[:len(last_line) - len(last_line.lstrip(" \t"))]
         holes.append(Hole(file, name, sentence, node.lineno, first, last, indent, marker[1]))
     return holes
 
@@ -175,7 +177,7 @@ def write_exercise(stage_dir: Path, target: Path) -> list[Hole]:
     if not holes:
         raise ExerciseError(f"{stage_dir.name} has no exercise: no function is marked '# "
                             f"exercise({short_name(stage_dir.name)}): ...'")
-    by_file = {}
+    by_file: dict[str, list[Hole]] = {}
     for hole in holes:
         by_file.setdefault(hole.file, []).append(hole)
     for path in source_files(stage_dir):
@@ -246,7 +248,7 @@ def record_pass(stage: str, path=None) -> None:
     except (OSError, ValueError):
         data = {}
     data = data if isinstance(data, dict) else {}
-    passed = data.get("exercises") if isinstance(data.get("exercises"), dict) else {}
+    passed = given if isinstance(given := data.get("exercises"), dict) else {}
     passed[stage] = datetime.date.today().isoformat()
     data["exercises"] = passed
     try:

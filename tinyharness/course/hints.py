@@ -60,7 +60,7 @@ def step_seen(stage: str) -> int:
 def record_step(stage: str, step: int) -> None:
     """Keep the furthest step shown; a failure to save loses only the count."""
     data = _progress()
-    seen = data.get(ENTRY) if isinstance(data.get(ENTRY), dict) else {}
+    seen = given if isinstance(given := data.get(ENTRY), dict) else {}
     seen[stage] = max(step, seen.get(stage, 0) if isinstance(seen.get(stage), int) else 0)
     data[ENTRY] = seen
     try:
