@@ -246,7 +246,7 @@ def test_user_prompt_submit_text_is_context_and_a_json_block_refuses(workspace):
 
 
 def test_claude_stop_fires_for_the_parent_subagent_stop_for_the_child_and_agent_says_which(workspace):
-    from tinyharness.edges import Stats
+    from tinyharness.counts import Stats
     from tinyharness.extensions import Extensions, RunHands
     from tinyharness.settings import RunSettings
     from tinyharness.subagents import Parent, child_settings

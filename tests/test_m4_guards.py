@@ -219,15 +219,27 @@ def call(name, **arguments):
     return {"id": "x", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
+def budget_of(stage, max_turns, max_seconds):
+    """A stage's Budget(max_turns, max_seconds); the package's reads every budget from a run's settings and
+    counts (guards.LIMITS), named as the command line names them."""
+    guards = importlib.import_module(f"{stage}.guards")
+    if stage != FINAL:
+        return guards.Budget(max_turns=max_turns, max_seconds=max_seconds)
+    from tinyharness.counts import Stats
+    from tinyharness.flags import flag_name
+    from tinyharness.settings import RunSettings
+    settings = RunSettings(max_turns=max_turns, max_seconds=max_seconds, budget_name=flag_name)
+    return guards.Budget(settings, Stats())
+
+
 @pytest.mark.parametrize("stage", copies("m4", "guards.py"))
 def test_the_budget_at_its_boundaries(stage):
-    guards = importlib.import_module(f"{stage}.guards")
-    budget = guards.Budget(max_turns=3, max_seconds=600)
+    budget = budget_of(stage, max_turns=3, max_seconds=600)
     assert budget.exceeded(0) is None and budget.exceeded(2) is None   # call number 3 may still be made
     assert budget.exceeded(3) == "reached --max-turns 3"                # a fourth may not
-    one = guards.Budget(max_turns=1, max_seconds=600)
+    one = budget_of(stage, max_turns=1, max_seconds=600)
     assert one.exceeded(0) is None and one.exceeded(1) == "reached --max-turns 1"
-    spent = guards.Budget(max_turns=3, max_seconds=0)                   # no time at all: stop before the first call
+    spent = budget_of(stage, max_turns=3, max_seconds=0)                # no time at all: stop before the first call
     assert spent.exceeded(0).startswith("reached --max-seconds 0 (")
 
 

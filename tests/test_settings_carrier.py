@@ -26,7 +26,7 @@ SEES_IT = """
 import sys
 from tinyharness import cli, loop
 from tinyharness.chat import Conversation, chat_settings
-from tinyharness.edges import Stats
+from tinyharness.counts import Stats
 from tinyharness.extensions import Extensions
 from tinyharness.parsers import build_parser
 from tinyharness.subagents import Parent, child_settings

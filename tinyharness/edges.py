@@ -13,25 +13,27 @@ loop once grew to 123 lines this way):
 - A stop hook of the workspace that says the work is not done: the model reads why and goes on.
 - The same call again and again (guards.py's RepeatGuard sees them): a [harness] warning, then a
   stop.
-- A --max-tokens budget the server cannot be held to (it reports no counts): said once, not silent.
+- A token budget the server cannot be held to (it reports no counts): said once, not silent.
 - A context that fills up, or that the server cut without a word; a picture that never reached the
   model (the prompt count says so): a warning on stderr.
-- The [tool] and -> lines, the transcript and the [stats] line: one spelling of the arguments, a
-  file rewritten every turn, and only the counts the server really made.
+- The [tool] and -> lines and the transcript: one spelling of the arguments, a file rewritten every
+  turn.
 
-The mechanism. Three holders, one per kind, each made by run_agent for one run. `Edges` decides: a
-cut reply, an empty answer, a stop hook's objection, a repeated call, a spent budget - each one
-method the loop calls where it arises; a method that returns True means "the model is asked again".
-`Report` shows and counts: the [tool] and -> lines (settings.echo), every warning (settings.warn,
-the one channel to the user's stderr), the messages handed on (settings.on_update), the [stats]
-counts and the `Record` of what was done. Model access - a prompt that does not fit, the window in
+The mechanism. Two holders, each made by run_agent for one run. `Edges` decides: a cut reply, an
+empty answer, a stop hook's objection, a repeated call, a spent budget (which budgets there are,
+and when one is spent, is guards.py's `Budget`) - each one method the loop calls where it arises; a
+method that returns True means "the model is asked again". `Report` shows: the [tool] and -> lines
+(settings.echo), every warning (settings.warn, the one channel to the user's stderr), the messages
+handed on (settings.on_update); it hands each reply's usage and each call to the run's counts
+(counts.py's `Stats`, for the [stats] line and the budgets) and keeps the `Record` of what was done,
+for the account a stopped run prints. Model access - a prompt that does not fit, the window in
 force - is overflow.py's `Model`.
 
 What it cannot do. It handles what it names: a new kind of misbehaviour needs a new name here, and a
-line in the loop where it arises.
+line in the loop where it arises. It neither counts nor knows the budgets: a new budget is a line
+in guards.LIMITS, not a line here.
 """
 import json
-import time
 from collections import Counter
 
 from .arrival import ArrivalWatch
@@ -49,50 +51,6 @@ VALID_CALL = ('A valid call looks like {"name": "read_file", "arguments": {"path
               # said after what was wrong with a call the door could not read
               + ", ".join(names()) + ".")
 STOP_HOOK = "[harness] A stop hook of this workspace says the task is not done yet: {}"
-
-
-class Stats:
-    """What the [stats] line reports: model calls, tool calls, and the server's own token counts."""
-
-    def __init__(self):
-        self.turns = self.tool_calls = 0
-        self.prompt_tokens = self.completion_tokens = self.uncounted = 0
-        # the last reply's length as the server counted it: whose limit cut it
-        self.last_reply_tokens = None
-        self.started = time.monotonic()
-        self.cached_tokens = None  # only a server with a prompt cache reports it
-        # which counts the server ever sent: one never sent is null in --json, not 0
-        self.reported = set()
-
-    def count_turn(self, usage):
-        self.turns += 1
-        self.reported |= {key for key in ("prompt_tokens", "completion_tokens") if key in usage}
-        # some servers send none
-        self.uncounted += "prompt_tokens" not in usage and "completion_tokens" not in usage
-        self.prompt_tokens += usage.get("prompt_tokens", 0)
-        self.completion_tokens += usage.get("completion_tokens", 0)
-        self.last_reply_tokens = usage.get("completion_tokens")
-        details = usage.get("prompt_tokens_details")
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        if isinstance(cached, int):
-            self.cached_tokens = (self.cached_tokens or 0) + cached
-
-    def usage(self):
-        """The token counts for --json: each null when the server never reported it."""
-        return {"prompt_tokens": self.prompt_tokens if "prompt_tokens" in self.reported else None,
-                "completion_tokens": self.completion_tokens if "completion_tokens" in self.reported
-                else None, "cached_tokens": self.cached_tokens}
-
-    def line(self):
-        # "?": a 0 would be a measurement nobody made (no answer, no count)
-        unknown = self.uncounted == self.turns
-        missing = f" usage_missing_turns={self.uncounted}" if self.uncounted and not unknown else ""
-        # after the contract's
-        cached = "" if self.cached_tokens is None else f" cached_tokens={self.cached_tokens}"
-        return (f"[stats] turns={self.turns} tool_calls={self.tool_calls} "
-                f"prompt_tokens={'?' if unknown else self.prompt_tokens} "
-                f"completion_tokens={'?' if unknown else self.completion_tokens} "
-                f"seconds={time.monotonic() - self.started:.1f}{cached}{missing}")
 
 
 class Record:
@@ -133,15 +91,15 @@ class Report:
         self.arrivals = ArrivalWatch()  # did each picture reach the model? The bill says
 
     def turn(self, usage, messages, tools, window):
-        """After a reply: the model call counted; then warned on stderr: a --max-tokens the server's
+        """After a reply: the model call counted; then warned on stderr: a token budget the server's
         counts cannot enforce (once), the context nearly full or cut, a picture that never
         arrived."""
         self.stats.count_turn(usage)
         max_tokens = self.settings.max_tokens
         if (max_tokens and self.stats.uncounted == 1
             and not {"prompt_tokens", "completion_tokens"} & set(usage)):
-            self.warn(f"[harness] --max-tokens {max_tokens} cannot be enforced: the server reports "
-                      "no token counts for its replies "
+            self.warn(f"[harness] {self.settings.budget_name('max_tokens')} {max_tokens} cannot be "
+                      "enforced: the server reports no token counts for its replies "
                       "(see `tinyharness doctor`).")  # once: a silent budget is no budget
         self.watch.window = window  # the window in force: the server's own, once it said it
         watch_context(self.watch, usage, messages, tools, self.warn)
@@ -175,11 +133,10 @@ class Edges:
 
     def check_budget(self, budget, turn):
         """Between turns, the only moment the loop can stop: a command hook's "continue": false
-        (hooks/commands.py), --max-turns, --max-seconds, --max-tokens."""
+        (hooks/commands.py), then every budget of the run (guards.Budget)."""
         hooks = self.hands.ext.hooks
         ended = hooks.take_ended() if hooks else None
-        limit = ((ended and f"a {ended[0]} hook ended the run: {ended[1]}") or budget.exceeded(turn)
-                 or tokens_spent(self.report.stats, self.report.settings.max_tokens))
+        limit = (ended and f"a {ended[0]} hook ended the run: {ended[1]}") or budget.exceeded(turn)
         if limit:
             raise Stopped(limit, self.report.record.account())
 
@@ -252,16 +209,6 @@ def garbled(problem):
     """The tool result for a call the door could not read: what was wrong, and what a valid call
     looks like."""
     return f"ERROR: {problem}. {VALID_CALL}"
-
-
-def tokens_spent(stats, max_tokens):
-    """Why the run must stop for --max-tokens (prompt plus completion, as the server counted), or
-    None."""
-    spent = stats.prompt_tokens + stats.completion_tokens
-    if max_tokens and spent >= max_tokens:
-        return (f"the token budget of --max-tokens {max_tokens} was used ({spent} tokens by the "
-                "server's counts)")
-    return None
 
 
 def watch_context(watch, usage, messages, tools, warn):

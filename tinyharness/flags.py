@@ -441,7 +441,13 @@ def settings_from_args(args, window, **built):
     if "checkpoints" in named:  # the flag says whether; the run's recorder is made here
         from .checkpoints import recorder_for
         named["checkpoints"] = recorder_for(os.getcwd(), warn, named["checkpoints"])
-    return RunSettings(**{**named, "context_window": window, **built})
+    return RunSettings(**{**named, "context_window": window, "budget_name": flag_name, **built})
+
+
+def flag_name(field):
+    """A budget's settings field as the command line names it in the run's messages: the flag it is
+    read from (max_turns: --max-turns)."""
+    return "--" + field.replace("_", "-")
 
 
 def reply_wait(max_seconds, floor=600):

@@ -1,12 +1,31 @@
 """Guards: limits the model cannot talk its way past, and a graceful stop when one is reached.
 
-Each guard watches one timeline and sees nothing else. The budgets (`Budget`) are checked by the
-loop between turns, so they cannot end a tool call that never returns: that is the shell timeout's
-job (tools.py), inside the call. A model reply is bounded too: the loop gives the door what is
-left of the time as its timeout. Repeat detection (`RepeatGuard`) sees the sequence of calls, and
-only exact repeats: `sleep 5`, `sleep 10`, `sleep 30` are three different calls to it.
+The problem. A run must end even when the model never says it is done: a budget of model calls, of
+seconds, of the server's tokens. Each budget is read in several places - the loop stops between
+turns, the shell's command and the model's reply may not outlast the time, a subagent may spend
+only what is left of its parent's - and a budget written into each of them separately is a budget
+one of them forgets.
+
+The mechanism. `LIMITS` lists every budget once (`Limit`: the settings field that sets it, what
+the run has used of it, the words of its stop); `Budget` holds one run's, against its settings and
+its counts (counts.Stats). `exceeded` is asked by the loop between turns, `remaining` is what is
+left of each (the shell's timeout and the model's reply read the time in it), `for_child` what a
+subagent is given (subagents.py). A new budget is its flag, its settings field and a line in
+LIMITS. The words are the core's own: a budget is named by its settings field (`max_turns`)
+unless the settings name it otherwise (settings.budget_name: the command line names its flag,
+`--max-turns`). Each guard watches one timeline and sees nothing else: repeat detection
+(`RepeatGuard`) sees the sequence of calls, and only exact repeats: `sleep 5`, `sleep 10`,
+`sleep 30` are three different calls to it.
+
+What it cannot do. The budgets are checked between turns, so they cannot end a tool call that never
+returns: that is the shell timeout's job (tools.py), inside the call; a reply is bounded by the
+time left, given to the door as its timeout. A token budget holds only as well as the server
+counts: one that reports no counts cannot be held to it (edges.py says so once).
 """
 import time
+from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any
 
 from .tools import canonical, parse_arguments
 
@@ -25,28 +44,81 @@ class Stopped(Exception):
         self.done = done
 
 
-class Budget:
-    """Counters the model never sees and cannot negotiate with: model calls and wall-clock
-    seconds."""
+@dataclass(frozen=True)
+class Limit:
+    """One budget: the RunSettings field that sets it (None there: no budget), what the run has
+    used of it (read from the run's `Budget`), the words of its stop ({name}: what the reader calls
+    the field, settings.budget_name; {limit}; {used}), and a subagent's own cap, if it has one (read
+    from the settings; it gets the smaller of that and what is left of the parent's)."""
+    field: str
+    used: Callable[["Budget"], float]
+    stop: str = "reached {name} {limit}"
+    child_cap: Callable[[Any], float] | None = None
 
-    def __init__(self, max_turns=MAX_TURNS, max_seconds=MAX_SECONDS):
-        self.max_turns, self.max_seconds = max_turns, max_seconds
-        self.started = time.monotonic()
+
+# Every budget of a run, in the order they are checked: a new one is a line here (and its flag and
+# its settings field); the loop, the command timeout and the subagents read them all from here.
+LIMITS = [
+    Limit("max_turns", lambda run: run.turns,
+          child_cap=lambda settings: settings.extensions.subagent_max_turns),
+    Limit("max_seconds", lambda run: run.seconds(),
+          "reached {name} {limit:g} ({used:.1f} s have passed)",
+          child_cap=lambda settings: settings.extensions.subagent_max_seconds),
+    Limit("max_tokens", lambda run: run.stats.tokens(),
+          "the token budget of {name} {limit} was used ({used} tokens by the server's counts)"),
+]
+
+
+class Budget:
+    """Counters the model never sees and cannot negotiate with: one run's LIMITS against its
+    settings - the model calls it made, the seconds since it started, the counts in its `stats`
+    (counts.Stats)."""
+    settings: Any
+    stats: Any
+    turns: int
+    started: float
+
+    def __init__(self, settings, stats):
+        self.settings, self.stats = settings, stats
+        self.turns, self.started = 0, time.monotonic()
+
+    def seconds(self):
+        return time.monotonic() - self.started
+
+    def limits(self):
+        """[(Limit, the most this run may use)] of the budgets this run has (None: none)."""
+        return [(limit, most) for limit in LIMITS
+                if (most := getattr(self.settings, limit.field, None)) is not None]
 
     def exceeded(self, turns):
         """Why the run must stop before model call number turns + 1, or None. Only asked between
-        turns."""
-        if turns >= self.max_turns:
-            return f"reached --max-turns {self.max_turns}"
-        seconds = time.monotonic() - self.started
-        if seconds >= self.max_seconds:
-            return f"reached --max-seconds {self.max_seconds:g} ({seconds:.1f} s have passed)"
+        turns; once it says None, that call counts as made."""
+        self.turns = turns
+        for limit, most in self.limits():
+            used = limit.used(self)
+            if used >= most:
+                name = self.settings.budget_name(limit.field)
+                return limit.stop.format(name=name, limit=most, used=used)
+        self.turns = turns + 1
         return None
 
+    def remaining(self):
+        """{field: what is left} of every budget this run has, never below 0."""
+        return {limit.field: max(0, most - limit.used(self)) for limit, most in self.limits()}
+
+    def for_child(self):
+        """A subagent's limits, {field: value}: what is left of each of this run's budgets, or the
+        child's own cap when that is less."""
+        left, settings = self.remaining(), self.settings
+        caps = {limit.field: limit.child_cap(settings) for limit in LIMITS if limit.child_cap}
+        return {field: min(value for value in (left.get(field), caps.get(field))
+                           if value is not None)
+                for field in {**left, **caps}}
+
     def seconds_left(self):
-        """What is left of --max-seconds: the most one model reply may take (the loop passes it to
-        chat)."""
-        return self.max_seconds - (time.monotonic() - self.started)
+        """What is left of the run's time: the most one model reply may take (the loop passes it to
+        chat), and one command (the shell's timeout)."""
+        return self.remaining().get("max_seconds", float("inf"))
 
 
 def signature(call, problem=None):

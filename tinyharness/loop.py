@@ -24,7 +24,8 @@ from functools import partial
 from .asking import for_call
 from .checkpoints import around as checkpoint
 from .context import POLICIES, cap_chars, cap_on_insert
-from .edges import NO_ANSWER, Edges, Report, Stats, garbled, save_transcript
+from .counts import Stats
+from .edges import NO_ANSWER, Edges, Report, garbled, save_transcript
 from .extensions import RunHands
 from .guards import Budget, RepeatGuard, Stopped
 from .hooks import needs_permission, pre_tool_use
@@ -53,8 +54,8 @@ def run_agent(task, client, workspace, settings=None, stats=None, messages=None)
     messages = start(task, workspace, settings, hands, messages)  # Stopped: a hook refused the task
     edges, model = Edges(client, report, hands), Model(client, report)  # edges.py; overflow.py
     report.updated(messages)
-    budget, repeats = Budget(settings.max_turns, settings.max_seconds), RepeatGuard()
-    parent = Parent(run_agent, client, workspace, stats, settings)  # what a task tool child gets
+    budget, repeats = Budget(settings, stats), RepeatGuard()  # every budget (guards.LIMITS)
+    parent = Parent(run_agent, client, workspace, stats, settings, budget)  # a task tool child's
     runner = CallRunner(workspace, settings, hands, parent, report, budget)
     policy = POLICIES[settings.context_policy]  # how old tool results are cut (context.py)
     for turn in itertools.count():
@@ -65,7 +66,7 @@ def run_agent(task, client, workspace, settings=None, stats=None, messages=None)
         messages[:] = policy(messages, window)  # in place: a chat's caller holds this list
         tools = hands.ext.tools()  # asked every turn: an MCP server may have changed its list
         message, usage, finish_reason = model.ask(messages, window, budget, turn, tools)
-        report.turn(usage, messages, tools, window)  # counted; warned: --max-tokens, a full window
+        report.turn(usage, messages, tools, window)  # counted; warned: token budget, full window
         problems = message.pop("_problems", {})  # the door's notes on calls it could not read
         if edges.cut(finish_reason, message, messages):  # cut mid-reply: none of it runs
             continue
@@ -107,7 +108,7 @@ class CallRunner:
         self.workspace, self.settings = workspace, settings
         self.parent, self.report = parent, report
         self.hands, self.ext = hands, hands.ext
-        self.budget = budget  # the run's --max-seconds bounds a command too
+        self.budget = budget  # what is left of the run's time bounds a command too
         # what the post_tool_use hooks remember during this run (failing writes per file)
         self.memory = {}
         window = settings.context_window
@@ -164,8 +165,8 @@ class CallRunner:
         return result if self.cap is None else cap_on_insert(result, self.cap)
 
     def command_time(self):
-        """The longest a command may run: --shell-timeout, or what is left of --max-seconds when
-        less."""
+        """The longest a command may run: the shell timeout, or what is left of the run's time
+        (guards.Budget.remaining) when less."""
         left = self.budget.seconds_left() if self.budget else self.settings.shell_timeout
         return min(self.settings.shell_timeout, left)
 
@@ -199,7 +200,8 @@ class CallRunner:
             return f"DENIED: the user did not allow this {name} call, so it did not run."
         timeout = self.command_time()
         if ours and name == "shell" and timeout <= 0:
-            return "ERROR: the run's --max-seconds is spent, so the command did not run."
+            return (f"ERROR: the run's {settings.budget_name('max_seconds')} is spent, so the "
+                    "command did not run.")
         result = run_tool(workspace, name, arguments, timeout, images, settings.sandbox) if ours \
             else hands.run(name, arguments, images, self.parent)
         return (hands.post_tool_use(name, arguments,

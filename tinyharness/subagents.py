@@ -8,23 +8,25 @@ model's window fills with pages it no longer needs.
 The mechanism. The `task{description}` tool starts a new loop - the same `run_agent`, with the same
 tools, hooks, permission prompt, guards and verification - whose context is only the system prompt
 and the description. It runs to its own end under its own turn and time budget - never more than
-what is left of the parent run's --max-seconds and --max-tokens, because the user set those for the
-whole run - and returns **only its final answer plus a one-line account** (turns, tool calls, files
-written) as the result of the parent's call. "Files written" is what changed in the workspace while
-the child ran (its files are listed before and after, by size and modification time), so a file
-written by `shell` or an MCP tool counts as well as one written by write_file. The parent's context
-never sees the child's tool results. The child cannot start a child of its own (the `task` tool is
-withheld from it: depth 1), so one careless description cannot fan out into a tree of runs. A child
-stopped by a limit says so: its result starts with "NOT confirmed complete", and the parent's model
-reads that.
+what is left of each of the parent run's budgets (its turns, time, tokens, and any budget added to
+guards.LIMITS later), because the user set those for the whole run - and returns **only its final
+answer plus a one-line account** (turns, tool calls, files written) as the result of the parent's
+call. "Files written" is what changed in the workspace while the child ran (its files are listed
+before and after, by size and modification time), so a file written by `shell` or an MCP tool counts
+as well as one written by write_file. The parent's context never sees the child's tool results. The
+child cannot start a child of its own (the `task` tool is withheld from it: depth 1), so one
+careless description cannot fan out into a tree of runs. A child stopped by a limit says so: its
+result starts with "NOT confirmed complete", and the parent's model reads that.
 
 How it reaches the loop. The loop is handed to the child, never imported: when the model calls
 `task`, the running loop passes its own context - itself (`loop.run_agent`), its client, workspace,
 stats and settings, a `Parent` - through the choke point to `run_child`. So this module sits below
 loop.py and extensions.py, the child's settings are derived here from the parent's with
 `dataclasses.replace` (`child_settings`: what it does NOT inherit is written down in one place, and
-a new run knob reaches the child without a line here), and nothing is set on the extensions while a
-run is under way: the child's run makes its own per-run state, as every run does.
+a new run knob reaches the child without a line here; its budgets are what the parent's
+`guards.Budget.for_child` leaves it, so a new budget needs no line here either), and nothing is set
+on the extensions while a run is under way: the child's run makes its own per-run state, as every
+run does.
 
 What it cannot do. The child knows only what the description says: a parent that writes "fix it"
 gets a child that does not know what "it" is. The child's answer is a claim, not evidence - the
@@ -34,12 +36,11 @@ listing is skipped and only write_file's writes are counted.
 """
 import json
 import os
-import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from .edges import Stats
-from .guards import Stopped
+from .counts import Stats
+from .guards import Budget, Stopped
 from .settings import RunSettings, system_prompt
 from .toolrecord import TASK
 
@@ -75,28 +76,23 @@ def result_for_parent(answer, turns, tool_calls, files_written, stopped=None):
 class Parent:
     """The run that starts a child, as the child needs it: the loop to run (the parent's own), the
     client, the workspace, the stats (the child's calls count in them, because the user pays for
-    them all) and the settings (the child inherits some, and may not outlast the parent's
-    limits)."""
+    them all), the settings (the child inherits some) and the budget (guards.Budget: the child may
+    not outlast what is left of it; None: one made from the settings and stats)."""
     loop: Callable
     client: Any
     workspace: str
     stats: Any
     settings: RunSettings
+    budget: Any = None
 
 
 def child_limits(parent):
-    """(max_seconds, max_tokens) for a child: its own --subagent-max-seconds, but never more than
-    what is left of the parent run's time and tokens."""
-    limits, stats = parent.settings, parent.stats
-    seconds, tokens = limits.extensions.subagent_max_seconds, None
-    if limits.max_seconds:
-        left = limits.max_seconds - (time.monotonic() - stats.started)
-        # nothing left: the child stops before its first call
-        seconds = max(0.001, min(seconds, left))
-    if limits.max_tokens:
-        spent = stats.prompt_tokens + stats.completion_tokens
-        tokens = max(1, limits.max_tokens - spent)
-    return seconds, tokens
+    """{settings field: value} of every budget for a child: what is left of each of the parent's
+    (guards.Budget.remaining), or the child's own cap (its subagent turns and seconds) when less.
+    Nothing left: the child stops before its first call. Every budget is set here, none
+    inherited."""
+    budget = parent.budget or Budget(parent.settings, parent.stats)
+    return budget.for_child()
 
 
 def child_settings(parent):
@@ -104,11 +100,10 @@ def child_settings(parent):
     no session start (its hooks ran for the parent), its lines shown indented under the parent's,
     and no transcript, picture or session callbacks (the child's messages go to the parent's
     on_subagent when it ends). Everything else - the sandbox, the permission prompt, the context
-    policy and window, the command timeout, the warn line, any knob added later - it inherits."""
-    inherited, (max_seconds, max_tokens) = parent.settings, child_limits(parent)
-    return replace(inherited, max_turns=inherited.extensions.subagent_max_turns,
-                   max_seconds=max_seconds,
-                   max_tokens=max_tokens, extensions=inherited.extensions.for_child(),
+    policy and window, the command timeout, the warn line, any knob added later that is no budget -
+    it inherits."""
+    inherited = parent.settings
+    return replace(inherited, **child_limits(parent), extensions=inherited.extensions.for_child(),
                    agent="subagent",
                    opens_session=False, echo=lambda line: inherited.echo("  |" + line),
                    on_update=None, on_subagent=None, transcript=None, image=None)
@@ -129,7 +124,7 @@ def run_child(description, parent):
     except Stopped as e:
         stopped = str(e)
     finally:
-        add_stats(parent.stats, stats)
+        parent.stats.add(stats)  # counts.Stats.add: the one sum
         if parent.settings.on_subagent:
             parent.settings.on_subagent(messages)
     after = snapshot(parent.workspace) if before is not None else None
@@ -168,16 +163,6 @@ def snapshot(workspace):
 def changed_files(before, after):
     """The files that are new or changed between two snapshots, sorted."""
     return sorted(path for path, seen in after.items() if before.get(path) != seen)
-
-
-def add_stats(total, part):
-    total.turns += part.turns
-    total.tool_calls += part.tool_calls
-    total.prompt_tokens += part.prompt_tokens
-    total.completion_tokens += part.completion_tokens
-    total.uncounted += part.uncounted
-    if part.cached_tokens is not None:
-        total.cached_tokens = (total.cached_tokens or 0) + part.cached_tokens
 
 
 def files_written(messages):

@@ -20,6 +20,7 @@ that stops reading makes the chat stop when the pipe is full.
 import os
 import time
 
+from ..counts import summed
 from ..run_end import Results, result_line
 
 
@@ -60,18 +61,7 @@ def open_lines(out, session, model):
 
 def end_lines(lines, chat, conversation, session, model, status, started):
     """The last line: how the chat ended, with the whole chat's counts."""
-    from ..edges import Stats
-    total = Stats()
-    total.started = started
-    for stats in conversation.all_stats:
-        total.turns, total.tool_calls = (total.turns + stats.turns, total.tool_calls
-                                         + stats.tool_calls)
-        total.prompt_tokens += stats.prompt_tokens
-        total.completion_tokens += stats.completion_tokens
-        total.uncounted += stats.uncounted
-        total.reported |= stats.reported
-        if stats.cached_tokens is not None:
-            total.cached_tokens = (total.cached_tokens or 0) + stats.cached_tokens
+    total = summed(conversation.all_stats, started)  # counts.py: the one sum
     result = {"exit_code": status, "answer": chat.last_answer if status == 0 else None,
               "messages": len(conversation.all_stats)}
     Results.written = True  # before writing: a closed output must not get a second try from main

@@ -7,7 +7,7 @@ of the chat (the [mcp] and [permissions] lines), the [stats] line of each messag
 line that started it.
 
 The mechanism. Each command reads the chat's own state and prints a few lines, asking nothing of
-the model: /cost sums the chat's Stats (edges.Stats, one per message: the server's token counts,
+the model: /cost sums the chat's Stats (counts.py, one per message: the server's token counts,
 model calls, tool calls); /status names the model (and where it came from: the flag, a variable,
 the defaults file, the default, or /model), the endpoint and dialect of the client in use, the
 session file, the workspace, the sandbox, and the last prompt's size against the window in force
@@ -21,9 +21,10 @@ endpoint's prices are its own). /mcp shows the servers that started; one that fa
 was named then and is not kept. /status shows the window the harness plans with; the server's own
 is known only when it says so (llama.cpp's /props, an overflow error).
 """
-from .compact import estimate_tokens
+from ..counts import summed
 from ..extensions import of as extensions_of
 from ..hooks import approve_everything
+from .compact import estimate_tokens
 
 KINDS = ("deny", "ask", "allow")  # in the order they are asked
 
@@ -31,11 +32,10 @@ KINDS = ("deny", "ask", "allow")  # in the order they are asked
 def cost(chat):
     """/cost: tokens and calls so far, by the server's counts."""
     stats = chat.conversation.all_stats
-    turns, tools = sum(s.turns for s in stats), sum(s.tool_calls for s in stats)
-    prompt = sum(s.prompt_tokens for s in stats)
-    completion = sum(s.completion_tokens for s in stats)
-    unknown = sum(s.uncounted for s in stats)
-    cached = sum(s.cached_tokens or 0 for s in stats)
+    total = summed(stats)  # counts.py: the one sum
+    turns, tools = total.turns, total.tool_calls
+    prompt, completion = total.prompt_tokens, total.completion_tokens
+    unknown, cached = total.uncounted, total.cached_tokens or 0
     chat.say(f"This chat: {count(len(stats), 'message')}, {count(turns, 'model call')}, "
              f"{count(tools, 'tool call')}; "
              f"{prompt} prompt tokens, {completion} completion tokens (the server's counts"
