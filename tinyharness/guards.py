@@ -23,8 +23,8 @@ time left, given to the door as its timeout. A token budget holds only as well a
 counts: one that reports no counts cannot be held to it (edges.py says so once).
 """
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .tools import canonical, parse_arguments

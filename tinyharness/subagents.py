@@ -36,8 +36,9 @@ listing is skipped and only write_file's writes are counted.
 """
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 from .counts import Stats
 from .guards import Budget, Stopped
