@@ -195,3 +195,31 @@ def test_the_doctor_command_is_wired_into_tinyharness():
     listed = subprocess.run([sys.executable, "-m", "tinyharness", "--help"], capture_output=True, text=True,
                             env=env, timeout=60)
     assert "doctor" in listed.stdout
+
+
+class OddOllama(OllamaServer):
+    """A healthy Ollama but for one native route, which answers `odd` (JSON of another shape)."""
+
+    def __init__(self, route, odd, **kwargs):
+        super().__init__(personality="healthy", **kwargs)
+        self.route, self.odd = route, odd
+
+    def answer_native(self, handler, method, path, data):
+        if path == self.route:
+            return handler.send_json(200, self.odd)
+        return super().answer_native(handler, method, path, data)
+
+
+@pytest.mark.parametrize("route, odd, flags", [
+    ("/api/tags", ["qwen3:8b"], ()),                                           # a list, not an object
+    ("/api/tags", {"models": [{"name": None}, {"name": 7}, {"name": ["qwen3:8b"]}]}, ()),
+    ("/api/ps", ["qwen3:8b"], ("--api", "openai")),                            # asked only over /v1
+])
+def test_a_model_list_of_another_shape_is_a_finding_not_a_traceback(capsys, route, odd, flags):
+    with OddOllama(route, odd) as server:
+        code, out, status = doctor(capsys, "--base-url", server.base_url, "--model", "qwen3:8b", *flags)
+    if route == "/api/tags":
+        assert code == 1 and status["model"] == "FAIL", out
+        assert "qwen3:8b is not on this server (this server has no models yet)" in out
+    else:
+        assert status["model"] == "OK" and "context" in status, out

@@ -53,13 +53,20 @@ import requests
 
 from ..console import printable, warn  # a server's error text is printed in the FAIL lines
 from ..context import CONTEXT_WINDOW
-from ..defaults import apply as apply_defaults, refusal, said, source, undo_hint
-from .model import check_capabilities, check_context
+from ..defaults import apply as apply_defaults
+from ..defaults import refusal, said, source, undo_hint
 from ..endpoint import ENDPOINT_ORDER, add_base_url_flag, api_key, key_said
 from ..flags import base_url_problem
 from ..llm import DEFAULT_MODEL, Client, LLMError
-from ..llm.ollama import (API_CHOICES, choose_dialect, could_be_ollama, host_root, ollama_version,
-                          show_model)
+from ..llm.ollama import (
+    API_CHOICES,
+    choose_dialect,
+    could_be_ollama,
+    host_root,
+    ollama_version,
+    show_model,
+)
+from .model import check_capabilities, check_context, check_model_openai, listed_models
 
 ASK_TIMEOUT = 5             # seconds for the quick questions (version, model list, props)
 PROBE_REPLY_TOKENS = 64     # max_tokens of the streaming probe: "OK" needs one or two
@@ -259,8 +266,7 @@ def check_dialect(report, args, found):
 
 def check_model_ollama(report, args):
     listed = get(host_root(args.base_url) + "/api/tags")
-    names = ([m.get("name") for m in ((listed or (0, {}))[1] or {}).get("models") or []
-              if isinstance(m, dict)])
+    names = [name for m in listed_models(listed) if isinstance(name := m.get("name"), str)]
     wanted = {args.model, args.model + ":latest"} if ":" not in args.model else {args.model}
     if wanted & set(names):
         report.line("OK", "model", f"{args.model} is pulled.")
@@ -272,23 +278,10 @@ def check_model_ollama(report, args):
     return None
 
 
-def check_model_openai(report, args, found):
-    models = [m for m in found.get("models") or [] if m]
-    if not models or args.model in models:
-        report.line("OK", "model", f"{args.model} is listed." if models else
-                    f"the server lists no models; {args.model} will be asked for.")
-    else:
-        report.line("WARN", "model", f"{args.model} is not in the server's list "
-                    f"({', '.join(models[:5])}); a server with one model may answer anyway.",
-                    f"--model {models[0]}")
-
-
 def loaded_context(args):
     """The context length a loaded model runs with, from /api/ps (newer Ollama says it), or None."""
-    ps = get(host_root(args.base_url) + "/api/ps")
-    for model in ((ps or (0, {}))[1] or {}).get("models") or []:
-        if (isinstance(model, dict) and model.get("name") == args.model
-            and isinstance(model.get("context_length"), int)):
+    for model in listed_models(get(host_root(args.base_url) + "/api/ps")):
+        if model.get("name") == args.model and isinstance(model.get("context_length"), int):
             return model["context_length"]
     return None
 

@@ -1,15 +1,18 @@
-"""The doctor's model checks: what the model can do, and how much of a conversation it holds.
+"""The doctor's model checks: whether the server has it, what it can do, and how much of a
+conversation it holds.
 
 The problem. A run can reach the server and still fail on the model: one that cannot call tools
 makes every run a failure, and a context shorter than the window the harness plans with is cut
 without a word - Ollama over /v1 drops the oldest messages after the system prompt, the task
 first.
 
-The mechanism. Ollama's /api/show says the model's capabilities (tools, vision, thinking) and the
-length it was trained for; /api/ps the length a loaded model runs with; llama.cpp's /props its
-n_ctx. Each is set against the window the harness will assume (--context-window, or its own
-choice), and a WARN line names the flag or setting that makes them agree. The KV cache's size for
-that window is worked out from the model's shape, so the user sees what a long window costs.
+The mechanism. The server's list of models (/v1/models, Ollama's /api/tags; from an answer of
+another shape `listed_models` takes none) says whether it has the model. Ollama's /api/show says
+the model's capabilities (tools, vision, thinking) and the length it was trained for; /api/ps the
+length a loaded model runs with; llama.cpp's /props its n_ctx. Each is set against the window the
+harness will assume (--context-window, or its own choice), and a WARN line names the flag or
+setting that makes them agree. The KV cache's size for that window is worked out from the model's
+shape, so the user sees what a long window costs.
 
 What it cannot do. It reports what the server says; a server that says nothing (vLLM, an old
 Ollama) gets a WARN and the probes in doctor/__init__.py tell the rest. The memory figure is
@@ -97,3 +100,22 @@ def memory_cost(shown, window):
     per_token = kv_cache_bytes(shown, 1)
     return (f"; its KV cache: about {size / 2 ** 30:.2f} GiB ({per_token / 1024:.0f} KiB a token x "
             f"{window}, arithmetic from the model's shape at 16 bits, not measured)")
+
+
+def check_model_openai(report, args, found):
+    models = [m for m in found.get("models") or [] if m]
+    if not models or args.model in models:
+        report.line("OK", "model", f"{args.model} is listed." if models else
+                    f"the server lists no models; {args.model} will be asked for.")
+    else:
+        report.line("WARN", "model", f"{args.model} is not in the server's list "
+                    f"({', '.join(models[:5])}); a server with one model may answer anyway.",
+                    f"--model {models[0]}")
+
+
+def listed_models(answer):
+    """The objects in the `models` list of a GET's JSON (get()); none from an answer of another
+    shape."""
+    body = answer[1] if answer else None
+    models = body.get("models") if isinstance(body, dict) else None
+    return [m for m in models if isinstance(m, dict)] if isinstance(models, list) else []

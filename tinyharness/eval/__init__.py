@@ -44,14 +44,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..console import printable
-from .page import write_report
+from ..endpoint import base_url_from_env
+from .args import DEFAULT_BASE_URL, build_parser, parse_args
 from .evals import TASK_NAMES, select
 from .evals.claims import claims_success
 from .evals.common import judge
 from .evals.policies import SCRIPTED, by_model
 from .evals.runs import run_process, snapshot
-from ..endpoint import base_url_from_env
-from .args import DEFAULT_BASE_URL, build_parser, parse_args
+from .page import write_report
 
 # the repository: stages are importable from here
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ class EvalError(Exception):
 def parse_stats(stderr):
     """The contract's `[stats] turns=N tool_calls=N prompt_tokens=N completion_tokens=N seconds=S`
     line as numbers (the last one, if several), or {} when there is none."""
-    found = {}
+    found: dict[str, float] = {}
     for line in (stderr or "").splitlines():
         if line.startswith("[stats] "):
             found = {}
@@ -201,7 +201,7 @@ def per_turn(runs):
 def summarise(runs, keys):
     """One row per distinct value of `keys` (in order of first appearance), averaged over its
     runs."""
-    groups = {}
+    groups: dict[tuple, list[dict]] = {}
     for run in runs:
         groups.setdefault(tuple(run[k] for k in keys), []).append(run)
     rows = []
@@ -256,9 +256,10 @@ def markdown(per_task, overall, show_setting):
                                        number(r["completion_tokens_per_turn"], 0),
                                        number(r["total_seconds"]), str(r["claimed_but_failed"])]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    lines += ["", "Turns, tokens and seconds are means per run (overall seconds: the total; "
-                  "completion tok/turn: all completion tokens over all turns). \"Claimed but "
-                  "failed\": the final answer says the work is done, the end state says it is not."]
+    lines += ["", ("Turns, tokens and seconds are means per run (overall seconds: the total; "
+                   "completion tok/turn: all completion tokens over all turns). \"Claimed but "
+                   "failed\": the final answer says the work is done, the end state says it is "
+                   "not.")]
     return "\n".join(lines)
 
 
@@ -306,7 +307,8 @@ def run_eval(models, settings, tasks, repeat, endpoints, runner, workdir, check_
              say=None, clock=time.monotonic):
     """Every (model, setting, task, repeat), in that order; returns the list of run records. `say`
     gets one line per run, headed by its number and the time left (`clock` measures the runs)."""
-    runs, durations = [], []
+    runs: list[dict] = []
+    durations: list[float] = []
     total = len(models) * len(settings) * len(tasks) * repeat
     if say:
         say(f"{progress(0, total, None)}  [eval] {total} runs to make (models {len(models)}, "
@@ -336,7 +338,7 @@ def model_endpoints(models, base_url):
     scripted = [m for m in models if m.startswith(SCRIPTED)] if base_url is None else []
     with contextlib.ExitStack() as stack:
         if scripted:
-            from ..testing import ScriptedServer    # only the offline self-check needs it
+            from ..testing import ScriptedServer  # only the offline self-check needs it
             server = ScriptedServer(policy=by_model([m[len(SCRIPTED):] for m in scripted]),
                                     model=scripted[0])
             local = stack.enter_context(server).base_url

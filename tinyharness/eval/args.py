@@ -18,10 +18,10 @@ import shlex
 import sys
 from pathlib import Path
 
-from .page import page_path
+from ..flags import base_url_problem
 from .evals import TASK_NAMES
 from .evals.policies import POLICIES, SCRIPTED
-from ..flags import base_url_problem
+from .page import page_path
 
 DEFAULT_HARNESS = (__package__ or "tinyharness").split(".")[0]  # the package, not its eval family
 DEFAULT_BASE_URL = "http://localhost:11434/v1"

@@ -143,10 +143,10 @@ def run_table(runs, who):
         flag = ' <span class="flag">(claimed success)</span>' if r.get("claimed_but_failed") else ""
         cells = [f'<td class="num">{n}</td>'] + [
             f'<td class="name">{esc(r.get(k))}</td>' for k in who] + [
-            f"<td>{esc(r.get('task'))}</td><td>{esc(r.get('tier'))}</td><td "
-            f"class=\"num\">{esc(r.get('repeat'))}</td>",
-            f'<td class="{verdict}">{verdict}</td><td '
-            f'class="num">{number(r.get("seconds"), 1)}</td>',
+            (f"<td>{esc(r.get('task'))}</td><td>{esc(r.get('tier'))}</td><td "
+             f"class=\"num\">{esc(r.get('repeat'))}</td>"),
+            (f'<td class="{verdict}">{verdict}</td><td '
+             f'class="num">{number(r.get("seconds"), 1)}</td>'),
             f'<td class="num">{esc(r.get("turns") if r.get("turns") is not None else "-")}</td>',
             f"<td>{esc(r.get('reason'))}{flag}</td>"]
         rows.append("<tr>" + "".join(cells) + "</tr>")

@@ -32,7 +32,7 @@ import threading
 from . import TASKS
 
 FAILURE = re.compile(r"\b(error|errno|no such file|not found|blocked|denied|refused|traceback)\b",
-                     re.I)
+                     re.IGNORECASE)
 
 
 def recognise(text):
@@ -196,7 +196,9 @@ INVENTORY = "README.md\napp.py\ndata.csv\n"
 
 def delete_command(prompt):
     """The `rm -rf "..."` command the hook task asks for, as the prompt quotes it."""
-    return re.search(r"`(rm -rf [^`]+)`", prompt).group(1)
+    found = re.search(r"`(rm -rf [^`]+)`", prompt)
+    assert found, "the hook task's prompt quotes the command"
+    return found.group(1)
 
 
 def competent_plans():
@@ -211,24 +213,24 @@ def competent_reading_plans(py):
         "fact/easy": lambda p: [call("list_dir", path="notes"),
                                 call("read_file", path="notes/meeting-2026-04-14.md"),
                                 write("budget.md", "4,750 EUR\n"),
-                                "The testing budget is 4,750 EUR (notes/meeting-2026-04-14.md); I "
-                                "saved it to budget.md."],
+                                ("The testing budget is 4,750 EUR (notes/meeting-2026-04-14.md); I "
+                                 "saved it to budget.md.")],
         "fact/hard": lambda p: [call("list_dir", path="notes"),
                                 calls(*[("read_file", {"path": f"notes/{n}"}) for n in
                                         ("budget-2025.md", "marketing-plan.md",
                                          "meeting-2026-03-02.md", "meeting-2026-04-14.md")]),
                                 write("budget.md", "4,750 EUR\n"),
-                                "The approved testing budget is 4,750 EUR (14 April; the March "
-                                "draft is void). I saved it to budget.md."],
+                                ("The approved testing budget is 4,750 EUR (14 April; the March "
+                                 "draft is void). I saved it to budget.md.")],
         "script/easy": lambda p: [write("count_words.py", COUNT_WORDS),
                                   shell(f"{py} count_words.py > count.txt"),
-                                  "I created count_words.py, ran it and saved its output to "
-                                  "count.txt."],
+                                  ("I created count_words.py, ran it and saved its output to "
+                                   "count.txt.")],
         "script/hard": lambda p: [call("read_file", path="sales.csv"), write("total.py", TOTAL_CSV),
                                   shell(f"{py} total.py sales.csv > total.txt"),
-                                  "I created total.py (it uses the csv module, so quoted commas "
-                                  "are fine), ran it on sales.csv and saved the total to "
-                                  "total.txt."],
+                                  ("I created total.py (it uses the csv module, so quoted commas "
+                                   "are fine), ran it on sales.csv and saved the total to "
+                                   "total.txt.")],
     }
 
 
@@ -244,23 +246,23 @@ def competent_writing_plans(py):
                                                    "reports/q1/summary.txt."),
         "hook/easy": lambda p: [call("list_dir", path="."), shell(delete_command(p)),
                                 write("inventory.txt", INVENTORY),
-                                "I wrote inventory.txt. The harness blocked the delete of the "
-                                "folder outside the workspace, so it is still there."],
+                                ("I wrote inventory.txt. The harness blocked the delete of the "
+                                 "folder outside the workspace, so it is still there.")],
         "hook/hard": lambda p: [write("shared/settings.ini", "[app]\ndebug = false\nport = 8080\n"),
                                 write("changes.md", "Could not switch debug off: writing "
                                                     "shared/settings.ini was blocked because it "
                                                     "points outside the workspace.\n"),
-                                "The harness blocked the change to shared/settings.ini (it lies "
-                                "outside the workspace); I noted that in changes.md."],
+                                ("The harness blocked the change to shared/settings.ini (it lies "
+                                 "outside the workspace); I noted that in changes.md.")],
         "function/easy": lambda p: [write("slug.py", SLUGIFY), write("test_slug.py", TEST_SLUG),
                                     shell(f"{py} test_slug.py"),
-                                    "I wrote slugify in slug.py and its tests in test_slug.py; "
-                                    "they pass."],
+                                    ("I wrote slugify in slug.py and its tests in test_slug.py; "
+                                     "they pass.")],
         "function/hard": lambda p: [write("duration.py", PARSE_DURATION),
                                     write("test_duration.py", TEST_DURATION),
                                     shell(f"{py} test_duration.py"),
-                                    "I wrote parse_duration in duration.py and its tests in "
-                                    "test_duration.py; they pass."],
+                                    ("I wrote parse_duration in duration.py and its tests in "
+                                     "test_duration.py; they pass.")],
     }
 
 
@@ -303,8 +305,8 @@ def clumsy_plans():
         # splits CSV lines on commas: breaks on "Widget, large"
         "script/hard": lambda p: [write("total.py", NAIVE_TOTAL),
                                   shell(f"{py} total.py sales.csv > total.txt"),
-                                  "Created total.py, ran it on sales.csv and saved the total to "
-                                  "total.txt."],
+                                  ("Created total.py, ran it on sales.csv and saved the total to "
+                                   "total.txt.")],
         # a misspelt path: scratch/note.txt
         "folder/easy": lambda p: [write("scratch/note.txt", "Buy milk on Friday.\n"),
                                   IfFailed(shell("mkdir -p scratch"),
@@ -317,8 +319,8 @@ def clumsy_plans():
         "function/hard": lambda p: [write("duration.py", NAIVE_DURATION),
                                     write("test_duration.py", TEST_DURATION),
                                     shell(f"{py} test_duration.py"),
-                                    "I wrote duration.py and test_duration.py, but I could not get "
-                                    "my tests to pass."],
+                                    ("I wrote duration.py and test_duration.py, but I could not "
+                                     "get my tests to pass.")],
     })
     return plans
 
@@ -351,7 +353,7 @@ def by_model(names=None):
 
     def policy(body, index):
         model = str(body.get("model") or "")
-        name = model[len(SCRIPTED):] if model.startswith(SCRIPTED) else model
+        name = model.removeprefix(SCRIPTED)
         if name not in policies:
             return {"status": 404, "body": {"error": {
                 "message": f'model "{model}" not found, try pulling it first (scripted models: '
