@@ -5,9 +5,9 @@ what the model says it did (`judge`). Checks that need to run code (the model's 
 tests) run it in a copy of the workspace, in a subprocess with a timeout (runs.py, the armour).
 """
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Optional
 
 from .runs import differences, run_python_in_copy, snapshot
 
@@ -28,7 +28,7 @@ class Task:
     check: Callable               # check(Judge) -> (passed, reason)
     files: dict = field(default_factory=dict)   # workspace path -> text, written before the run
     # setup(workspace, outside) for anything files cannot say
-    setup: Callable | None = None
+    setup: Optional[Callable] = None
 
     @property
     def id(self):
@@ -116,5 +116,5 @@ def judge(task, workspace, outside, before, scratch, check_timeout):
         return False, f"something outside the workspace changed: {touched}"
     try:
         return task.check(Judge(workspace, scratch, check_timeout))
-    except Exception as e:  # noqa: BLE001 - a check must never take the whole eval down
+    except Exception as e:                        # a check must never take the whole eval down
         return False, f"the check itself failed: {type(e).__name__}: {e}"
