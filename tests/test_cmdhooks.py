@@ -143,6 +143,18 @@ def test_claude_decisions_on_exit_0(workspace, decision, allowed, ask):
         assert verdict.reason == "no rm here"
 
 
+def test_a_claude_hook_sees_the_file_save_note_really_writes(workspace):
+    """save_note appends to agent_notes.md: a hook that guards files by Claude's file_path must be
+    told that name, not another (it was told NOTES.md, a file the tool never touches)."""
+    record = script(workspace, "import json,sys; e=json.load(sys.stdin); "
+                               "open('seen.json','a').write(json.dumps(e)+'\\n')")
+    hooks, _ = claude_hooks(workspace, {"hooks": {
+        "PreToolUse": [{"matcher": "Edit", "hooks": [{"type": "command", "command": record}]}]}})
+    assert hooks.run("pre_tool_use", "save_note", {"note": "the build needs make"}).allowed
+    seen = json.loads((workspace / "seen.json").read_text())
+    assert (seen["tool_name"], seen["tool_input"]["file_path"]) == ("Edit", str(workspace / "agent_notes.md"))
+
+
 def test_claude_names_in_matchers_and_on_stdin(workspace):
     record = script(workspace, "import json,os,sys; e=json.load(sys.stdin); e['env']=os.environ['CLAUDE_PROJECT_DIR']; "
                                "open('seen.json','a').write(json.dumps(e)+'\\n')")

@@ -91,7 +91,7 @@ from pathlib import Path
 
 from ..console import warn
 from ..filedoor import CONFIG_CAP, read_config
-from ..tools import record
+from ..tools import NOTES_FILE, record
 from .decide import Verdict, verdict_of
 from .run import cannot_start, run_command, tool_folders
 
@@ -474,7 +474,7 @@ def claude_input(tool, arguments, workspace):
         and "://" not in path):
         shown["file_path"] = os.path.normpath(os.path.join(workspace, path))
     if tool == "save_note" and "file_path" not in shown:
-        shown["file_path"] = os.path.join(workspace, "NOTES.md")
+        shown["file_path"] = os.path.join(workspace, NOTES_FILE)  # where save_note writes
     return shown
 
 
