@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tinyharness.hooks import commands
+from tinyharness.sandbox import Sandbox
 from tinyharness import trust
 
 PY = sys.executable
@@ -20,7 +21,8 @@ def hooks_for(workspace, event, command, matcher=None):
     (workspace / ".tinyharness").mkdir(exist_ok=True)
     (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps({event: [entry]}))
     reports = []
-    return commands.CommandHooks(commands.load(workspace), workspace, "s1", report=reports.append, timeout=2), reports
+    return commands.CommandHooks(commands.load(workspace), workspace, "s1", report=reports.append, timeout=2,
+                                 sandbox=Sandbox()), reports
 
 
 def script(workspace, body):
@@ -110,7 +112,7 @@ def claude_hooks(workspace, settings, timeout=None):
     (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps(settings))
     reports = []
     return commands.CommandHooks(commands.load(workspace), workspace, "s1", report=reports.append,
-                                 timeout=timeout), reports
+                                 timeout=timeout, sandbox=Sandbox()), reports
 
 
 def pre_tool_use(command, matcher="Bash"):

@@ -204,7 +204,7 @@ ELSEWHERE = {
     ("sessions/__init__", "read_header"): "the session store", ("sessions/__init__", "repair"): "the session store",
     ("sandbox/git", "digest_of"): "git's files, snapshot: an O_NOFOLLOW, O_NONBLOCK descriptor", ("sandbox/git", "harmless_config"): "git's files",
     ("sandbox/git", "put_back"): "git's files, restored",
-    ("chat/turns", "stop_commands"): "/proc", ("sessions/writer", "lock_holder"): "/proc",
+    ("sessions/writer", "lock_holder"): "/proc",
     ("sandbox/reaping", "parents"): "/proc", ("sandbox/reaping", "children_from_proc"): "/proc",
     ("sandbox/reaping", "stat_of"): "/proc", ("sandbox/rules", "tasks_now"): "/proc",
     ("sandbox/rules", "__init__"): "/proc", ("sandbox/spawner_main", "remove_ipc"): "/proc",

@@ -5,6 +5,7 @@ import sys
 
 from tests.ladder import FINAL, ROOT, calls, run_stage, tool_call, tool_results
 from tinyharness.testing import ScriptedServer
+from tinyharness.sandbox import Sandbox
 
 MCP_SERVER = f"{sys.executable} {ROOT / 'tests' / 'mcp_server.py'}"
 
@@ -196,7 +197,8 @@ def test_a_pre_compact_hook_can_block_compaction_or_add_to_the_summary_request(w
                                ("echo 'Keep the release codename.'", True)):
         (workspace / ".tinyharness").mkdir(exist_ok=True)
         (workspace / ".tinyharness" / "hooks.json").write_text(json.dumps({"pre_compact": [{"command": command}]}))
-        hands = Extensions(hooks=commands.CommandHooks(commands.load(workspace), workspace, report=lambda t: None))
+        hands = Extensions(hooks=commands.CommandHooks(commands.load(workspace), workspace, report=lambda t: None,
+                                                       sandbox=Sandbox()))
         with ScriptedServer(script=["The summary."]) as server:
             from tinyharness.llm import Client
             settings = ChatSettings(RunSettings(extensions=hands, warn=lambda text: None), keep_turns=1)

@@ -309,24 +309,29 @@ def test_progress_is_shown_on_stderr():
 
 
 def test_ctrl_c_in_chat_stops_the_turns_commands_never_a_server(tmp_path):
-    # In a process of its own: stop_commands() kills every child group of the process that calls it.
+    # In a process of its own: a command the shell tool's sandbox started and Ctrl-C interrupted is
+    # reaped and counted by that sandbox (tools.stop_commands); the server, and a child nobody's tool
+    # started, run on.
     import subprocess
     program = f"""
 import subprocess, sys
-from tests.mcp_server import PNG
-from tinyharness import mcp
-from tinyharness.chat.turns import stop_commands
+from tinyharness import mcp, tools
+from tinyharness.sandbox import Sandbox
 slots = mcp.Slots.start({{"t": {{"command": {SERVER!r}}}}}, report=lambda t: None)
-command = subprocess.Popen(["sleep", "300"], start_new_session=True)
-print(stop_commands(), command.pid, flush=True)
+box = Sandbox(enabled=False)
+command, finish = box.start({str(tmp_path)!r}, "sleep 300", 60, stdout=subprocess.DEVNULL)
+bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+command.interrupt()
+print(tools.stop_commands(box), command.pid, bystander.poll(), flush=True)
 print(slots.call("mcp__t__echo", {{"text": "alive"}}), flush=True)
+bystander.kill()
 slots.close()
 """
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, cwd=ROOT,
                           env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")})
     assert done.returncode == 0, done.stderr
-    (killed, pid), answer = done.stdout.splitlines()[0].split(), done.stdout.splitlines()[1]
-    assert killed == "1" and not alive(int(pid))  # the command's group, not the server's
+    (killed, pid, bystander), answer = done.stdout.splitlines()[0].split(), done.stdout.splitlines()[1]
+    assert killed == "1" and not alive(int(pid)) and bystander == "None"  # the command's group alone
     assert answer == "echo: alive"
 
 

@@ -425,13 +425,16 @@ def test_ctrl_c_during_a_command_ends_everything_it_started(place, monkeypatch, 
 
     seen = []
 
-    def interrupted(process, timeout):  # the shell tool waits; the user presses Ctrl-C once both sleeps run
+    def interrupted(process, timeout=None):  # the shell tool waits; the user presses Ctrl-C once both sleeps run
         deadline = time.monotonic() + 60
         while sleeping(marker) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         seen.append(sleeping(marker))
         raise KeyboardInterrupt
-    monkeypatch.setattr(tools, "wait", interrupted)
+    from tinyharness.sandbox.handle import Command
+    from tinyharness.sandbox.spawner import Spawned
+    for handle in (Spawned, Command):  # whichever started it: the shell tool waits on its handle
+        monkeypatch.setattr(handle, "wait", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run(place.ws, f"setsid sleep {marker} & sleep {marker}")
     assert running(f"sleep {marker}") == [] and seen == [2]

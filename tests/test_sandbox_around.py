@@ -242,7 +242,8 @@ def test_the_private_tmpdir_is_removed_whatever_modes_the_command_left():
         as_user("mkdir", f"{root}/ws")
         command = ('mkdir -p "$TMPDIR/a/b" && touch "$TMPDIR/a/b/f" && chmod 000 "$TMPDIR/a" && chmod 500 "$TMPDIR" '
                    '&& echo "tmp=$TMPDIR"')
-        result = as_user(PY, "-c", f"from tinyharness import tools\nprint(tools.shell({root + '/ws'!r}, {command!r}))")
+        result = as_user(PY, "-c", f"from tinyharness import tools\nfrom tinyharness.sandbox import Sandbox\n"
+                                     f"print(tools.shell({root + '/ws'!r}, {command!r}, sandbox=Sandbox()))")
         tmpdir = result.stdout.split("tmp=", 1)[1].split()[0]
         assert tmpdir.startswith(root) and not os.path.lexists(tmpdir), result
     finally:

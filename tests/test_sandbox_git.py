@@ -210,7 +210,8 @@ def test_as_a_user_a_hook_behind_chmod_111_is_still_found(tmp_path):
         pwned = outside / "pwned"
         command = (f"printf '#!/bin/sh\\\\ntouch {pwned}\\\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit "
                    "&& chmod 111 .git/hooks")
-        driver = f"from tinyharness import tools\nprint(tools.shell({str(ws)!r}, {command!r}))"
+        driver = (f"from tinyharness import tools\nfrom tinyharness.sandbox import Sandbox\n"
+                  f"print(tools.shell({str(ws)!r}, {command!r}, sandbox=Sandbox()))")
         result = as_user(sys.executable, "-c", driver)
         assert ".git/hooks/pre-commit (created)" in result.stdout, result
         assert (ws / ".git" / "hooks").stat().st_mode == mode and not (ws / ".git" / "hooks" / "pre-commit").exists()

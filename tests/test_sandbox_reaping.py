@@ -134,8 +134,9 @@ def test_a_user_s_command_starts_at_most_256_tasks_and_leaves_none():
         marker = f"{time.time_ns() % 10_000_000 / 1000 + 20:.3f}"
         program = FORK_LOOP.replace("time.sleep(20)", f"time.sleep({marker})")
         system_python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else PY  # any user may run it
-        driver = (f"from tinyharness import tools\nprint(tools.shell({ws!r}, {system_python!r} + ' -c ' + "
-                  f"{shlex.quote(program)!r}, timeout=60))")
+        driver = (f"from tinyharness import tools\nfrom tinyharness.sandbox import Sandbox\n"
+                  f"print(tools.shell({ws!r}, {system_python!r} + ' -c ' + "
+                  f"{shlex.quote(program)!r}, timeout=60, sandbox=Sandbox()))")
         done = subprocess.run([*prefix, PY, "-c", driver], capture_output=True, text=True, timeout=120, cwd=ws,
                               env=AS_A_USER_ENV)
         assert "stopped after" in done.stdout, done

@@ -24,8 +24,7 @@ import sys
 import time
 
 from .console import StreamPrinter, printable, warn
-from .flags import (approver, check_agent_flags, client_from_args, image_from_flag,
-                    irregular_config, sandbox_from_args, settings_from_args, usage_problem)
+from .flags import UsageError, approver, from_command_line, usage_problem
 from .claude_output import choose, missing_result
 from .defaults import apply as apply_defaults, refusal
 from .parsers import build_parser, print_mode, version
@@ -126,66 +125,53 @@ def run_command(args, parser):
 
 
 def prepare_run(args, parser):
-    """The task, the checks a usage error comes from, the workspace's hooks and MCP servers, the
-    sandbox and the client; then the run, with the settings the command line asks for
-    (flags.settings_from_args)."""
-    from . import extensions
+    """The task and the run's own checks, then what the run needs from its command line
+    (flags.from_command_line, the one way `run` and `chat` share: the checks, the sandbox, the
+    workspace's hooks and MCP servers, the client, the settings); then the run. A usage error is
+    said here in one line, exit 2."""
     from .hooks import ask_user
     from .sessions import SessionError
-    sandbox, image = checked_run_args(args, parser)
+    from_stdin = checked_task(args, parser)
     # stdout is for the JSON lines alone: the tool lines and a streamed answer go to stderr
     if args.json:
         stream, printer = bool(args.stream), StreamPrinter(sys.stderr)
     else:
         stream, printer = (sys.stdout.isatty() if args.stream is None
                            else args.stream, StreamPrinter(sys.stdout))
-    if problem := irregular_config(os.getcwd()):
-        return usage_failure(problem)
-    try:
-        resumed = resumed_session(args)
-    except SessionError as e:
-        return usage_failure(str(e))
+    prompt = Prompt(printer)
     # the workspace's hooks and MCP servers: trusted by the user (never by --yes) before anything
     # runs
     try:
-        hands = extensions.from_flags(args, os.getcwd(), lambda q: ask_user(printable(q)), warn)
-    except extensions.SetupError as e:
+        ready = from_command_line(args, parser, lambda q: ask_user(printable(q)), printer, stream,
+                                  opening=lambda: run_opening(args, from_stdin),
+                                  approve=approver(args, prompt))
+    except (UsageError, SessionError) as e:
         return usage_failure(str(e))
-    # the hooks run in the run's sandbox (--sandbox off: unconfined, as the commands)
-    if hands.hooks:
-        hands.hooks.sandbox = sandbox
-    hands.fence(sandbox, warn)  # a Read deny holds for commands too
-    client, window = client_from_args(args, stream, printer)
-    prompt = Prompt(printer)
-    settings = settings_from_args(args, window, sandbox=sandbox, approve=approver(args, prompt),
-                                  extensions=hands, echo=printer.echo, image=image)
-    return start_run(args, client, settings, printer, stream, prompt, resumed)
+    return start_run(args, ready.client, ready.settings, printer, stream, prompt, ready.opened)
 
 
-def checked_run_args(args, parser):
-    """(sandbox, image part or None): the task read, the usage errors found (exit 2) before anything
-    starts."""
-    from . import piped
-    from .imageload import ImageError
-    from .vision import image_part
+def checked_task(args, parser):
+    """Whether the task came on standard input; the task read, the run's own usage errors found
+    (exit 2) before anything starts."""
     from_stdin = args.task == "-"  # `echo "fix the tests" | tinyharness run -`
     args.task = sys.stdin.read() if from_stdin else args.task
     if not args.task.strip():
         parser.error("the task is empty")
-    check_agent_flags(args, parser)
     if args.continue_session and args.resume:
         parser.error("give --continue or --resume ID, not both")
     if (args.continue_session or args.resume) and args.no_session:
         parser.error("--continue and --resume go on with a session: they cannot be used with "
                      "--no-session")
-    sandbox = sandbox_from_args(args, parser)
+    return from_stdin
+
+
+def run_opening(args, from_stdin):
+    """The run's own step once the command line is found usable: what was piped goes with the task,
+    and the session --continue or --resume names is opened (resumed_session)."""
+    from . import piped
     if not from_stdin:  # `cat log | tinyharness run "explain this"`: the log goes with the task
         args.task = piped.with_task(args.task)
-    try:  # a bad image is a usage error (exit 2), found before any model call
-        return (sandbox, image_part(*image_from_flag(args.image, os.getcwd()))
-                if args.image is not None else None)
-    except ImageError as e:
-        parser.error(f"--image: {e}")
+    return resumed_session(args)
 
 
 class Prompt:

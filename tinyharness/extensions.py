@@ -22,7 +22,7 @@ lesson.
 """
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from itertools import count
 from typing import Any
 
@@ -333,20 +333,21 @@ def check_flags(args, parser):
         parser.error(str(e))
 
 
-def from_flags(args, workspace, ask, report):
+def from_flags(args, workspace, ask, report, sandbox=None):
     """Load the workspace's hooks and the MCP servers (asking trust for the workspace's own files
     with `ask`, the real prompt: --yes never answers it; --trust answers it while the run starts,
-    trust.AtStart), start the servers. Raises SetupError."""
+    trust.AtStart), start the servers. The hooks are made with `sandbox`, the run's (they run in
+    it). Raises SetupError."""
     ask = trust.AtStart(ask) if getattr(args, "trust", False) else ask
     try:
-        return start_extensions(args, workspace, ask, report)
+        return start_extensions(args, workspace, ask, report, sandbox)
     finally:
         if isinstance(ask, trust.AtStart):
             ask.over()  # from here on a changed file is asked about by the real prompt
 
 
-def start_extensions(args, workspace, ask, report):
-    hooks, rules = load_policy(workspace, ask, report, args)
+def start_extensions(args, workspace, ask, report, sandbox=None):
+    hooks, rules = load_policy(workspace, ask, report, args, sandbox)
     if not getattr(args, "yes", False) and not rules.allows_any() and not has_terminal():
         report("[permissions] there is no terminal to answer at and neither --yes nor an allow "
                "rule was given: every write and command will be DENIED (nobody is there to answer "
@@ -365,9 +366,10 @@ def start_extensions(args, workspace, ask, report):
         if isinstance(trusted, trust.Trusted):  # a workspace file's: checked again at the start
             checks[name] = trusted
     slots = mcp.Slots.start(configs, report=report, trusted=checks) if configs else None
-    hands = Extensions(slots, hooks, rules, subagents=args.subagents, parallel=args.parallel,
-                       subagent_max_turns=args.subagent_max_turns,
-                       subagent_max_seconds=args.subagent_max_seconds)
+    # each knob read from the flag of its name (--subagent-max-turns fills subagent_max_turns)
+    knobs = {f.name: getattr(args, f.name) for f in fields(Extensions)
+             if f.name not in ("mcp", "hooks", "rules") and hasattr(args, f.name)}
+    hands = Extensions(slots, hooks, rules, **knobs)
     for line in rules.unmatched([schema["function"]["name"] for schema in hands.tools()]):
         report(line)  # a rule that matches nothing is said, never silently kept
     return hands
@@ -397,7 +399,7 @@ def list_hooks(workspace, out=print):
                            else "(NOT trusted yet: run or chat asks once; until then none runs)"))
         for event, entries in hooks.items():
             for hook in entries:
-                _, start = placing.sandbox_for(hook)
+                start = placing.start_folder(hook, confined=hook.sandbox)
                 where = "in the sandbox" if hook.sandbox else 'UNCONFINED ("sandbox": false)'
                 matcher = "*" if hook.matcher.pattern == ".*" else hook.matcher.pattern
                 out(f"  {event} [{matcher}] {hook.command[:120]}")
@@ -408,7 +410,7 @@ def list_hooks(workspace, out=print):
     return 0
 
 
-def load_policy(workspace, ask, report, flags=None):
+def load_policy(workspace, ask, report, flags=None, sandbox=None):
     """(CommandHooks or None, permissions.Rules): the hooks and permission rules of the workspace's
     files (Claude Code's .claude/settings.json and settings.local.json, our .tinyharness/hooks.json)
     and the --allow/--ask/--deny flags. A file with hooks, allow rules or defaultMode acceptEdits is
@@ -433,8 +435,8 @@ def load_policy(workspace, ask, report, flags=None):
                      + "; ".join(unused)[:600])
     for note in notes:
         report(note)
-    hooks = (commands.CommandHooks(merged, workspace, report=report) if any(merged.values())
-             else None)
+    hooks = (commands.CommandHooks(merged, workspace, report=report, sandbox=sandbox)
+             if any(merged.values()) else None)
     return hooks, rules
 
 

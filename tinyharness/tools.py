@@ -13,18 +13,15 @@ import json
 import locale
 import os
 import secrets
-import select
-import signal
 import stat
 import subprocess
 import threading
 from pathlib import Path
 
-from .sandbox import Sandbox, hint_for
+from .sandbox import hint_for
 from .sandbox.beneath import BENEATH, open_beneath
 from .sandbox.git import protected_path
-from .sandbox.reaping import SignalsHeld, wait_for_group
-from .sandbox.spawner import Spawned
+from .sandbox.reaping import SignalsHeld
 from .imageload import ImageError, load_image
 from .toolrecord import TASK, Tool, canonical, parse_arguments, schema  # noqa: F401
 from .vision import image_part, view_image_result
@@ -200,9 +197,10 @@ def save_note(workspace, text):
 def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
     """Run one command in a new shell, confined by the sandbox (sandbox/__init__.py) unless it is
     switched off. The command gets its own process group (a new session), and the sandbox finds what
-    left the group, so the timeout can kill everything it started, not just /bin/sh."""
-    sandbox = Sandbox() if sandbox is None else sandbox
-    problem = sandbox.problem()
+    left the group, so the timeout can kill everything it started, not just /bin/sh. `sandbox`: the
+    run's (flags.sandbox_from_args); none given, nothing runs."""
+    problem = (sandbox.problem() if sandbox is not None  # never a default: the run's is handed over
+               else "the shell tool was given no sandbox to run commands in, so nothing ran")
     if problem:
         return f"ERROR: {problem}"
     held, process, finish = start_held(sandbox, workspace, command, timeout)
@@ -211,16 +209,16 @@ def shell(workspace, command, timeout=SHELL_TIMEOUT, sandbox=None):
     try:  # a Ctrl-C or SIGTERM from the command's start on ends it: held until here
         held.release()
         reader.start()
-        wait(process, timeout)
+        process.wait(timeout)  # the handle's: the end seen at once (sandbox/handle.py)
         timed_out = False
     except subprocess.TimeoutExpired:
         timed_out = True
     except BaseException:  # Ctrl-C: the command's own session missed the terminal's signal
-        interrupt(process)
+        process.interrupt()  # killed, and what it started; returns once they have ended
         finish(True, reap=False)  # and what left the group, the private TMPDIR, the protected paths
-        # the shell itself is left for the caller to reap (chat counts the commands it stopped)
+        # the shell itself is left for its sandbox to reap and count (stop_commands)
         raise
-    end_group(process)  # also what it left in the background: it would hold the pipe open
+    process.kill()  # its group: also what it left in the background, which would hold the pipe
     notes = finish(timed_out)  # sandboxed: every process it left, the protected paths put back
     status = process.wait()
     # unsandboxed, a child that left the group (setsid) can keep the pipe open: stop reading
@@ -252,24 +250,6 @@ def start_held(sandbox, workspace, command, timeout):
         raise
 
 
-def wait(process, timeout):
-    """process.wait(timeout), without its polling: Popen.wait with a timeout sleeps in growing steps
-    and can notice the end of a quick command milliseconds late. A pidfd (Linux 5.3) becomes
-    readable the moment the process ends."""
-    if isinstance(process, Spawned):  # the spawner says when it ends
-        return process.wait(timeout)
-    try:
-        pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):  # not Linux, or an old kernel
-        return process.wait(timeout=timeout)
-    try:
-        if not select.select([pidfd], [], [], timeout)[0]:
-            raise subprocess.TimeoutExpired(process.args, timeout)
-    finally:
-        os.close(pidfd)
-    return process.wait()
-
-
 class Output:
     """A command's output as it arrives, keeping only its first and last KEEP_BYTES."""
 
@@ -286,29 +266,11 @@ class Output:
         pipe.close()
 
 
-def end_group(process):
-    """Kill the command's process group (a command the spawner started: all it started)."""
-    if isinstance(process, Spawned):
-        process.kill()
-    else:
-        kill_group(process.pid)
-
-
-def interrupt(process):
-    """Ctrl-C: kill the command, and leave it for chat to reap and count (`stop_commands`). It
-    returns once what was killed has ended: the run may exit next."""
-    if isinstance(process, Spawned):
-        process.interrupt()
-    else:
-        kill_group(process.pid)
-        wait_for_group(process.pid)
-
-
-def kill_group(pid):
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # the whole group had already ended
+def stop_commands(sandbox):
+    """Ctrl-C in a chat: the shell tool's commands the interruption killed, reaped by the sandbox
+    that started them (Sandbox.stop_all); how many. Nothing else is touched: the MCP servers serve
+    the whole chat, and a process of the user's was never ours."""
+    return sandbox.stop_all() if sandbox is not None else 0
 
 
 def decode(data):
@@ -418,9 +380,9 @@ def known():
 
 def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT, images=None, sandbox=None):
     """Run one call. Whatever goes wrong comes back as text that says what was wrong and what is
-    valid; the loop never crashes here. `sandbox`: how shell commands run (sandbox.Sandbox; None =
-    on, defaults); `images`: where the loop collects this turn's pictures. A tool gets those of
-    them its record's `extras` names."""
+    valid; the loop never crashes here. `sandbox`: how shell commands run (the run's
+    sandbox.Sandbox; None: shell runs nothing); `images`: where the loop collects this turn's
+    pictures. A tool gets those of them its record's `extras` names."""
     arguments, problem = check_call(name, arguments)
     if problem:
         return problem

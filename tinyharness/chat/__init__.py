@@ -18,7 +18,8 @@ message is sent, the prompt's size is checked and the history compacted past the
 Ctrl-C raises KeyboardInterrupt wherever the main thread is: in the model call (the HTTP read is
 abandoned), or waiting for a shell command. The shell tool starts each command in a process group of
 its own (so its timeout can kill all of it), which also means the terminal's Ctrl-C never reaches
-it; the chat kills those groups itself. Then it repairs the history: every call of the interrupted
+it; the shell tool kills that group itself, and the chat asks the tools to reap and count what was
+stopped (tools.stop_commands). Then it repairs the history: every call of the interrupted
 turn that has no result gets one saying it was interrupted, because servers reject a call without
 its result. The session goes on at the prompt; Ctrl-D (end of input) or /quit ends it. SIGTERM and
 SIGHUP (`timeout`, systemd, a closed terminal) arrive as `Terminated`, a KeyboardInterrupt
@@ -31,8 +32,7 @@ starts a block that runs until the next such line. With standard input not a ter
 script, a test) each line is one message, the same continuations apply, and the session ends at
 /quit or end of input; answers are printed as `run` prints them.
 
-What it cannot do. Killing the commands of an interrupted turn needs /proc (Linux): elsewhere a
-command Ctrl-C interrupted runs on until it ends by itself. A turn stopped halfway may have written
+What it cannot do. A turn stopped halfway may have written
 half its files: the interruption stops the harness, it does not undo anything. Permission prompts
 are answered at the terminal (asking.py), never by a piped line: with messages piped in and no
 terminal, every write and command is denied (use --yes, or --allow what may run).
@@ -50,11 +50,11 @@ from .turns import Chat
 from ..console import StreamPrinter, printable, warn
 from ..extensions import of as extensions_of
 from ..filedoor import write_text
-from ..flags import (approver, check_agent_flags, client_from_args, image_from_flag,
-                     irregular_config, sandbox_from_args, settings_from_args)
+from ..flags import UsageError, approver, from_command_line
 from ..hooks import ask_user
 from ..loop import RunSettings, Stats, run_agent, system_prompt
 from ..overflow import learn_window, window_in_force
+from ..run_end import Results
 from ..sessions import TranscriptWriter, UsageTap
 
 INTERRUPTED_CALL = ("ERROR: interrupted by the user (Ctrl-C) before this call finished; it did not "
@@ -220,8 +220,8 @@ def close_open_calls(messages):
 # --- `tinyharness chat` ---------------------------------------------------------------------------
 
 def check_flags(args, parser):
-    """Usage errors, found before the first model call (exit 2): run's, then chat's own."""
-    check_agent_flags(args, parser)
+    """The chat's own usage errors, found before the first model call (exit 2); the flags it shares
+    with run are checked on the one way to a run (flags.from_command_line)."""
     if not 0 < args.compact_at <= 1:
         parser.error("--compact-at must be more than 0 and at most 1 (a fraction of the context "
                      "window)")
@@ -229,6 +229,8 @@ def check_flags(args, parser):
         parser.error("--keep-turns must be 0 or more")
     if args.continue_session and args.resume:
         parser.error("give --continue or --resume ID, not both")
+    if args.image is not None and not args.task:
+        parser.error("--image needs a first MESSAGE to attach it to")
 
 
 def open_session(args, workspace, model, err, approve):
@@ -268,72 +270,43 @@ def open_session(args, workspace, model, err, approve):
 
 
 def chat_command(args, parser):
-    """`tinyharness chat`: the checks, the session, the workspace's hooks and MCP servers, the
-    client; then the conversation, until the user ends it (or the piped messages run out)."""
+    """`tinyharness chat`: its own checks, then what it needs from its command line
+    (flags.from_command_line, the one way `run` and `chat` share: the checks, the sandbox, the
+    workspace's hooks and MCP servers, the client, the settings; the session opened on the way);
+    then the conversation, until the user ends it (or the piped messages run out)."""
     from ..sessions import SessionError
     check_flags(args, parser)
-    workspace = os.getcwd()
-    image = first_image(args, workspace, parser)
-    interactive = sys.stdin.isatty()
+    workspace, interactive = os.getcwd(), sys.stdin.isatty()
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     printer = StreamPrinter(sys.stdout)
     ask = user_prompt(printer)  # trusting hooks and MCP servers is always the user's (never --yes)
     approve = approver(args, ask)
     try:
-        writer, messages = open_session(args, workspace, args.model, sys.stderr, approve)
+        ready = from_command_line(args, parser, ask, printer, stream, approve=approve,
+                                  transcript=args.transcript,  # the chat writes it itself
+                                  opening=lambda: open_session(args, workspace, args.model,
+                                                               sys.stderr, approve))
     except SessionError as e:
         warn(f"error: {e}")  # made printable: a folder or id from the file can be in it
         return 1
-    if problem := irregular_config(workspace):
-        warn(f"error: {problem}")
+    except UsageError as e:
+        Results.usage_error = str(e)  # for the --json result line
+        warn(f"error: {e}")
         return 2
-    hands = chat_extensions(args, workspace, ask, writer)
-    if hands is None:
-        return 2
-    client, window = client_from_args(args, stream, printer)  # --api, --think; the window
-    settings = chat_settings(args, window, sandbox=sandbox_from_args(args, parser),
-                             approve=approve, extensions=hands)
-    # the hooks run in the chat's sandbox (--sandbox off: unconfined, as the commands)
-    if hands.hooks:
-        hands.hooks.sandbox = settings.run.sandbox
-    hands.fence(settings.run.sandbox, warn)  # a Read deny holds for commands too
+    (writer, messages), hands = ready.opened, ready.settings.extensions
+    if writer and hands.hooks:  # a hook can tell one chat's events from another's, and read them
+        hands.hooks.session_id, hands.hooks.transcript_path = writer.id, str(writer.path)
+    settings = chat_settings(args, ready.settings)
     lines = json_mode.open_lines(args.json_out, writer, args.model) if args.json else None
-    conversation = Conversation(client, workspace, settings,
+    conversation = Conversation(ready.client, workspace, settings,
                                 json_mode.Tee(writer, lines) if lines else writer, messages)
-    chat = Chat(conversation, client, printer, stream, interactive)
-    status = converse(chat, Input(interactive), args.task, image, hands, writer, workspace)
+    chat = Chat(conversation, ready.client, printer, stream, interactive)
+    status = converse(chat, Input(interactive), args.task, ready.settings.image, hands, writer,
+                      workspace)
     # the last line, on this way out; main writes one on the others (a usage error, a crash)
     if lines:
         json_mode.end_lines(lines, chat, conversation, writer, args.model, status, args.started)
     return status
-
-
-def chat_extensions(args, workspace, ask, writer):
-    """The workspace's hooks and MCP servers, trusted by the user (never by --yes) before anything
-    runs, and told the session: a hook can tell one chat's events from another's, and read its
-    story. None after a setup error, said on stderr."""
-    from .. import extensions
-    try:
-        hands = extensions.from_flags(args, workspace, ask, warn)
-    except extensions.SetupError as e:
-        warn(f"error: {e}")
-        return None
-    if writer and hands.hooks:
-        hands.hooks.session_id, hands.hooks.transcript_path = writer.id, str(writer.path)
-    return hands
-
-
-def first_image(args, workspace, parser):
-    """--image, read and checked before anything else (a bad one is a usage error, exit 2)."""
-    from ..imageload import ImageError
-    from ..vision import image_part
-    try:
-        image = image_part(*image_from_flag(args.image, workspace)) if args.image else None
-    except ImageError as e:
-        parser.error(f"--image: {e}")
-    if image and not args.task:
-        parser.error("--image needs a first MESSAGE to attach it to")
-    return image
 
 
 def user_prompt(printer):
@@ -345,12 +318,10 @@ def user_prompt(printer):
     return ask
 
 
-def chat_settings(args, window, **built):
-    """The chat's settings: the run's from the command line (flags.settings_from_args, with
+def chat_settings(args, run):
+    """The chat's settings: the run's from the command line (flags.from_command_line, with
     --transcript, which the chat writes itself), and --compact-at and --keep-turns."""
-    return ChatSettings(settings_from_args(args, window, transcript=args.transcript,
-                                           **built), args.compact_at,
-                        args.keep_turns)
+    return ChatSettings(run, args.compact_at, args.keep_turns)
 
 
 def converse(chat, reader, task, image, hands, writer, workspace):

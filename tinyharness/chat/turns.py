@@ -6,19 +6,17 @@ pipe simply ends. Each of these must leave the session whole and the terminal us
 by Ctrl-C must not leave a tool call without its result, nor its commands running.
 
 The mechanism. `Chat.run` reads a line at a time: a /command goes to `command`, text to `message`.
-Ctrl-C during a turn stops it (`stop_commands` kills the process groups of the shell tool's
-commands, not the MCP servers), gives the unanswered calls a result and keeps the conversation;
-at the prompt it only clears the line. SIGTERM and SIGHUP (Terminated) end the chat with the
-session saved; so does the end of input.
+Ctrl-C during a turn stops it (the shell tool kills its command's group; `tools.stop_commands`
+asks the sandbox that started them to reap and count what the interruption stopped, nothing else:
+not the MCP servers, which serve the whole chat), gives the unanswered calls a result and keeps
+the conversation; at the prompt it only clears the line. SIGTERM and SIGHUP (Terminated) end the
+chat with the session saved; so does the end of input.
 
 What it cannot do. It stops the commands it started, not what they handed off to other sessions
-(a daemon, a `nohup`); stop_commands reads /proc, so it works on Linux only.
+(a daemon the system runs).
 """
-import os
-import signal
 import sys
 import time
-from pathlib import Path
 
 from . import slash
 from .input import BLOCK
@@ -29,6 +27,7 @@ from ..guards import Stopped
 from ..llm import LLMError
 from ..model_list import chat_lines
 from ..run_end import Terminated
+from ..tools import stop_commands
 
 HELP = f"""Type a message and press Enter. A line ending with \\ continues on the next line;
 a line holding only {BLOCK} starts a block that ends at the next {BLOCK} line.
@@ -46,33 +45,6 @@ a line holding only {BLOCK} starts a block that ends at the next {BLOCK} line.
   /rewind [N]    list the changes; with N, put the workspace back as it was before change N
   /quit          end the session (so does Ctrl-D)
 Ctrl-C stops the current turn (the model call or the running command) and returns to the prompt."""
-
-
-def stop_commands():
-    """Kill the process group of every child of this process: the shell tool's commands (each leads
-    a group of its own, so the terminal's Ctrl-C did not reach them) - except the MCP servers, which
-    serve the whole chat, not this turn. Linux only: it reads /proc."""
-    from ..mcp.client import running_pids
-    from ..sandbox.spawner import RESIDENT
-    # the MCP servers serve the whole chat; a spawner waiting for commands is none
-    me, killed, servers = os.getpid(), 0, running_pids() | set(RESIDENT)
-    try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit()]
-    except OSError:
-        return 0
-    for pid in map(int, entries):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            # the name in parentheses may hold spaces
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            if parent == me and pid not in servers:
-                os.killpg(pid, signal.SIGKILL)
-                # reap it now: nobody else will wait for a command the loop abandoned
-                os.waitpid(pid, 0)
-                killed += 1
-        except (OSError, ValueError, IndexError):
-            continue
-    return killed
 
 
 class Chat:
@@ -147,7 +119,7 @@ class Chat:
             self.status = 3
         except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated), which end the chat
             self.printer.end_line()
-            killed = stop_commands()
+            killed = stop_commands(self.conversation.settings.run.sandbox)
             ends = isinstance(e, Terminated) or not self.interactive
             self.status = e.code if isinstance(e, Terminated) else 130
             stopped = f"Terminated ({e.name})" if isinstance(e, Terminated) else "Interrupted"

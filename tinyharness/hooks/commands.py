@@ -316,7 +316,8 @@ class CommandHooks:
     def __init__(self, hooks, workspace, session_id="", report=None, timeout=None,
                  transcript_path="", sandbox=None):
         self.hooks, self.workspace, self.session_id = hooks, str(workspace), session_id
-        # the run's sandbox.Sandbox (--sandbox off: every hook unconfined); None: the default
+        # the run's sandbox.Sandbox (--sandbox off: every hook unconfined); None: none, and a
+        # hook that runs in the sandbox is refused (run_one)
         self.sandbox = sandbox
         self.confined = {}  # a user's hooks folder -> the run's sandbox that may read it too
         self.transcript_path = transcript_path
@@ -383,6 +384,9 @@ class CommandHooks:
     def run_one(self, event, hook, tool, arguments, extra, deadline=None):
         payload = self.payload(event, hook, tool, arguments, extra)
         timeout, command = self.time_for(hook, deadline), hook.command
+        if hook.sandbox and self.sandbox is None:  # never a default: the run hands its own over
+            return Verdict(False, f"the hook `{command}` runs in the sandbox, and none was given "
+                                  "to the hooks, so the call is refused", hook=command)
         sandbox, cwd = self.sandbox_for(hook)  # a user's own hook never starts in the workspace
         if refused := cannot_start(hook, sandbox):
             return refused
@@ -397,25 +401,28 @@ class CommandHooks:
 
     def sandbox_for(self, hook):
         """(the sandbox this hook runs in, or None: unconfined ("sandbox": false, or --sandbox off);
-        the folder it starts in). A user's own hook starts in its file's folder; confined, in that
-        folder's `hooks/` (where such scripts live, and all it may read of the home folder), else in
-        the home folder."""
-        if hook.sandbox and self.sandbox is None:
-            from ..sandbox import Sandbox  # here: loading a hooks file must not load the sandbox
-            self.sandbox = Sandbox()
+        the folder it starts in, start_folder). Confined, the run's sandbox may also read the
+        user's PATH tools, and a user's own hooks folder."""
         if not hook.sandbox or not self.sandbox.enabled:
-            return None, hook.home or self.workspace
-        if self.with_tools is None:  # the programs on the user's PATH too (hookrun.tool_folders)
+            return None, self.start_folder(hook, confined=False)
+        if self.with_tools is None:  # the programs on the user's PATH too (hooks/run.tool_folders)
             self.with_tools = self.sandbox.with_read(tool_folders())
-        if not hook.home:
-            return self.with_tools, self.workspace
-        scripts = os.path.join(hook.home, "hooks")
-        if not os.path.isdir(scripts):
-            return self.with_tools, os.path.expanduser("~")
-        if scripts not in self.confined:
+        start = self.start_folder(hook)
+        if not hook.home or start != os.path.join(hook.home, "hooks"):
+            return self.with_tools, start
+        if start not in self.confined:
             # built once a run, as the run's own
-            self.confined[scripts] = self.with_tools.with_read([scripts])
-        return self.confined[scripts], scripts
+            self.confined[start] = self.with_tools.with_read([start])
+        return self.confined[start], start
+
+    def start_folder(self, hook, confined=True):
+        """Where a hook starts: the workspace; a user's own hook in its file's folder, or confined
+        in that folder's `hooks/` (where such scripts live, and all it may read of the home folder),
+        else in the home folder."""
+        if not hook.home or not confined:
+            return hook.home or self.workspace
+        scripts = os.path.join(hook.home, "hooks")
+        return scripts if os.path.isdir(scripts) else os.path.expanduser("~")
 
     def payload(self, event, hook, tool, arguments, extra):
         """The JSON on the hook's stdin: our names, and Claude Code's beside them."""

@@ -41,15 +41,13 @@ that it imports or reads. Where the sandbox cannot run (no Landlock), a confined
 `shell` does.
 """
 import os
-import signal
 import subprocess
 import threading
 
 from ..filedoor import read_bytes
 from .decide import Verdict
 from ..private_places import private
-from ..sandbox.reaping import LIVE, LOCK
-from ..sandbox.rules import stay_between
+from ..sandbox.handle import unconfined
 
 # bytes of a hook's stdout/stderr read into memory; the rest is read and dropped
 MAX_CAPTURE = 1 << 20
@@ -174,14 +172,15 @@ def run_command(command, stdin, cwd, env, timeout, sandbox=None, workspace=None,
     process group; whatever is left of the group when it ends (a background child holding its
     output) is killed with it, so nobody waits for the child's end of the pipe. `sandbox` (an
     enabled sandbox.Sandbox): confined as a shell command in `workspace` is, `env` then only adds to
-    its allowlist; `report` gets what the sandbox did afterwards (a protected path put back)."""
+    its allowlist; else unconfined (sandbox/handle.py). `report` gets what the sandbox did
+    afterwards (a protected path put back)."""
     pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     finish = None
     if sandbox is not None and sandbox.enabled:
         process, finish = (sandbox.start(workspace, command, timeout, cwd=cwd, env_extra=env,
                                          **pipes))
     else:
-        process = start_unconfined(command, cwd, env, pipes)
+        process = unconfined(command, cwd, env, **pipes)
     out, err = Capture(process.stdout), Capture(process.stderr)
     threading.Thread(target=feed, args=(process.stdin, stdin), daemon=True).start()
     try:
@@ -189,15 +188,14 @@ def run_command(command, stdin, cwd, env, timeout, sandbox=None, workspace=None,
     except subprocess.TimeoutExpired:
         code = None
     except BaseException:  # Ctrl-C: nothing of the hook outlives the call
-        kill_group(process.pid)
+        process.kill()
         if finish:
             finish(True)
-        LIVE.discard(process.pid)
+        process.wait()
         raise
-    kill_group(process.pid)
+    process.kill()
     notes = finish(code is None) if finish else []
     process.wait()
-    LIVE.discard(process.pid)
     for reader in (out, err):
         reader.join(2)  # a child that left the group (setsid) may hold the pipe: take what came
     for note in notes:
@@ -206,30 +204,9 @@ def run_command(command, stdin, cwd, env, timeout, sandbox=None, workspace=None,
     return code, out.text(), err.text()
 
 
-def start_unconfined(command, cwd, env, pipes):
-    """`sh -c command` leading a process group of its own, with a process between it and the
-    harness that kills the group if the harness is killed (sandbox/rules.py, `stay_between`).
-    Registered in LIVE at once: a confined hook's clean-up beside it never takes it for a
-    leftover."""
-    harness = os.getpid()
-    with LOCK:
-        process = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env={**os.environ, **env},
-                                   start_new_session=True,
-                                   preexec_fn=lambda: stay_between(harness), **pipes)
-        LIVE.add(process.pid)
-    return process
-
-
 def feed(pipe, data):
     try:
         pipe.write(data)
         pipe.close()
     except OSError:  # the hook did not read its input: allowed
-        pass
-
-
-def kill_group(pgid):
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except OSError:  # the group is already gone
         pass

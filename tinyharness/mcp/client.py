@@ -46,15 +46,11 @@ MAX_LOGS_KEPT = 50
 PROGRESS_EVERY = 1.0  # seconds between two progress lines of one call
 # marks an error reply the transport made up (a POST that failed): no server sent it
 TRANSPORT = object()
-RUNNING = set()  # process ids of live stdio servers: chat's Ctrl-C must not kill them
 
 
 class MCPError(Exception):
     """A server that could not be started, broke the protocol, timed out or died."""
 
-
-def running_pids():
-    return set(RUNNING)
 
 class Log:
     """A server's stderr and our notes about it: one file, mode 0600, at most MAX_LOG_BYTES."""
@@ -161,7 +157,6 @@ class Server:
         except (OSError, ValueError) as e:  # ValueError: a NUL byte in a command, cwd or env
             raise MCPError(f"cannot start MCP server {self.name!r} "
                            f"({shlex.join(config['command'])}): {e}") from e
-        RUNNING.add(self.process.pid)
         threading.Thread(target=self.log.drain, args=(self.process.stderr,), daemon=True).start()
         threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
 
@@ -306,7 +301,6 @@ class Server:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-            RUNNING.discard(process.pid)
         self.gone("closed")
         self.log.close()
 

@@ -26,6 +26,8 @@ processes; SysV IPC |
 | sandbox/env.py | an allowlist environment | secrets in variables, the SSH agent, tmux, D-Bus |
 | sandbox/reaping.py | no process left behind | what a command leaves running |
 | sandbox/spawner.py | the run's sandbox, made once | the cost: a copy of the harness per command |
+| sandbox/handle.py | one handle per command, and what Ctrl-C stopped | a caller that must know
+the mechanism, or the sandbox's registries |
 | sandbox/git.py | `.git` and `.tinyharness` put back | a git hook or setting that runs later,
 unconfined |
 | sandbox/beneath.py | the file tools' opens | `..`, links and `/proc/self/root` out of the
@@ -88,6 +90,7 @@ import weakref
 
 from .env import clean_environment
 from .git import RestoreFailed, restore, snapshot
+from .handle import Command, Stopped
 from .landlock import MIN_ABI, landlock_abi
 from . import clone as sandbox_clone
 from .namespaces import NAMESPACES, Isolation, namespaces_work
@@ -140,6 +143,7 @@ class Sandbox:
         # workspace -> [Rules built once a run, commands started]
         self._built, self._lock, self._spawners = {}, LOCK, Spawners()
         self.before_first = None  # f(workspace), once, before the first command (links.py)
+        self._stopped = Stopped()  # the commands Ctrl-C killed, until stop_all reaps them
         weakref.finalize(self, close_all, self._built, self._spawners)
 
     @property
@@ -194,23 +198,30 @@ class Sandbox:
         folder)."""
         more = (Sandbox(self.enabled, [*self.extra_read, *paths], self.file_bytes, self.extra_env,
                         self._isolate))
-        more._abi, more.deny_read = self._abi, self.deny_read
+        more._abi, more.deny_read, more._stopped = self._abi, self.deny_read, self._stopped
         return more
 
+    def stop_all(self):
+        """Ctrl-C: reap what the interruption killed of the commands this sandbox started (and
+        the copies with_read made); how many they were. Nothing else is touched: not a server,
+        not a process of the user's."""
+        return self._stopped.reap_all()
+
     def start(self, workspace, command, timeout, cwd=None, env_extra=None, reuse=False, **popen):
-        """Start the command (confined when enabled); return (process, finish) where finish() ends
-        what it left behind, removes its TMPDIR, undoes changes to protected paths and returns
-        notes. `cwd`: where it starts when not the workspace (a user's own hook); `env_extra`:
-        variables set beside the allowlist (CLAUDE_PROJECT_DIR for a hook); `reuse`: the shell
-        tool's call (stdin from /dev/null, stdout and stderr one pipe), which the run's spawner may
-        take (sandbox/spawner.py)."""
+        """Start the command (confined when enabled); return (process, finish): one handle
+        whatever started it (sandbox/handle.py: wait, poll, kill, interrupt, and the pipes), and
+        finish(), which ends what it left behind, removes its TMPDIR, undoes changes to protected
+        paths and returns notes. `cwd`: where it starts when not the workspace (a user's own
+        hook); `env_extra`: variables set beside the allowlist (CLAUDE_PROJECT_DIR for a hook);
+        `reuse`: the shell tool's call (stdin from /dev/null, stdout and stderr one pipe), which
+        the run's spawner may take (sandbox/spawner.py)."""
         if not self.enabled:
             env = {**os.environ, **env_extra} if env_extra else None
             harness = os.getpid()  # a process stays between: the group dies with a killed harness
             process = subprocess.Popen(command, shell=True, cwd=cwd or workspace,
                                        start_new_session=True, env=env,
                                        preexec_fn=lambda: stay_between(harness), **popen)
-            return process, lambda timed_out=False, reap=True: []
+            return Command(process, self._stopped), lambda timed_out=False, reap=True: []
         say, self.before_first = self.before_first, None  # once: not on the way to the request
         if say:
             say(workspace)
@@ -226,7 +237,8 @@ class Sandbox:
                       else tempfile.mkdtemp(prefix="tinyharness-tmp-"))
             try:
                 env = {**self.env(tmpdir, workspace), **(env_extra or {})}
-                process = spawner and spawner.run(command, env, workspace, int(timeout) + 1)
+                process = spawner and spawner.run(command, env, workspace, int(timeout) + 1,
+                                                  self._stopped)
                 if process is None:
                     process = self.clone_or_fork(workspace, command, timeout, cwd, env, tmpdir,
                                                  popen)
@@ -245,7 +257,7 @@ class Sandbox:
         process = launch(["/bin/sh", "-c", command], rules, cwd=rules.cwd, start_new_session=True,
                          env=env, **popen)
         LIVE.add(process.pid)
-        return process
+        return Command(process, self._stopped)
 
     def start_spawner(self, workspace, root):
         """The run's spawner for this workspace, started as a sandboxed command whose TMPDIR is
@@ -261,9 +273,9 @@ class Sandbox:
 
 def finish(process, adopted_before, tmpdir, workspace, before, contents, timed_out=False,
            reap=True):
-    """After a confined command: end what it left, remove its TMPDIR, put the protected paths back;
-    the notes. `reap`: wait for the command (killed by now) here; False leaves it for the caller
-    (chat counts the commands an interruption stopped), and then it stays in LIVE, a child of
+    """After a confined command (its handle): end what it left, remove its TMPDIR, put the protected
+    paths back; the notes. `reap`: wait for the command (killed by now) here; False leaves it to its
+    interruption (Sandbox.stop_all reaps and counts it), and then it stays in LIVE, a child of
     ours."""
     with LOCK:  # no child is between its start and its registration in LIVE
         left = 0 if nothing_to_look_for(process) else end_everything(process.pid, adopted_before)

@@ -45,7 +45,6 @@ from .reaping import LIVE, wait_for_group
 PROGRAM = Path(__file__).with_name("spawner_main.py")
 READY_SECONDS = 10  # Python starting inside the sandbox
 ANSWER_SECONDS = 5  # a started or ended that takes longer: the spawner is taken for broken
-RESIDENT = {}  # pid -> Spawner: children of the harness that are no command (chat's Ctrl-C)
 MAX_DEATHS = 3  # spawners of one sandbox that may die before its commands are only cloned
 
 
@@ -120,9 +119,7 @@ class Spawner:
             raise
         finally:
             theirs.close()
-        spawner = cls(process, ours, root)
-        RESIDENT[process.pid] = spawner
-        return spawner
+        return cls(process, ours, root)
 
     def available(self):
         """Whether it can take a command now; one just started is waited for (Python starting
@@ -142,8 +139,9 @@ class Spawner:
         os.chmod(self.root, 0o700)
         return tempfile.mkdtemp(prefix="tinyharness-tmp-", dir=self.root)
 
-    def run(self, command, env, cwd, cpu_seconds):
-        """Start the command; its Spawned, or None when the spawner failed (it is dead now)."""
+    def run(self, command, env, cwd, cpu_seconds, stopped=None):
+        """Start the command; its Spawned, or None when the spawner failed (it is dead now).
+        `stopped`: where an interruption leaves it (its sandbox's handle.Stopped)."""
         fields = [command, cwd, str(int(cpu_seconds)), *(f"{k}={v}" for k, v in env.items())]
         if any("\0" in field for field in fields):
             return None  # cloned: Popen says what is wrong with it
@@ -166,7 +164,7 @@ class Spawner:
             os.close(write)
             os.close(null)
         self.state = "busy"
-        return Spawned(self, command, open(read, "rb"))
+        return Spawned(self, command, open(read, "rb"), stopped)
 
     def ended(self, timeout):
         """The command's exit status once the spawner reports it (TimeoutExpired before)."""
@@ -195,10 +193,9 @@ class Spawner:
 
     def kill(self, reap=True):
         """End the spawner, and with it every process of its namespace. `reap=False` leaves it
-        unreaped for chat's Ctrl-C, which counts the commands it stopped. Returns None."""
+        unreaped, for its sandbox's stop_all to reap and count (Ctrl-C). Returns None."""
         if self.state != "dead":
             self.state = "dead"
-            RESIDENT.pop(self.process.pid, None)
             LIVE.discard(self.process.pid)  # its number may come round to another child of ours
             self.control.close()
             if self.process.poll() is None:  # not reaped: its number is still its group's
@@ -232,10 +229,11 @@ class Spawner:
 
 
 class Spawned:
-    """A command the spawner started, as the shell tool uses a Popen: stdout, wait, poll, kill."""
+    """A command the spawner started, with the handle every command of the sandbox has
+    (sandbox/handle.py): stdout, wait, poll, kill, interrupt."""
 
-    def __init__(self, spawner, command, stdout):
-        self.spawner, self.args, self.stdout = spawner, command, stdout
+    def __init__(self, spawner, command, stdout, stopped=None):
+        self.spawner, self.args, self.stdout, self.stopped = spawner, command, stdout, stopped
         self.stdin = self.stderr = self.pid = None
         self.returncode = None
 
@@ -256,9 +254,17 @@ class Spawned:
             self.returncode = self.spawner.end_command()
 
     def interrupt(self):
-        """Ctrl-C: the spawner killed with the command and left for chat to count and reap."""
+        """Ctrl-C: the spawner killed with the command, and left unreaped with its sandbox's
+        stopped commands (Sandbox.stop_all reaps and counts them)."""
         if self.returncode is None:
             self.returncode = self.spawner.kill(reap=False) or -signal.SIGKILL
+            if self.stopped is not None:
+                self.stopped.add(self)
+            else:
+                self.reap()
+
+    def reap(self):
+        self.spawner.process.wait()
 
     def end_namespace(self):
         """Nothing to look for afterwards: the spawner killed all the command left."""
