@@ -52,6 +52,7 @@ from tinyharness.context import DEFAULT_POLICY, POLICIES, STUB_PREFIX, cap_chars
 from tinyharness.hooks import approve_everything
 from tinyharness.llm import Client
 from tinyharness.loop import RunSettings, Stats, run_agent
+from tinyharness.sandbox import Sandbox
 from tinyharness.testing import ScriptedServer
 from tinyharness.testing.replies import estimate_tokens
 
@@ -491,7 +492,7 @@ def harness_overhead(turns, policy=DEFAULT_POLICY, window=WINDOW, seed=SEED):
             stats, started = Stats(), time.perf_counter()
             with contextlib.redirect_stderr(io.StringIO()):     # the context warnings of the uncut runs
                 settings = RunSettings(max_turns=turns, echo=lambda line: None, approve=approve_everything,
-                                       context_policy=policy, context_window=window)
+                                       context_policy=policy, context_window=window, sandbox=Sandbox())
                 answer = run_agent("Fix the tax rules.", client, folder, settings, stats)
             total = time.perf_counter() - started
     assert answer == "Done." and stats.turns == turns, "the scripted run did not finish as planned"
