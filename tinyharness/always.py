@@ -105,8 +105,8 @@ def save(rule, workspace):
     data, vouched = current(path, workspace)
     permissions = data.setdefault("permissions", {})
     allowed = permissions.setdefault("allow", []) if isinstance(permissions, dict) else None
-    if not isinstance(allowed, list):
-        raise ValueError("its \"permissions\" has no \"allow\" list to add to")
+    if not isinstance(allowed, list):  # a ValueError, as its docstring says: allow() catches it
+        raise ValueError("its \"permissions\" has no \"allow\" list to add to")  # noqa: TRY004
     if rule not in allowed:
         allowed.append(rule)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -131,8 +131,8 @@ def current(path, workspace):
         data = json.loads(raw.decode("utf-8"))
     except ValueError:
         raise ValueError("it is not valid JSON; fix it and answer again") from None
-    if not isinstance(data, dict):
-        raise ValueError("it is not a JSON object")
+    if not isinstance(data, dict):  # a ValueError, as its docstring says: allow() catches it
+        raise ValueError("it is not a JSON object")  # noqa: TRY004
     permissions = data.get("permissions")
     inert = not data.get("hooks") and not (isinstance(permissions, dict)
                                            and permissions.get("allow"))

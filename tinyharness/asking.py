@@ -30,7 +30,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from . import always, filedoor
 from .console import printable
@@ -55,7 +55,7 @@ class Offer:
 class Question(str):
     """A question's text, with the Offer an "always" answer takes up (None: only yes or no). A
     str, so every approver that takes a question still takes it."""
-    offer: Optional[Offer] = None
+    offer: Offer | None = None
 
     def __new__(cls, text, offer=None):
         question = super().__new__(cls, text)

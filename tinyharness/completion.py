@@ -130,8 +130,8 @@ def zsh():
 def fish():
     """One `complete -c` line a command and a flag."""
     table = commands()
-    lines = ["# tinyharness completion for fish: tinyharness completion fish > "
-             "~/.config/fish/completions/tinyharness.fish", "complete -c tinyharness -f"]
+    lines = [("# tinyharness completion for fish: tinyharness completion fish > "
+              "~/.config/fish/completions/tinyharness.fish"), "complete -c tinyharness -f"]
     top = table[""][3]
     for name in top:
         lines.append(f"complete -c tinyharness -n '__fish_use_subcommand' -f -a {name}")

@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import re
+import sys
 from urllib.parse import urlsplit
 
 CAP = 64 * 1024  # bytes: a page of settings, never more
@@ -69,6 +70,8 @@ ORDER = ("each default: the flag, else its TINYHARNESS_* (or endpoint) variable,
 class Sourced(str):
     """A value that did not come from its flag, and where it came from ("env TINYHARNESS_MODEL",
     "config.toml", "default"); a plain str is the flag's."""
+
+    source: str
 
     def __new__(cls, value, source):
         made = super().__new__(cls, value)
@@ -123,14 +126,14 @@ def read(where, workspace):
 
 def parse(text):
     """{key: value} of TOML text: tomllib, tomli, else parse_flat. ValueError when it is not."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python 3.10
-        try:
-            import tomli as tomllib
-        except ImportError:
-            return parse_flat(text)
-    return tomllib.loads(text)  # TOMLDecodeError is a ValueError
+        return tomllib.loads(text)  # TOMLDecodeError is a ValueError
+    try:  # Python 3.10
+        import tomli
+    except ImportError:
+        return parse_flat(text)
+    return tomli.loads(text)
 
 
 FLAT = re.compile(r"""\s*([A-Za-z0-9_-]+)\s*=\s*("(?:[^"\\]|\\.)*"|'[^']*'|[^\s#]+)\s*(?:#.*)?""")
@@ -145,8 +148,8 @@ def parse_flat(text):
         if not line.strip() or line.strip().startswith("#"):
             continue
         match = FLAT.fullmatch(line)
-        value = flat_value(match.group(2)) if match else None
-        if value is None or match.group(1) in found:
+        if (match is None or (value := flat_value(match.group(2))) is None
+                or match.group(1) in found):
             raise ValueError(f"line {number_} is not `key = value` of a string, a number, true or "
                              f"false (or the key came before): {line.strip()[:60]}")
         found[match.group(1)] = value
@@ -180,9 +183,10 @@ def load(workspace, warn):
         text = read(where, workspace)
         values = parse(text) if text is not None else {}
     except (OSError, ValueError) as e:
-        if re.search(r"^\s*max_tokens\s*=", text or "", re.M):
-            return {}, where, ("max_tokens", f"{where}: cannot be read ({e}), and it sets "
-                               "max_tokens: a token budget is never dropped silently; fix the file")
+        if re.search(r"^\s*max_tokens\s*=", text or "", re.MULTILINE):
+            return {}, where, ("max_tokens", (f"{where}: cannot be read ({e}), and it sets "
+                                              "max_tokens: a token budget is never dropped "
+                                              "silently; fix the file"))
         warn(f"warning: {where}: not read ({getattr(e, 'strerror', None) or e}); the built-in "
              "defaults stand.")
         return {}, where, None
@@ -202,8 +206,8 @@ def checked(values, where, warn):
         elif not KEYS[key][1](value):
             what = f"{key} = {shown} is not {KEYS[key][0]}"
             if key in DANGEROUS:
-                problem = (key, f"{where}: {what}; a token budget is never dropped silently (the "
-                                "run would have no limit): fix the line or remove it")
+                problem = (key, (f"{where}: {what}; a token budget is never dropped silently (the "
+                                 "run would have no limit): fix the line or remove it"))
             else:
                 warn(f"warning: {where}: {what}; ignored (the default stands).")
         else:

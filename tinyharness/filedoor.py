@@ -182,7 +182,7 @@ def check_writable(path, workspace=None):
     workspace = workspace or os.getcwd()
     if not BENEATH:
         return
-    folder, name = open_folder(path, workspace, path)
+    folder = open_folder(path, workspace, path)[0]
     try:
         temp = f".{secrets.token_hex(6)}.tinyharness.tmp"
         os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
@@ -221,7 +221,7 @@ def open_file(path, workspace=None):
             raise
         finally:
             os.close(folder)
-    file = open(fd, "rb")
+    file = open(fd, "rb")  # noqa: SIM115 - handed to the caller, open
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         file.close()

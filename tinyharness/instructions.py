@@ -50,8 +50,8 @@ HARNESS = ("INSTRUCTIONS.md", "Instructions from the workspace")
 CLAUDE_FAMILY = ("CLAUDE.md", "CLAUDE.local.md")
 # an @path that starts a word; what ends it: white space, a backtick
 IMPORT = re.compile(r"(?:^|(?<=\s))@((?:~/|\.{1,2}/|/)?[^\s`@][^\s`]*)")
-FENCE = re.compile(r"^ {0,3}(```|~~~).*?(?:^ {0,3}\1[^\n]*$|\Z)", re.M | re.S)
-SPAN = re.compile(r"(`+).+?\1", re.S)
+FENCE = re.compile(r"^ {0,3}(```|~~~).*?(?:^ {0,3}\1[^\n]*$|\Z)", re.MULTILINE | re.DOTALL)
+SPAN = re.compile(r"(`+).+?\1", re.DOTALL)
 
 
 def project_root(workspace):

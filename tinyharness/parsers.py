@@ -271,6 +271,7 @@ def add_models_parser(sub, command):
                                         "OpenAI-compatible /v1/models. " + DEFAULTS)
     if command in (None, "models"):
         import os
+
         from .endpoint import add_base_url_flag
         from .llm import DEFAULT_MODEL
         from .llm.ollama import API_CHOICES

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from .chat.compact import SUMMARY_MARK
 from .console import printable
-from .filedoor import check_name, open_file, write_text
 from .context import STUB_PREFIX, estimate_tokens, json_chars
+from .filedoor import check_name, open_file, write_text
 from .sessions import SessionError, find, message_text, parse_file
 from .sessions.checks import message_problem
 from .sessions.writer import FORMAT
@@ -367,8 +367,8 @@ def event_html(events, i):
     event = events[i]
     kind, message = event.get("type"), event.get("message")
     if kind == "system":
-        return [f'<div class="msg system"><details><summary>system prompt</summary>'
-                f'{content_html(message.get("content"))}</details></div>']
+        return [(f'<div class="msg system"><details><summary>system prompt</summary>'
+                 f'{content_html(message.get("content"))}</details></div>')]
     if kind == "user":
         return [user_html(message)]
     if kind == "assistant":
@@ -381,14 +381,14 @@ def event_html(events, i):
         text = str(event.get("text") or "")
         alarm = (text.startswith(("Interrupted", "error")) or "failed" in text
                  or "kept as it was" in text)
-        return [f'<div class="msg {"notice" if alarm else "info"}"><span class="badge '
-                f'{"notice-b" if alarm else "info-b"}">notice</span><pre>{esc(text)}</pre></div>']
+        return [(f'<div class="msg {"notice" if alarm else "info"}"><span class="badge '
+                 f'{"notice-b" if alarm else "info-b"}">notice</span><pre>{esc(text)}</pre></div>')]
     if kind == "clear":
-        return ['<div class="msg notice"><span class="badge notice-b">/clear</span>'
-                'the conversation was cleared here</div>']
+        return [('<div class="msg notice"><span class="badge notice-b">/clear</span>'
+                 'the conversation was cleared here</div>')]
     if kind == "end":
-        return ([f'<div class="end">session ended ({esc(event.get("reason"))}) '
-                 f'{esc(event.get("time"))}</div>'])
+        return ([(f'<div class="end">session ended ({esc(event.get("reason"))}) '
+                  f'{esc(event.get("time"))}</div>')])
     return []
 
 
