@@ -19,14 +19,16 @@ What it cannot do. The checks here see only the command line and the files it na
 is down or a model that cannot call tools is found by the run itself, or by `tinyharness doctor`.
 """
 import contextlib
+import io
 import os
 import sys
 import time
 
-from .console import StreamPrinter, printable, warn
-from .flags import UsageError, approver, from_command_line, usage_problem
 from .claude_output import choose, missing_result
-from .defaults import apply as apply_defaults, refusal
+from .console import StreamPrinter, printable, warn
+from .defaults import apply as apply_defaults
+from .defaults import refusal
+from .flags import UsageError, approver, from_command_line, usage_problem
 from .parsers import build_parser, print_mode, version
 from .run_end import Results, Terminated, ending_signals, result_line, write_missing_result
 
@@ -105,7 +107,8 @@ def dispatch(argv):
     if extra:
         usage.error(f"unrecognized arguments: {' '.join(extra)}")
     # a terminal that cannot show a character gets '?', not a crash
-    sys.stdout.reconfigure(errors="replace")
+    if isinstance(sys.stdout, io.TextIOWrapper):  # not a test's stand-in
+        sys.stdout.reconfigure(errors="replace")
     if args.command not in COMMANDS:  # `tinyharness` alone
         parser.print_help()
         return 2
@@ -222,8 +225,9 @@ def start_run(args, client, settings, printer, stream, prompt, resumed):
     """Run the loop once, with the session file and --json around it; what the user is shown at the
     end. `settings`: the command line's (settings_from_args), given the session's callbacks here."""
     from dataclasses import replace
-    from .loop import Stats, Stopped, run_agent
+
     from .llm import LLMError
+    from .loop import Stats, Stopped, run_agent
     from .sessions import TranscriptWriter, keeper
     stats, hands = Stats(), settings.extensions
     client, session, lines = open_records(args, client, hands, resumed)
@@ -362,8 +366,8 @@ class JsonLines:
 def session_keeper(*writers):
     """Where a subagent's messages go when it ends: the session file (and --json), whole, as one
     event."""
-    writers = [w for w in writers if w]
-    return ((lambda messages: [w.event("subagent", messages=messages) for w in writers]) if writers
+    kept = [w for w in writers if w]
+    return ((lambda messages: [w.event("subagent", messages=messages) for w in kept]) if kept
             else None)
 
 
@@ -407,11 +411,11 @@ def replay_demo(args, usage):
 def fake_server(args):
     try:
         if args.ollama:
-            from .testing.fake_ollama import serve
-            return serve(args.ollama, args.port)
+            from .testing.fake_ollama import serve as serve_ollama
+            return serve_ollama(args.ollama, args.port)
         if args.eval_models:
-            from .eval.evals.policies import serve
-            return serve(args.port)
+            from .eval.evals.policies import serve as serve_eval_models
+            return serve_eval_models(args.port)
         from .testing import main as fake_server_main
         source = ["--vision"] if args.vision else ["--script", script_path(args.script)]
         if source[-1] is None:

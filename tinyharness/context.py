@@ -159,7 +159,7 @@ def json_chars(messages):
 # messages and replaces old ones (a stub, a summary), and never edits one in place - that is what
 # keeps the server's prefix - so a long history is not encoded again at every turn. The entry holds
 # the message itself, so its id cannot be reused while it is remembered.
-_MEASURED = {}
+_MEASURED: dict = {}
 _MEASURED_MAX = 20_000
 
 
@@ -299,7 +299,8 @@ def collapse(messages, over_chars, left_chars, keep=2):
     skeleton = sum(message_chars(m) + 2 for m in messages[start:stop])
     if skeleton <= over_chars:
         return list(messages)
-    end, counts, summary = start, Counter(), None
+    counts: Counter = Counter()
+    end, summary = start, None
     while end < stop and skeleton > left_chars:
         turn_end = end + 1
         while turn_end < stop and messages[turn_end].get("role") == "tool":

@@ -58,7 +58,8 @@ class Record:
     written."""
 
     def __init__(self):
-        self.calls, self.written = Counter(), []
+        self.calls: Counter = Counter()
+        self.written: list = []
 
     def note(self, call, result):
         """Note one call after it ran. A file counts as written only when write_file said OK."""

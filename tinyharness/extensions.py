@@ -26,20 +26,18 @@ from dataclasses import dataclass, fields, replace
 from itertools import count
 from typing import Any
 
-from .hooks import commands
-from . import mcp, trust
-from .checkpoints import around as checkpoint
-from . import asking
+from . import asking, mcp, trust
 from .asking import has_terminal
+from .checkpoints import around as checkpoint
+from .hooks import commands
+from .hooks import needs_permission as ours_needs_permission
 from .hooks.commands import Verdict
 from .hooks.run import confinement_note
-from .hooks import needs_permission as ours_needs_permission
+from .mcp import config as mcp_config
+from .mcp.scopes import SetupError, fill_inputs, list_servers, server_configs  # noqa: F401
 from .permissions import Rules, allowed_note, fence_commands, from_settings, unused_keys
 from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL, run_child
 from .tools import canonical, parse_arguments, record, schemas
-from .mcp import config as mcp_config
-from .mcp.scopes import SetupError, fill_inputs, list_servers, server_configs  # noqa: F401
-
 
 # tool_use_id numbers: unique in the process, so no two calls of a chat share one
 _call_numbers = count(1)
@@ -102,7 +100,7 @@ class Extensions:
             description = arguments.get("description")
             if (not isinstance(description, str) or not description.strip()
                 or set(arguments) != {"description"}):
-                return (None, 'ERROR: task takes {"description": "<the whole sub-task, '
+                return None, ('ERROR: task takes {"description": "<the whole sub-task, '
                               'self-contained>"}.')
             return arguments, None
         return ((None, problem) if (problem := self.mcp.check(name, arguments))
@@ -417,7 +415,9 @@ def load_policy(workspace, ask, report, flags=None, sandbox=None):
     trusted first, each on its own (deny and ask rules, plan and dontAsk only narrow what runs: they
     hold untrusted). The settings keys the harness does not use are named in one line. Raises
     SetupError."""
-    rules, notes, merged, unused = Rules(workspace), [], {}, []
+    notes: list = []
+    merged: dict = {}
+    rules, unused = Rules(workspace), []
     try:
         for kind in ("allow", "ask", "deny"):
             rules.add(list(getattr(flags, kind, None) or []), kind, f"--{kind}", notes)

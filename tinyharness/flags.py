@@ -135,8 +135,8 @@ def add_agent_flags(parser):
 
 def add_model_flags(parser):
     """Which model, where, and how much of it one run may use."""
-    from .guards import MAX_SECONDS, MAX_TURNS
     from .endpoint import add_base_url_flag
+    from .guards import MAX_SECONDS, MAX_TURNS
     from .llm import DEFAULT_MODEL, MAX_REPLY_TOKENS
     parser.add_argument("--model", default=os.environ.get("TINYHARNESS_MODEL", DEFAULT_MODEL),
                         help="model name (env TINYHARNESS_MODEL, default %(default)s)")
@@ -314,8 +314,8 @@ def sandbox_from_args(args, parser):
     with the warning that --sandbox off prints on every run: the one place a Sandbox is made.
     Raises UsageError for a start folder the commands must not hold or be inside."""
     from .sandbox import Sandbox, workspace_problem
-    from .sandbox.links import hard_link_note
     from .sandbox.env import env_refusal
+    from .sandbox.links import hard_link_note
     from .sandbox.namespaces import NOT_ISOLATED
     missing = [p for p in args.sandbox_read if not os.path.exists(p)]
     if missing:

@@ -157,7 +157,7 @@ class CallRunner:
                                     problems.get(call["id"]))
         if problem:
             return garbled(problem), []
-        loaded = []
+        loaded: list = []
         with checkpoint(self.settings, name, arguments, self.ext):  # what it changes can be undone
             return self.checked_run(name, arguments, loaded), loaded
 

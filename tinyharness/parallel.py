@@ -15,8 +15,8 @@ that run alone, so two prompts never race for the terminal.
 What it cannot do. "Read-only" is decided by the tool's record (toolrecord.Tool.reads_only; for
 MCP, by the configuration's word); a read of a FIFO or a slow mount still blocks its own worker.
 Threads help when tools wait (disk, network, a child process); Python code that computes holds the
-interpreter lock and gains nothing. Results still enter the context one after the other, so the context policy sees the same
-order as before.
+interpreter lock and gains nothing. Results still enter the context one after the other, so the
+context policy sees the same order as before.
 """
 from concurrent.futures import ThreadPoolExecutor
 

@@ -62,7 +62,7 @@ from fnmatch import fnmatchcase
 
 from .tools import known, record
 
-RULE = re.compile(r"\s*([A-Za-z_][\w-]*\*?)\s*(?:\((.*)\))?\s*", re.S)
+RULE = re.compile(r"\s*([A-Za-z_][\w-]*\*?)\s*(?:\((.*)\))?\s*", re.DOTALL)
 MCP = "mcp__"
 WALK_ENTRIES = 50000  # names looked at to find the files a Read deny rule covers (sandbox mounts)
 HIDDEN_FILES = 256    # files bound empty for commands at most (each is a mount per command)
@@ -362,7 +362,8 @@ class Rules:
                       for r in rules)
         starts = ([os.path.join(root, r.spec.removeprefix("./").strip("/")) for r in rules]
                   if literal else [root])
-        found, patterns = {}, [spec_pattern(r.spec) for r in rules]
+        found: dict = {}
+        patterns = [spec_pattern(r.spec) for r in rules]
         for seen, (rel, link) in enumerate(walk_names(root, starts)):
             if seen == WALK_ENTRIES or len(found) > HIDDEN_FILES:
                 return list(found)[:HIDDEN_FILES], (
@@ -427,9 +428,10 @@ def from_settings(data, source, rules, notes):
     permissions = data.get("permissions") if isinstance(data, dict) else None
     if permissions is None:
         return False, False
-    if not isinstance(permissions, dict):
-        raise ValueError(f"{source}: \"permissions\" must be an object with \"allow\", \"ask\" "
-                         "and \"deny\" lists")
+    if not isinstance(permissions, dict):  # a settings file's mistake: callers catch ValueError
+        raise ValueError(  # noqa: TRY004
+            f"{source}: \"permissions\" must be an object with \"allow\", \"ask\" "
+            "and \"deny\" lists")
     for kind in ("allow", "ask", "deny"):
         rules.add(permissions.get(kind, []), kind, source, notes)
     mode = permissions.get("defaultMode")

@@ -69,7 +69,7 @@ def ending_signals():
 class Results:
     """Whether this process wrote its --json result line, and the last usage error's words."""
     written = False
-    usage_error = None
+    usage_error: str | None = None
 
 
 def wants_json(argv):

@@ -19,8 +19,9 @@ What it cannot do. It checks nothing: a `max_turns` of 0 is the command line's m
 (cli.py checks the flags). It holds what the run is told, not what it learns on the way: the
 server's real context window lives on the client (overflow.py), the counts in `Stats` (counts.py).
 """
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from .console import warn
 from .context import CONTEXT_WINDOW, DEFAULT_POLICY
@@ -62,7 +63,7 @@ class RunSettings:
     # budget is a line in guards.LIMITS), one command.
     max_turns: int = MAX_TURNS
     max_seconds: float = MAX_SECONDS
-    max_tokens: Optional[int] = None
+    max_tokens: int | None = None
     shell_timeout: float = SHELL_TIMEOUT
     # The context: how old tool results are cut before each call (one of context.POLICIES), and the
     # window planned with (the server's own replaces it once an overflow error names it).
@@ -86,11 +87,11 @@ class RunSettings:
     # appends them); a subagent's messages when it ends (the session keeps them).
     echo: Callable[[str], Any] = print
     warn: Callable[[str], Any] = warn
-    on_update: Optional[Callable[[list], Any]] = None
-    on_subagent: Optional[Callable[[list], Any]] = None
+    on_update: Callable[[list], Any] | None = None
+    on_subagent: Callable[[list], Any] | None = None
     # a path rewritten with the messages every turn, or None
     transcript: Any = None
-    image: Optional[dict] = None               # an image part sent with the task (--image)
+    image: dict | None = None               # an image part sent with the task (--image)
     # how the run's messages name a budget's field (a stop, a subagent's stop, a spent command's
     # time): the field itself; the command line names its flag
     budget_name: Callable[[str], str] = field_name

@@ -38,9 +38,9 @@ class Tool:
     urls: bool = False          # a path may be an http(s) URL instead: not guarded, and it asks
     rereadable: bool = False    # a stub of its result may invite calling it again
     claude: tuple = ()          # Claude Code's names; a Claude-shaped hook reads the first
-    claude_rules: tuple | None = None  # Claude permission rules that cover it (None: claude)
+    claude_rules: tuple | None = None  # Claude rules that cover it (None: claude)
     verb: str = ""              # its errors: "cannot read notes.txt: ..." (none: a command's words)
-    extras: tuple = ()          # what run_tool hands it besides the model's: timeout, sandbox, images
+    extras: tuple = ()          # what run_tool adds to the model's: timeout, sandbox, images
     checkpointed: bool | None = None   # a checkpoint before each call (None: unless reads_only)
 
     def asks_for(self, arguments):

@@ -18,11 +18,11 @@ import subprocess
 import threading
 from pathlib import Path
 
+from .imageload import ImageError, load_image
 from .sandbox import hint_for
 from .sandbox.beneath import BENEATH, open_beneath
 from .sandbox.git import protected_path
 from .sandbox.reaping import SignalsHeld
-from .imageload import ImageError, load_image
 from .toolrecord import TASK, Tool, canonical, parse_arguments, schema  # noqa: F401
 from .vision import image_part, view_image_result
 
@@ -397,7 +397,7 @@ def run_tool(workspace, name, arguments, shell_timeout=SHELL_TIMEOUT, images=Non
             return f"ERROR: cannot run the command: {e}"
         path = arguments[tool.paths[0]]
         return f"ERROR: cannot {tool.verb} {path}: {explain(e, workspace, path)}"
-    except Exception as e:  # e.g. a NUL byte in a path: still words for the model, never a crash
+    except Exception as e:  # noqa: BLE001 - a NUL byte in a path...: words for the model
         return f"ERROR: {name} failed: {type(e).__name__}: {e}"
 
 

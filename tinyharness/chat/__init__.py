@@ -40,13 +40,9 @@ terminal, every write and command is denied (use --yes, or --allow what may run)
 import json
 import os
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import json_mode
-from . import compact as compaction
-from .input import Input
-from .turns import Chat
 from ..console import StreamPrinter, printable, warn
 from ..extensions import of as extensions_of
 from ..filedoor import write_text
@@ -56,6 +52,10 @@ from ..loop import RunSettings, Stats, run_agent, system_prompt
 from ..overflow import learn_window, window_in_force
 from ..run_end import Results
 from ..sessions import TranscriptWriter, UsageTap
+from . import compact as compaction
+from . import json_mode
+from .input import Input
+from .turns import Chat
 
 INTERRUPTED_CALL = ("ERROR: interrupted by the user (Ctrl-C) before this call finished; it did not "
                     "complete, and it may have done part of its work.")
@@ -66,7 +66,7 @@ INTERRUPTED_CALL = ("ERROR: interrupted by the user (Ctrl-C) before this call fi
 class ChatSettings:
     """A chat's settings: the run's (each message's are derived from them), and when and how much to
     compact."""
-    run: RunSettings = RunSettings()
+    run: RunSettings = field(default_factory=RunSettings)
     # --compact-at: the share of the window that starts a compaction
     compact_at: float = compaction.COMPACT_AT
     keep_turns: int = compaction.KEEP_TURNS    # --keep-turns: the last turns kept whole
@@ -86,7 +86,8 @@ class Conversation:
         self.end_line = lambda: None
         self.all_stats = []  # each message's, for chat --json's result line
         self.opened = False  # the first message opens the session: its session_start hooks run then
-        self.source = True  # what the next opening tells them: True (startup or resume), "compact"
+        # what the next opening tells them: True (startup or resume), "compact"
+        self.source: bool | str = True
 
     def sync(self, messages=None):
         if self.writer:

@@ -58,7 +58,7 @@ written.
 Write plain text, at most about 400 words. The summary will replace the older messages."""
 
 
-PRE_COMPACT = []  # hook(messages, workspace) -> extra instructions for the summary, or None
+PRE_COMPACT: list = []  # hook(messages, workspace) -> extra instructions for the summary, or None
 
 
 class CompactionFailed(Exception):
@@ -145,7 +145,7 @@ def run_hooks(messages, workspace):
     for hook in PRE_COMPACT:
         try:
             text = hook(messages, workspace)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a user's hook failing: compact without it
             notes.append(f"the pre_compact hook {getattr(hook, '__name__', hook)} failed "
                          f"({type(e).__name__}: {e}); compacting without it")
             continue

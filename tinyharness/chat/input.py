@@ -31,7 +31,7 @@ class Input:
         the end."""
         first = self.line(PROMPT)
         if first.strip() == BLOCK:
-            lines = []
+            lines: list = []
             while True:
                 line = self.line(MORE)
                 if line.strip() == BLOCK:

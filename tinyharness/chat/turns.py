@@ -18,8 +18,6 @@ What it cannot do. It stops the commands it started, not what they handed off to
 import sys
 import time
 
-from . import slash
-from .input import BLOCK
 from ..checkpoints.commands import chat_command
 from ..console import printable
 from ..defaults import Sourced
@@ -28,6 +26,8 @@ from ..llm import LLMError
 from ..model_list import chat_lines
 from ..run_end import Terminated
 from ..tools import stop_commands
+from . import slash
+from .input import BLOCK
 
 HELP = f"""Type a message and press Enter. A line ending with \\ continues on the next line;
 a line holding only {BLOCK} starts a block that ends at the next {BLOCK} line.

@@ -95,31 +95,31 @@ COMMAND_RULES = [
      "a recursive delete (rm -r): one wrong path and a whole tree is gone, with no undo"),
     ("(?i)" + then(r"\bremove-item\b", r"\s-r", within="."),
      "a recursive delete (Remove-Item -Recurse): one wrong path and a whole tree is gone"),
-    (r"\b(sudo|doas|pkexec)\b|(^|[;&|(]\s*)su\b", "running as another user (sudo, su): more rights "
-                                                  "than you were given"),
+    (r"\b(sudo|doas|pkexec)\b|(^|[;&|(]\s*)su\b",
+     "running as another user (sudo, su): more rights than you were given"),
     (r"\bmkfs\b", "formatting a file system (mkfs): it erases a whole disk"),
     (r"(\bof=|>)\s*/dev/(?!null\b|stdout\b|stderr\b|tty\b|fd/)",
      "writing straight to a device (dd of=/dev/sda): it can wreck a disk"),
     (r"\.(bashrc|bash_profile|bash_login|profile|zshrc|zprofile|zshenv|zlogin|cshrc|kshrc)\b"
-     r"|config\.fish",
-     "touching a shell start-up file (~/.bashrc, ~/.profile): what is written there runs in every "
-     "future shell"),
+     + r"|config\.fish",
+     ("touching a shell start-up file (~/.bashrc, ~/.profile): what is written there runs in every "
+      "future shell")),
     (then(r"\bgit\b", then(r"\bpush\b", r"\s(-[a-zA-Z]*f|--force|\+)")),
      "a force push: it overwrites history others share"),
-    (r"\|\s*(sudo\s+)?([^\s|]*/)?(ba|da|z|k|fi)?sh\b", "piping text into a shell (curl ... | sh): "
-                                                       "it runs commands nobody has read"),
+    (r"\|\s*(sudo\s+)?([^\s|]*/)?(ba|da|z|k|fi)?sh\b",
+     "piping text into a shell (curl ... | sh): it runs commands nobody has read"),
     (then(r"\b(?:(?:ba|da|z|k)?sh|source|eval)\b", r"(<\(|\$\()\s*(curl|wget)\b",
           within=r"[^;&\n]"),
      "running what a download returns (sh -c \"$(curl ...)\"): commands nobody has read"),
-    (r"(\b\w+|:)\s*\(\)\s*\{[^{}]*(?<!\w)\1\s*\|\s*\1", "a fork bomb: it starts copies of itself "
-                                                        "until the machine stops"),
+    (r"(\b\w+|:)\s*\(\)\s*\{[^{}]*(?<!\w)\1\s*\|\s*\1",
+     "a fork bomb: it starts copies of itself until the machine stops"),
     (r"\b(pkill|killall)\b|"
      + then(r"\bkill\b", r"\s-1\b"),
      "killing processes by name or all at once: they may not be yours"),
-    (r"\b(setsid|nohup|disown)\b", "a process that outlives the command (setsid, nohup): the "
-                                   "timeout could not stop it"),
-    (r"\.ssh\b|\.gnupg\b|\.aws/credentials|\.netrc\b", "reading keys or credentials (~/.ssh): "
-                                                       "secrets must not reach the model"),
+    (r"\b(setsid|nohup|disown)\b",
+     "a process that outlives the command (setsid, nohup): the timeout could not stop it"),
+    (r"\.ssh\b|\.gnupg\b|\.aws/credentials|\.netrc\b",
+     "reading keys or credentials (~/.ssh): secrets must not reach the model"),
     (r"\b(nc|ncat|netcat|socat)\b|/dev/(tcp|udp)/|"
      + then(r"\b(?:curl|wget)\b", r"(\s-[dFT]\s*@|--data(-\w+)?\s+@|--upload-file|--post-file)",
             within="."),
@@ -165,7 +165,7 @@ def pre_tool_use(workspace, name, args):
     for hook in PRE_TOOL_USE:
         try:
             reason = hook(workspace, name, args)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a hook that fails refuses the call
             reason = (f"the {hook.__name__} hook failed ({type(e).__name__}: {e}), so the call is "
                       "refused")
         if reason:

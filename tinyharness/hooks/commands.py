@@ -86,7 +86,7 @@ import os
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..console import warn
@@ -127,7 +127,7 @@ class Hook:
     timeout: float = HOOK_TIMEOUT
     claude: bool = False          # written in Claude Code's shape: it reads Claude's names
     claude_event: str = ""        # the name the file used, sent as hook_event_name
-    agents: set = field(default=None)  # None: every agent; else {"parent"} or {"subagent"}
+    agents: set | None = None  # None: every agent; else {"parent"} or {"subagent"}
     # runs confined as a shell command (hooks/run.py); "sandbox": false in its entry
     sandbox: bool = True
     # the folder of the user's own file it came from ("": the workspace's)
@@ -149,7 +149,8 @@ def load(workspace):
 def load_with_notes(workspace):
     """({event: [Hook]}, [notes for the user about entries that never fire here]) of every hooks
     file."""
-    hooks, notes = {}, []
+    hooks: dict = {}
+    notes: list = []
     for _, _, found, said in load_files(workspace):
         for event, entries in found.items():
             hooks.setdefault(event, []).extend(entries)
@@ -222,7 +223,8 @@ def load_file(path, claude_settings=False, own=False):
     if not isinstance(data, dict):
         raise HooksFileError(f"{HOOKS_FILE}: expected an object of events, e.g. "
                              '{"pre_tool_use": [{"matcher": "shell", "command": "..."}]}')
-    hooks, notes = {}, []
+    hooks: dict = {}
+    notes: list = []
     for event, entries in data.items():
         if event in CLAUDE_ONLY_EVENTS:
             notes.append(f"[hook] {HOOKS_FILE}: {event} hooks never fire in tinyharness (no such "

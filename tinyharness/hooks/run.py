@@ -45,9 +45,9 @@ import subprocess
 import threading
 
 from ..filedoor import read_bytes
-from .decide import Verdict
 from ..private_places import private
 from ..sandbox.handle import unconfined
+from .decide import Verdict
 
 # bytes of a hook's stdout/stderr read into memory; the rest is read and dropped
 MAX_CAPTURE = 1 << 20
@@ -174,7 +174,7 @@ def run_command(command, stdin, cwd, env, timeout, sandbox=None, workspace=None,
     enabled sandbox.Sandbox): confined as a shell command in `workspace` is, `env` then only adds to
     its allowlist; else unconfined (sandbox/handle.py). `report` gets what the sandbox did
     afterwards (a protected path put back)."""
-    pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     finish = None
     if sandbox is not None and sandbox.enabled:
         process, finish = (sandbox.start(workspace, command, timeout, cwd=cwd, env_extra=env,

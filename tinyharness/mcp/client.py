@@ -57,6 +57,7 @@ class Log:
 
     def __init__(self, folder, name):
         self.path, self.size, self.full, self.lock = None, 0, False, threading.Lock()
+        self.fd: int | None = None
         try:
             folder = Path(folder)
             private_folder(folder)  # 0700: a server's stderr can quote the conversation
@@ -251,7 +252,7 @@ class Server:
             raise MCPError(f"MCP server {self.name!r} is gone: {self.dead}")
         with self._lock:
             self._next_id += 1
-            number, reply = self._next_id, queue.Queue(1)
+            number, reply = self._next_id, queue.Queue[dict](1)
             self._waiting[number] = reply
             if progress_of:
                 self._progress[number] = [progress_of, time.monotonic()]
@@ -331,7 +332,8 @@ class Server:
         """tools/list, page by page, until the server gives no nextCursor - or MAX_PAGES pages, or
         `timeout` seconds for all of them."""
         deadline = time.monotonic() + timeout
-        tools, cursor, seen = {}, None, set()
+        tools: dict = {}
+        cursor, seen = None, set()
         for page in range(MAX_PAGES + 1):
             if page == MAX_PAGES:
                 self.report(f"[mcp] {self.name}: tools/list still had more after {MAX_PAGES} "
@@ -365,8 +367,9 @@ class Server:
                               timeout=self.timeout if timeout is None else timeout,
                               progress_of=tool)
         if not isinstance(result, dict):
-            return ("the server's reply to tools/call is not an object, so the tool's result "
-                    "cannot be read", True)
+            unreadable = ("the server's reply to tools/call is not an object, so the tool's "
+                          "result cannot be read")
+            return unreadable, True
         content = result.get("content", [])
         if not isinstance(content, list):
             return ("the server's reply to tools/call has a \"content\" that is not a list, so the "

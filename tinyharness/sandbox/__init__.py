@@ -88,11 +88,11 @@ import tempfile
 import threading
 import weakref
 
+from . import clone as sandbox_clone
 from .env import clean_environment
 from .git import RestoreFailed, restore, snapshot
 from .handle import Command, Stopped
 from .landlock import MIN_ABI, landlock_abi
-from . import clone as sandbox_clone
 from .namespaces import NAMESPACES, Isolation, namespaces_work
 from .reaping import LIVE, LOCK, become_subreaper, child_lister, end_everything
 from .rules import FILE_BYTES, NEW_TASKS, Rules, read_paths, stay_between, tasks_now
@@ -141,7 +141,8 @@ class Sandbox:
         self.deny_read = []  # files bound empty for commands: a Read deny rule's (permissions.py)
         self._abi, self._isolate = None, isolate  # isolate: None = namespaces where they work
         # workspace -> [Rules built once a run, commands started]
-        self._built, self._lock, self._spawners = {}, LOCK, Spawners()
+        self._built: dict = {}
+        self._lock, self._spawners = LOCK, Spawners()
         self.before_first = None  # f(workspace), once, before the first command (links.py)
         self._stopped = Stopped()  # the commands Ctrl-C killed, until stop_all reaps them
         weakref.finalize(self, close_all, self._built, self._spawners)
@@ -216,18 +217,13 @@ class Sandbox:
         `reuse`: the shell tool's call (stdin from /dev/null, stdout and stderr one pipe), which
         the run's spawner may take (sandbox/spawner.py)."""
         if not self.enabled:
-            env = {**os.environ, **env_extra} if env_extra else None
-            harness = os.getpid()  # a process stays between: the group dies with a killed harness
-            process = subprocess.Popen(command, shell=True, cwd=cwd or workspace,
-                                       start_new_session=True, env=env,
-                                       preexec_fn=lambda: stay_between(harness), **popen)
-            return Command(process, self._stopped), lambda timed_out=False, reap=True: []
+            return self.start_unconfined(workspace, command, cwd, env_extra, popen)
         say, self.before_first = self.before_first, None  # once: not on the way to the request
         if say:
             say(workspace)
         become_subreaper()
         adopted_before = child_lister()(os.getpid())
-        contents = {}
+        contents: dict = {}
         before = snapshot(workspace, contents)
         workspace = os.path.realpath(workspace)
         with self._lock:
@@ -237,8 +233,8 @@ class Sandbox:
                       else tempfile.mkdtemp(prefix="tinyharness-tmp-"))
             try:
                 env = {**self.env(tmpdir, workspace), **(env_extra or {})}
-                process = spawner and spawner.run(command, env, workspace, int(timeout) + 1,
-                                                  self._stopped)
+                process = (spawner.run(command, env, workspace, int(timeout) + 1, self._stopped)
+                           if spawner else None)
                 if process is None:
                     process = self.clone_or_fork(workspace, command, timeout, cwd, env, tmpdir,
                                                  popen)
@@ -247,6 +243,16 @@ class Sandbox:
                 raise
         return (process, functools.partial(finish, process, adopted_before, tmpdir, workspace,
                                            before, contents))
+
+    def start_unconfined(self, workspace, command, cwd, env_extra, popen):
+        """--sandbox off: the command as it is, with a process between it and the harness so that
+        its group dies with a killed harness; nothing to finish."""
+        env = {**os.environ, **env_extra} if env_extra else None
+        harness = os.getpid()
+        plain = subprocess.Popen(command, shell=True, cwd=cwd or workspace, start_new_session=True,
+                                 env=env, preexec_fn=lambda: stay_between(harness),  # noqa: PLW1509
+                                 **popen)
+        return Command(plain, self._stopped), lambda timed_out=False, reap=True: []
 
     def clone_or_fork(self, workspace, command, timeout, cwd, env, tmpdir, popen):
         """The command started on its own (sandbox/clone.py, or the two-fork way). Under the
@@ -283,9 +289,9 @@ def finish(process, adopted_before, tmpdir, workspace, before, contents, timed_o
         process.wait()
         LIVE.discard(process.pid)
     remove_tmpdir(tmpdir)
-    notes = [f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running outside "
-             "its process group"] \
-        if left and not timed_out else []  # a timeout's message says so already
+    ended = (f"[sandbox] ended {left} process{'es' * (left != 1)} the command left running "
+             "outside its process group")
+    notes = [ended] if left and not timed_out else []  # a timeout's message says so already
     try:
         undone = restore(workspace, before, contents)
     except RestoreFailed as e:  # never a note for the model: the user must know, and the run stops
@@ -325,7 +331,9 @@ def launch(argv, rules, **popen):
             if sandbox_clone.works() is not False:
                 raise
             del e
-    return subprocess.Popen(argv, preexec_fn=rules.apply_in_child, **popen)
+    # preexec_fn: the confinement must be set between fork and exec, in the child alone; the
+    # harness's other threads take no lock the child needs (it only makes system calls)
+    return subprocess.Popen(argv, preexec_fn=rules.apply_in_child, **popen)  # noqa: PLW1509
 
 
 def close_all(built, spawners):

@@ -110,7 +110,8 @@ def unconfined(command, cwd, env, **pipes):
     with LOCK:
         process = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env={**os.environ, **env},
                                    start_new_session=True,
-                                   preexec_fn=lambda: stay_between(harness), **pipes)
+                                   preexec_fn=lambda: stay_between(harness),  # noqa: PLW1509
+                                   **pipes)  # the process between must start in the child itself
         LIVE.add(process.pid)
     return Command(process)
 

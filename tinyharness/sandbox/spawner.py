@@ -208,7 +208,6 @@ class Spawner:
                 wait_for_group(self.process.pid)  # a namespace is empty once its PID 1 has ended
             if reap:
                 self.process.wait()
-        return None
 
     def receive(self, size, timeout):
         data = b""
