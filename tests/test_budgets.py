@@ -100,8 +100,8 @@ def test_a_subagent_started_late_gets_only_the_parents_turns_that_are_left(works
 FLAG = ('    parser.add_argument("--max-reply-tokens",',
         '    parser.add_argument("--max-tool-calls", type=int, metavar="N")\n'
         '    parser.add_argument("--max-reply-tokens",')
-FIELD = ("    max_tokens: Optional[int] = None\n",
-         "    max_tokens: Optional[int] = None\n    max_tool_calls: Optional[int] = None\n")
+FIELD = ("    max_tokens: int | None = None\n",
+         "    max_tokens: int | None = None\n    max_tool_calls: int | None = None\n")
 LIMIT = ("\n]\n\n\nclass Budget:",
          '\n    Limit("max_tool_calls", lambda run: run.stats.tool_calls),\n]\n\n\nclass Budget:')
 EDITS = (("flags.py", FLAG), ("settings.py", FIELD), ("guards.py", LIMIT))

@@ -159,13 +159,13 @@ def test_doctor_names_the_variable_not_a_flag_never_passed(home):
     assert "TINYHARNESS_API_KEY" in out and "sk-secret" not in out
 
 
-def test_the_flat_parser_reads_what_tomllib_reads():
-    """Python 3.10 without tomli: the documented flat subset, read the same way."""
+def test_the_flat_file_is_read_as_tomllib_reads_it_on_every_python():
+    """Python 3.10 without tomli reads the file with tomlread.subset: the same values."""
     tomllib = pytest.importorskip("tomllib")
-    from tinyharness import defaults
+    from tinyharness.tomlread import subset
     text = ('# a comment\nmodel = "qwen3:8b"  # trailing\nbase_url = \'http://h:1/v1\'\nmax_turns = 1_000\n'
             'max_seconds = 2.5\nstream = true\nthink = false\nname = "a \\"q\\" \\u00e9 # not a comment"\n')
-    assert defaults.parse_flat(text) == tomllib.loads(text)
-    for bad in ('[run]\nmodel = "x"\n', 'model = "x\n', "model = bare\n", "= 1\n", 'a = "1"\na = "2"\n'):
+    assert subset(text) == tomllib.loads(text)
+    for bad in ('model = "x\n', "model = bare\n", "= 1\n", 'a = "1"\na = "2"\n'):
         with pytest.raises(ValueError):
-            defaults.parse_flat(bad)
+            subset(bad)

@@ -21,7 +21,22 @@ def ci_commands():
 
 def test_ci_runs_exactly_the_readme_quick_start():
     assert ci_commands()[:2] == readme_quick_start()
-    assert ci_commands()[2:] == [". .venv/bin/activate && python -m pytest -q -m deep"]   # then the deep tier
+    assert ci_commands()[2:] == [". .venv/bin/activate && python -m pytest -q -m deep",   # then the deep tier
+                                 LINT]                                                    # and the linters
+
+
+LINT = '. .venv/bin/activate && python -m pip install -q -e ".[lint]" && ruff check tinyharness && mypy'
+
+
+def test_the_linters_ci_runs_are_pinned_and_set_in_pyproject():
+    """ruff's default rules and mypy --check-untyped-defs, at the versions the lint extra pins: a new
+    release's new rule cannot turn CI red overnight."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    lint = text.split("lint = [", 1)[1].split("]", 1)[0]
+    assert all(f'"{tool}==' in lint for tool in ("ruff", "mypy", "types-requests")), lint
+    mypy = text.split("[tool.mypy]", 1)[1].split("\n[", 1)[0]
+    assert "check_untyped_defs = true" in mypy and 'packages = ["tinyharness"]' in mypy
+    assert "select" not in text.split("[tool.ruff]", 1)[1].split("[tool.ruff.format]", 1)[0]  # the defaults
 
 
 def test_the_quick_start_makes_and_uses_a_virtual_environment_in_each_line():

@@ -14,8 +14,8 @@ line is parsed (so `--help` shows them); the model and the API become `Sourced` 
 where they came from, which `said` and `tinyharness doctor` report; the endpoint keeps its own
 `base_url_source`. It is the user's own file, read through the harness's file door
 (filedoor.read_config) at most CAP bytes, and refused when its path leads into the workspace, where
-the model writes. It is parsed with tomllib (Python 3.11+), tomli where installed, else
-`parse_flat`, which reads the subset documented here: comments, strings, integers, floats, booleans.
+the model writes. It is parsed by tomlread.loads: tomllib (Python 3.11+), tomli where installed,
+else the subset of TOML the project's two TOML files use, read as tomllib reads it.
 
 Each unknown key and each bad value is named in one line, and the run goes on without it; a file
 that is not TOML is named and left out whole. One value is a usage error instead (exit 2):
@@ -31,8 +31,9 @@ import argparse
 import json
 import os
 import re
-import sys
 from urllib.parse import urlsplit
+
+from .tomlread import loads
 
 CAP = 64 * 1024  # bytes: a page of settings, never more
 LABEL = "config.toml"  # how a value's source is named (the full path in doctor's defaults line)
@@ -124,64 +125,13 @@ def read(where, workspace):
     return data.decode("utf-8")
 
 
-def parse(text):
-    """{key: value} of TOML text: tomllib, tomli, else parse_flat. ValueError when it is not."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-        return tomllib.loads(text)  # TOMLDecodeError is a ValueError
-    try:  # Python 3.10
-        import tomli
-    except ImportError:
-        return parse_flat(text)
-    return tomli.loads(text)
-
-
-FLAT = re.compile(r"""\s*([A-Za-z0-9_-]+)\s*=\s*("(?:[^"\\]|\\.)*"|'[^']*'|[^\s#]+)\s*(?:#.*)?""")
-
-
-def parse_flat(text):
-    """The flat subset of TOML, for Python 3.10 without tomli: `key = value` lines, # comments,
-    "basic" and 'literal' strings, integers (1_000), floats, true and false. ValueError names the
-    line of anything else (a table, an array, a value without quotes, a key given twice)."""
-    found = {}
-    for number_, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.strip().startswith("#"):
-            continue
-        match = FLAT.fullmatch(line)
-        if (match is None or (value := flat_value(match.group(2))) is None
-                or match.group(1) in found):
-            raise ValueError(f"line {number_} is not `key = value` of a string, a number, true or "
-                             f"false (or the key came before): {line.strip()[:60]}")
-        found[match.group(1)] = value
-    return found
-
-
-def flat_value(text):
-    """The value TEXT spells, or None."""
-    if text.startswith("'"):
-        return text[1:-1]
-    if text.startswith('"'):
-        try:
-            return json.loads(text)
-        except ValueError:
-            return None
-    if text in ("true", "false"):
-        return text == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            continue
-    return None
-
-
 def load(workspace, warn):
     """(the checked {key: value}, the file's path, a usage error or None); each problem that is not
     a usage error is said with WARN, one line each."""
     where, text = path(), None
     try:
         text = read(where, workspace)
-        values = parse(text) if text is not None else {}
+        values = loads(text) if text is not None else {}
     except (OSError, ValueError) as e:
         if re.search(r"^\s*max_tokens\s*=", text or "", re.MULTILINE):
             return {}, where, ("max_tokens", (f"{where}: cannot be read ({e}), and it sets "

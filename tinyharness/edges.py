@@ -58,8 +58,7 @@ class Record:
     written."""
 
     def __init__(self):
-        self.calls: Counter = Counter()
-        self.written: list = []
+        self.calls, self.written = Counter(), []
 
     def note(self, call, result):
         """Note one call after it ran. A file counts as written only when write_file said OK."""

@@ -15,21 +15,21 @@ wins over its project scope). The user's own servers need no trust question and 
 file's folder, never the workspace (config.outside_the_workspace); a workspace file's are trusted
 first (trust.py). Codex's tables become our config (`command`, `args`, `env`, `cwd`, `url`,
 `bearer_token_env_var` as an Authorization header, `enabled = false`, `tool_timeout_sec`), read
-with `tomllib` (Python 3.11+) or, on 3.10, `tomlish`: the subset server tables use. `fill_inputs`
-asks for each `${input:ID}` at the terminal (asking.py's /dev/tty, never standard input) once the
-file is trusted; with no terminal the server is skipped with one line and the run goes on.
-`tinyharness mcp list` (`list_servers`) names every file looked at, found or not.
+with tomlread.loads (tomllib on Python 3.11+; on 3.10 the subset of TOML server tables use).
+`fill_inputs` asks for each `${input:ID}` at the terminal (asking.py's /dev/tty, never standard
+input) once the file is trusted; with no terminal the server is skipped with one line and the run
+goes on. `tinyharness mcp list` (`list_servers`) names every file looked at, found or not.
 
 What it cannot do. Codex's project `.codex/config.toml` and Claude's managed or plugin servers are
 not read; an answer typed for a password input is echoed as the terminal echoes it.
 """
 import json
 import os
-import sys
 from pathlib import Path
 
 from .. import asking, trust
 from ..filedoor import read_bytes
+from ..tomlread import loads
 from . import Slots
 from . import config as mcp_config
 
@@ -95,7 +95,7 @@ def codex_servers(path):
     try:
         raw = read_bytes(os.path.realpath(path), mcp_config.CONFIG_CAP)[0]
         text = raw.decode("utf-8")
-        data = read_toml(text)
+        data = loads(text)
     except (OSError, ValueError) as e:
         raise ValueError(f"{path}: cannot read it as TOML ({e})") from None
     block = data.get("mcp_servers", {})
@@ -113,14 +113,6 @@ def codex_servers(path):
             config["timeout"] = entry["tool_timeout_sec"]
         servers[name] = config
     return mcp_config.servers_of(servers, path, str(path.parent), str(path.parent))
-
-
-def read_toml(text):
-    if sys.version_info >= (3, 11):
-        import tomllib
-        return tomllib.loads(text)
-    from .tomlish import loads  # Python 3.10: no tomllib
-    return loads(text)
 
 
 def server_configs(workspace, flags=(), looked=None):
