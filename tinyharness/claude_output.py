@@ -37,7 +37,6 @@ import time
 import uuid
 
 from .console import printable, warn
-from .run_end import Results
 
 FORMATS = ("text", "json", "stream-json")
 FAILED = ("ERROR", "BLOCKED", "DENIED")  # a tool result that starts so did not do what was asked
@@ -207,8 +206,8 @@ def result_object(result, usage, turns, seconds, api_seconds, session_id, denial
 class ClaudeLines:
     """JsonLines' three calls (cli.py), writing Claude Code's format FMT on `out`."""
 
-    def __init__(self, out, fmt, tap, session_id, model, init=None):
-        self.out, self.fmt, self.tap = out, fmt, tap
+    def __init__(self, out, fmt, tap, session_id, model, ending, init=None):
+        self.out, self.fmt, self.tap, self.ending = out, fmt, tap, ending
         self.clock = tap.client = ApiClock(tap.client)  # the time the replies took
         self.events = Converter(model, session_id)
         if fmt == "stream-json":
@@ -226,7 +225,8 @@ class ClaudeLines:
                 "permissionMode": "bypassPermissions" if args.yes else "default",
                 "apiKeySource": "none", "slash_commands": [], "output_style": "default",
                 "agents": [], "skills": [], "plugins": []}
-        return cls(args.json_out, fmt, tap, session.id if session else None, args.model, init)
+        return cls(args.json_out, fmt, tap, session.id if session else None, args.model,
+                   args.ending, init)
 
     def write(self, obj):
         self.out.write(claude_json(obj) + "\n")
@@ -242,7 +242,7 @@ class ClaudeLines:
         """A subagent's messages, a notice: not part of Claude's stream."""
 
     def result(self, result, stats):
-        Results.written = True  # before writing: a closed output must not get a second try
+        self.ending.written = True  # before writing: a closed output must not get a second try
         if self.fmt == "text":
             return self.text(result)
         seconds = time.monotonic() - stats.started
@@ -271,12 +271,12 @@ def format_in(argv):
     return None
 
 
-def missing_result(argv, code, started, out=None):
+def missing_result(argv, code, started, ending, out=None):
     """The result object of a json or stream-json run that ended before it could write its own (a
     usage error, a signal during set-up); nothing when one was written or none was asked for."""
-    if Results.written or argv[:1] != ["run"] or format_in(argv) not in ("json", "stream-json"):
+    if ending.written or argv[:1] != ["run"] or format_in(argv) not in ("json", "stream-json"):
         return
-    error = (Results.usage_error
+    error = (ending.usage_error
              or {2: "usage error (see standard error)", 130: "interrupted"}.get(code)
              or (f"terminated ({code})" if code > 128 else "failed"))
     obj = result_object({"exit_code": code, "error": error}, {}, 0, time.monotonic() - started, 0,
@@ -286,4 +286,4 @@ def missing_result(argv, code, started, out=None):
         (out or sys.stdout).flush()
     except (OSError, ValueError):  # the output is closed: nobody is there to read it
         pass
-    Results.written = True
+    ending.written = True

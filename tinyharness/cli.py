@@ -29,8 +29,8 @@ from .console import StreamPrinter, printable, warn
 from .defaults import apply as apply_defaults
 from .defaults import refusal
 from .flags import UsageError, approver, from_command_line, usage_problem
-from .parsers import build_parser, print_mode, version
-from .run_end import Results, Terminated, ending_signals, result_line, write_missing_result
+from .parsers import UsageExit, build_parser, print_mode, version
+from .run_end import Ending, Terminated, ending_signals, result_line, write_missing_result
 
 # Only the console, the flags and the parsers are imported here (the standard library below them):
 # `tinyharness --help` and `--version` must not pay for requests, the sandbox and the loop (a fifth
@@ -42,13 +42,15 @@ def main(argv=None):
     last line on standard output is the result (run_end.py)."""
     argv = print_mode(sys.argv[1:] if argv is None else list(argv))  # `tinyharness -p TASK`: run
     started, code = time.monotonic(), 1
-    Results.written, Results.usage_error = False, None
+    ending = Ending()
     try:
         # SIGTERM and SIGHUP end a run or a chat as Ctrl-C does (run_end.py); eval and the rest keep
         # the default
         with ending_signals() if argv[:1] in (["run"], ["chat"]) else contextlib.nullcontext():
-            code = guarded(argv)
+            code = guarded(argv, ending)
     except SystemExit as e:  # argparse's usage errors (2) and --help (0)
+        if isinstance(e, UsageExit):
+            ending.usage_error = e.message
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         raise
     except Terminated as e:  # before a run could catch it: in set-up, at a trust question
@@ -56,14 +58,14 @@ def main(argv=None):
         code = e.code
     finally:
         if code != 0:  # a finished run wrote its own; --help and --version are no run
-            missing_result(argv, code, started)  # --output-format json, stream-json
-            write_missing_result(argv, code, started)
+            missing_result(argv, code, started, ending)  # --output-format json, stream-json
+            write_missing_result(argv, code, started, ending)
     return code
 
 
-def guarded(argv):
+def guarded(argv, ending):
     try:
-        return dispatch(argv)
+        return dispatch(argv, ending)
     except Terminated:
         raise
     except KeyboardInterrupt:  # Ctrl-C anywhere (a run catches its own first, to print its stats)
@@ -84,8 +86,9 @@ def guarded(argv):
         return 1
 
 
-def dispatch(argv):
-    """Parse ARGV and run the command it names; its exit code."""
+def dispatch(argv, ending):
+    """Parse ARGV and run the command it names (ENDING handed to it as args.ending); its exit
+    code."""
     # the eval has its own flags and --help: hand it everything
     if argv[:1] == ["eval"]:
         from .eval import main as eval_main
@@ -99,6 +102,7 @@ def dispatch(argv):
     problem = (apply_defaults(parser, os.getcwd(), warn) if command in ("run", "chat", "models")
                else None)
     args, extra = parser.parse_known_args(argv)
+    args.ending = ending
     usage = getattr(args, "usage", parser)  # the subcommand's own parser, where it set one
     if refused := refusal(problem, args):
         usage.error(refused)
@@ -149,7 +153,7 @@ def prepare_run(args, parser):
                                   opening=lambda: run_opening(args, from_stdin),
                                   approve=approver(args, prompt))
     except (UsageError, SessionError) as e:
-        return usage_failure(str(e))
+        return usage_failure(args, str(e))
     return start_run(args, ready.client, ready.settings, printer, stream, prompt, ready.opened)
 
 
@@ -214,9 +218,9 @@ def resumed_session(args):
     return writer, session.messages()
 
 
-def usage_failure(problem):
+def usage_failure(args, problem):
     """Exit code 2, said on stderr (and in the --json result line)."""
-    Results.usage_error = problem
+    args.ending.usage_error = problem
     warn(f"error: {problem}")
     return 2
 
@@ -297,7 +301,8 @@ def open_records(args, client, hands, resumed):
         from .claude_output import ClaudeLines
         lines = ClaudeLines.for_run(args.output_format, args, client, session, hands)
     else:
-        lines = JsonLines(args.json_out, client, session, args.model) if args.json else None
+        lines = (JsonLines(args.json_out, client, session, args.model, args.ending) if args.json
+                 else None)
     if lines and history:
         lines.events.written = len(history)  # the events of this run, not the history again
     return client, session, lines
@@ -341,9 +346,9 @@ class JsonLines:
     a result object. Same shapes as the session file (sessions/__init__.py), so one reader serves
     both."""
 
-    def __init__(self, out, tap, session, model):
+    def __init__(self, out, tap, session, model, ending):
         from .sessions.writer import StreamWriter, now
-        self.tap, self.events = tap, StreamWriter(out)
+        self.tap, self.events, self.ending = tap, StreamWriter(out), ending
         self.session_id, self.model = session.id if session else None, model
         self.events.write({"type": "start", "time": now(),
                            "session": session.id if session else None,
@@ -359,7 +364,7 @@ class JsonLines:
 
     def result(self, result, stats):
         # before writing: a closed output must not get a second try from main
-        Results.written = True
+        self.ending.written = True
         self.events.write(result_line(result, stats, self.session_id, self.model, stats.started))
 
 

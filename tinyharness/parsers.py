@@ -96,14 +96,23 @@ def version():
     return f"tinyharness {__version__}"
 
 
+class UsageExit(SystemExit):
+    """argparse's usage error (exit 2), carrying its words to `main` for the --json result line."""
+
+    def __init__(self, message, code=2):
+        super().__init__(code)
+        self.message = message
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse's parser, remembering its usage error's words for the --json result line
-    (run_end.py); the subcommands' parsers are of the same class."""
+    """argparse's parser, whose usage error carries its words (UsageExit); the subcommands' parsers
+    are of the same class."""
 
     def error(self, message):
-        from .run_end import Results
-        Results.usage_error = message
-        super().error(printable(message))  # a flag's value can carry an escape sequence
+        try:
+            super().error(printable(message))  # a flag's value can carry an escape sequence
+        except SystemExit as e:
+            raise UsageExit(message, e.code) from None
 
 
 def build_parser(command=None):

@@ -14,11 +14,12 @@ signal's number (143, 129), as a shell reports it (`chat` too: chat/__init__.py)
 while cleaning up is ignored: cleaning up is what the first one asked for. While the shell tool
 starts a command, the three are held (sandbox/reaping.py, `SignalsHeld`) and raised once the tool
 can kill what it started: raised inside Popen, between the fork and the line that keeps the child's
-number, they left the command running after the run. `Results` remembers whether the result line was
-written; `main` writes one itself when a run ended before it could (an argparse error, an untrusted
-config, a signal during set-up). `result_line` gives every result the same fields: `session_id`,
-`is_error`, `duration_ms`, `num_turns`, `model`, and `usage` whose counts are null when the server
-never reported them.
+number, they left the command running after the run. An `Ending`, one per command line (made by
+`main`, handed down as `args.ending`), remembers whether the result line was written and the usage
+error's words; `main` writes one itself when a run ended before it could (an argparse error, an
+untrusted config, a signal during set-up). `result_line` gives every result the same fields:
+`session_id`, `is_error`, `duration_ms`, `num_turns`, `model`, and `usage` whose counts are null
+when the server never reported them.
 
 What it cannot do. SIGKILL cannot be caught: after `kill -9` (or `timeout -k`'s second signal)
 nothing is written, and only the sandbox's own kernel-side ends (a PID namespace dies with its first
@@ -66,10 +67,14 @@ def ending_signals():
             signal.signal(number, handler)
 
 
-class Results:
-    """Whether this process wrote its --json result line, and the last usage error's words."""
-    written = False
-    usage_error: str | None = None
+class Ending:
+    """What `main` must know when one command line ends: whether its result line was written (by the
+    command's writer, or by main for a run that ended before it could), and the last usage error's
+    words. One per command line, never a module's state."""
+
+    def __init__(self):
+        self.written = False
+        self.usage_error: str | None = None
 
 
 def wants_json(argv):
@@ -102,12 +107,12 @@ def result_line(result, stats, session_id, model, started):
             "usage": stats.usage(), "stats": counts}
 
 
-def write_missing_result(argv, code, started, out=None):
+def write_missing_result(argv, code, started, ending, out=None):
     """The result line of a --json run that ended before it could write its own (exit 2, a signal in
     set-up); nothing when it was written, or the line did not ask for --json."""
-    if Results.written or not wants_json(argv):
+    if ending.written or not wants_json(argv):
         return
-    error = (Results.usage_error
+    error = (ending.usage_error
              or {2: "usage error (see standard error)", 130: "interrupted"}.get(code))
     result = ({"exit_code": code, "answer": None,
                "error": error or (f"terminated ({code})" if code > 128 else "failed")})
@@ -117,4 +122,4 @@ def write_missing_result(argv, code, started, out=None):
         out.flush()
     except (OSError, ValueError):  # the output is closed: nobody is there to read it
         pass
-    Results.written = True
+    ending.written = True

@@ -50,7 +50,6 @@ from ..flags import UsageError, approver, from_command_line
 from ..hooks import ask_user
 from ..loop import RunSettings, Stats, run_agent, system_prompt
 from ..overflow import learn_window, window_in_force
-from ..run_end import Results
 from ..sessions import TranscriptWriter, UsageTap
 from . import compact as compaction
 from . import json_mode
@@ -291,7 +290,7 @@ def chat_command(args, parser):
         warn(f"error: {e}")  # made printable: a folder or id from the file can be in it
         return 1
     except UsageError as e:
-        Results.usage_error = str(e)  # for the --json result line
+        args.ending.usage_error = str(e)  # for the --json result line
         warn(f"error: {e}")
         return 2
     (writer, messages), hands = ready.opened, ready.settings.extensions
@@ -306,7 +305,8 @@ def chat_command(args, parser):
                       workspace)
     # the last line, on this way out; main writes one on the others (a usage error, a crash)
     if lines:
-        json_mode.end_lines(lines, chat, conversation, writer, args.model, status, args.started)
+        json_mode.end_lines(lines, chat, conversation, writer, args.model, status, args.started,
+                            args.ending)
     return status
 
 

@@ -21,7 +21,7 @@ import os
 import time
 
 from ..counts import summed
-from ..run_end import Results, result_line
+from ..run_end import result_line
 
 
 class Tee:
@@ -59,10 +59,10 @@ def open_lines(out, session, model):
     return lines
 
 
-def end_lines(lines, chat, conversation, session, model, status, started):
+def end_lines(lines, chat, conversation, session, model, status, started, ending):
     """The last line: how the chat ended, with the whole chat's counts."""
     total = summed(conversation.all_stats, started)  # counts.py: the one sum
     result = {"exit_code": status, "answer": chat.last_answer if status == 0 else None,
               "messages": len(conversation.all_stats)}
-    Results.written = True  # before writing: a closed output must not get a second try from main
+    ending.written = True  # before writing: a closed output must not get a second try from main
     lines.write(result_line(result, total, session.id if session else None, model, started))
