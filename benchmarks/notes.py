@@ -620,7 +620,21 @@ FIGURES = [
            lambda: parallel_figures()["serial_s"], kind="range", slow=True),
     Figure("parallel reads, together, seconds", r"together\n?\s*\(the default\) ([\d.]+) s",
            lambda: parallel_figures()["parallel_s"], kind="range", slow=True),
+    # the house by idea: the design held against the imports (benchmarks/design.py)
+    Figure("design: never rules broken", r"never rules broken today: (\d+)",
+           lambda: len(design_check().broken_nevers())),
+    Figure("design: imports between parts with no arrow", r"imports between parts with no arrow: (\d+)",
+           lambda: len(design_check().undeclared_arrows())),
+    Figure("design: package modules in no part", r"package modules in no part: (\d+)",
+           lambda: len(design_check().unplaced())),
+    Figure("design: never rules", r"`docs/architecture.json` holds (\d+) never rules",
+           lambda: len(design_check().load()["never"])),
 ]
+
+
+def design_check():
+    from benchmarks import design
+    return design
 
 
 def stage_function(stage, module, name):
