@@ -224,3 +224,12 @@ def test_the_readme_parts_table_is_the_design():
     section = readme.split("\n## Layout", 1)[1].split("\n## ", 1)[0]
     assert design.parts_table(design.load()) in section, \
         "the design changed: paste `python -m benchmarks.design --parts` into README.md's Layout section"
+
+
+def test_the_package_keeps_no_state_behind_a_global_statement():
+    """Process-wide state set from inside functions (`global x`) is state no caller can see or hand
+    over; the package keeps what it remembers in objects it passes."""
+    found = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in sorted(PACKAGE.rglob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Global)]
+    assert found == []
