@@ -363,7 +363,9 @@ def start_extensions(args, workspace, ask, report, sandbox=None):
         configs[name] = config
         if isinstance(trusted, trust.Trusted):  # a workspace file's: checked again at the start
             checks[name] = trusted
-    slots = mcp.Slots.start(configs, report=report, trusted=checks) if configs else None
+    slots = (mcp.Slots.start(configs, report=report, trusted=checks,
+                             time_left=getattr(args, "max_seconds", None))
+             if configs else None)
     # each knob read from the flag of its name (--subagent-max-turns fills subagent_max_turns)
     knobs = {f.name: getattr(args, f.name) for f in fields(Extensions)
              if f.name not in ("mcp", "hooks", "rules") and hasattr(args, f.name)}

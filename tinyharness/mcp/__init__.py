@@ -22,7 +22,8 @@ tool read-only.
 A server is untrusted input. Paging stops after MAX_PAGES pages; every reply is type-checked (a tool
 whose schema is malformed is skipped with an `[mcp]` warning; a result that cannot be read becomes
 an ERROR text for the model); a line the reader cannot route is logged and skipped; each call ends
-by the server's `timeout` and by what is left of the run's --max-seconds; the server runs in a
+by the server's `timeout` and by what is left of the run's --max-seconds, and the starts together
+by their `start_timeout` and by --max-seconds; the server runs in a
 process group of its own, ended whole at close (Ctrl-C in chat stops the turn's commands, never a
 server). Model servers accept tool names matching `^[a-zA-Z0-9_-]{1,64}$`: other names are mapped to
 one that does (unique; the server still gets its own name), or skipped with a warning. A server's
@@ -63,6 +64,7 @@ variable without a default is an error. `read_only` is a list of tool names or `
 seconds per call (default 60). Anything malformed stops the run before it starts (exit 2).
 """
 import re
+import time
 
 # Importable from here as before: the loop, the command line and the tests reach MCP through this
 # module.
@@ -120,18 +122,23 @@ class Slots:
         self.names = {}  # model-facing name -> (server name, the server's tool name)
 
     @classmethod
-    def start(cls, configs, report=None, log_dir=None, trusted=None):
+    def start(cls, configs, report=None, log_dir=None, trusted=None, time_left=None):
         """Start each configured server (a disabled one is skipped); one that fails is reported once
         and left out. `trusted`: {name: trust.Trusted} of the servers from a workspace file, each
-        checked against what the user trusted before it starts (mcp/client.py)."""
+        checked against what the user trusted before it starts (mcp/client.py). `time_left`: the
+        run's seconds, which bound all the starts together as they bound a call."""
         slots = cls(report=report)
+        until = None if time_left is None else time.monotonic() + time_left
         for name, config in configs.items():
             if config.get("disabled"):
                 continue
             server = make_server(name, config, log_dir, slots.report)
             server.trusted = (trusted or {}).get(name)
+            timeout = config.get("start_timeout", START_TIMEOUT)
+            if until is not None:
+                timeout = min(timeout, max(until - time.monotonic(), MIN_CALL_TIME))
             try:
-                slots.servers[name] = server.start(config.get("start_timeout", START_TIMEOUT))
+                slots.servers[name] = server.start(timeout)
             except MCPError as e:
                 server.close()
                 slots.report(f"[mcp] {e}. Its tools are not offered; the run goes on.")

@@ -10,13 +10,21 @@ with `Accept: text/event-stream` and keeps the answer open; a thread reads its e
 refused: the messages, with their headers, would go elsewhere). Each message of ours is one POST
 there, answered 202 (or 200) and nothing else; every reply, notification and request of the
 server's comes as a `message` event on the GET stream and goes to the same routing as stdio's
-(mcp/client.Server.receive), so calls are bounded and checked exactly as there. `close` ends the
-stream. Headers from the config go with every request.
+(mcp/client.Server.receive), so calls are bounded and checked exactly as there. The wait for the
+endpoint is the start's time (its `start_timeout`, cut to what the run has: mcp.Slots.start).
+`close` never waits on the stream: a server may stay silent on it for ever (no keep-alive), and a
+read blocked there would hold a plain close of the response; so the socket is shut first, which
+ends that read, and the reader thread is given CLOSE_WAIT seconds. Headers from the config go with
+every request.
 
 What it cannot do. No reconnecting: a stream that ends withdraws the server, as a stdio server's
-death does. No OAuth (put a token in `headers`). One event's data is read up to 16 MiB.
+death does. No OAuth (put a token in `headers`). One event's data is read up to 16 MiB. The GET's
+answer (its status line and headers) has no time limit of its own beyond the connect timeout: a
+server that accepts and never answers holds the start.
 """
 import json
+import os
+import socket
 import threading
 from urllib.parse import urljoin, urlparse
 
@@ -24,6 +32,9 @@ import requests
 
 from .client import MCPError, Server
 from .http import CONNECT_TIMEOUT, NOTIFY_TIMEOUT, parse, reason, sse_events
+
+CLOSE_WAIT = 2  # seconds `close` waits for the reader thread once the stream's socket is shut
+
 
 
 def arriving(response):
@@ -40,6 +51,17 @@ def arriving(response):
         yield data
 
 
+def unblock(response):
+    """Shut the stream's socket down (through a duplicate of its descriptor), so a read blocked on
+    it returns at once. Closing the response instead waits for that read to end - for ever, on a
+    server that says nothing more (the read holds the buffer's lock)."""
+    try:
+        with socket.socket(fileno=os.dup(response.raw.fileno())) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, ValueError, AttributeError):
+        pass  # no socket left: nothing can block on it
+
+
 class SseServer(Server):
     transport = "sse"
 
@@ -47,7 +69,7 @@ class SseServer(Server):
         super().__init__(name, config, log_dir, report)
         self.url, self.extra_headers = config["url"], dict(config.get("headers", {}))
         self.http, self.stream, self.endpoint = requests.Session(), None, None
-        self.ready = threading.Event()
+        self.ready, self.reader = threading.Event(), None
 
     def open(self, timeout):
         try:
@@ -63,7 +85,8 @@ class SseServer(Server):
             raise MCPError(f"MCP server {self.name!r} at {self.url} answered the SSE GET with HTTP "
                            f"{self.stream.status_code} ({kind[:60] or 'no Content-Type'}), not an "
                            "event stream")
-        threading.Thread(target=self._listen, daemon=True).start()
+        self.reader = threading.Thread(target=self._listen, daemon=True)
+        self.reader.start()
         if not self.ready.wait(timeout) or self.endpoint is None:
             raise MCPError(f"MCP server {self.name!r} at {self.url} named no endpoint to post to "
                            f"({self.dead or f'none within {timeout:g} s'})")
@@ -117,10 +140,16 @@ class SseServer(Server):
             raise MCPError(f"MCP server {self.name!r} answered a message with HTTP {status}")
 
     def close(self):
+        """Never waits on the stream: its socket is shut so the reader's read returns, the reader
+        is given CLOSE_WAIT seconds, and the response is closed only once nothing reads it."""
+        self.gone("closed")
+        self.ready.set()
         stream, self.stream = self.stream, None
         if stream is not None:
-            stream.close()
+            unblock(stream)
+            if self.reader is not None:
+                self.reader.join(CLOSE_WAIT)
+            if self.reader is None or not self.reader.is_alive():
+                stream.close()
         self.http.close()
-        self.ready.set()
-        self.gone("closed")
         self.log.close()
