@@ -142,9 +142,6 @@ LIFTS = {  # the user's own mode, the workspace file, its defaultMode
 }
 
 
-@pytest.mark.xfail(strict=True, reason="ESCAPE: an untrusted workspace file's `defaultMode: \"default\"` replaces the "
-                                       "user's own plan or dontAsk (the last file's mode wins, trusted or not), so "
-                                       "--yes runs the command the user's mode refused")
 @pytest.mark.parametrize("case", list(LIFTS))
 def test_an_untrusted_workspace_default_mode_does_not_lift_the_users_plan(box, case):
     """The user's `~/.claude/settings.json` says plan (or dontAsk); a workspace `.claude/settings.json` (or
@@ -159,9 +156,6 @@ def test_an_untrusted_workspace_default_mode_does_not_lift_the_users_plan(box, c
     assert canary_kept(box), (tool_results(srv), r)
 
 
-@pytest.mark.xfail(strict=True, reason="ESCAPE: the model writes `.claude/settings.local.json` with `defaultMode: "
-                                       "\"default\"` (an Edit rule of the user's lets it); the next run drops the "
-                                       "user's dontAsk and --yes runs the command")
 def test_a_default_mode_the_model_wrote_does_not_lift_the_users_mode_in_the_next_run(box):
     """The user's own file: dontAsk, with `allow: [Edit, Write]`. Run 1: the model writes
     `.claude/settings.local.json` = `{"permissions": {"defaultMode": "default"}}` (allowed, it is an edit). Run 2,

@@ -444,18 +444,27 @@ def load_policy(workspace, ask, report, flags=None, sandbox=None):
 
 def file_policy(path, data, hooks, said, rules, workspace, ask, flags):
     """Add one hooks or settings file's rules; what the user trusted of it (None: nothing to
-    trust, or the user's own file). The trust question says what the file can really do: run
-    hooks (which, and where) and let calls run without asking (which)."""
+    trust, or the user's own file). Its defaultMode is set once its trust is known: one the user
+    has not trusted only makes the mode stricter (Rules.set_mode)."""
     own = commands.is_users(path)  # the user's own file: no trust question
     name = path if own else path.relative_to(workspace)
-    allows, _ = (from_settings(data, str(name), rules, said)
-                 if path.name.startswith("settings") else (False, False))
+    settings = path.name.startswith("settings")
+    allows, _, mode = (from_settings(data, str(name), rules, said) if settings
+                       else (False, False, None))
     allowed = allowed_note(data) if allows else ""
     if own and allowed:  # said at start: a file of another tool lets calls run, everywhere
         said.append(f"[permissions] {name} (your own): its allow rules apply here too: "
                     + allowed.removeprefix("it allows these calls without asking: ")[:300])
-    if own or not (any(hooks.values()) or allows):
-        return None
+    trusted = (None if own or not (any(hooks.values()) or allows)
+               else trust_question(path, name, hooks, allowed, ask, flags))
+    rules.set_mode(mode, str(name), said, own=own, trusted=bool(trusted))
+    return trusted
+
+
+def trust_question(path, name, hooks, allowed, ask, flags):
+    """Ask once whether a workspace file with hooks or rules that let calls run is trusted (the
+    question says what it can really do: run hooks, which and where, and let which calls run
+    unasked); raises SetupError when it is not."""
     if any(hooks.values()):
         note = confinement_note(hooks, getattr(flags, "sandbox", "on") != "off")
         trusted = trust.ensure_trusted(path, "a hooks or settings file", ask,

@@ -25,12 +25,28 @@ moved, or renamed with its folder, it is still refused to the file tools and the
 `--yes`; the model reads the rule and where it came from), then an ask rule puts the call to the
 person at the terminal (extensions.py; never answered by --yes or an allow rule, and with nobody
 there a denial that says so), then an allow rule runs it without the prompt; where no rule decides,
-the settings' `defaultMode` does (the last file's: user, project, local): `acceptEdits` runs
-write_file unasked (commands still ask), `plan` refuses every call that would ask (reads run),
-`dontAsk` refuses what would ask, ask rules too; `default` is as without a mode;
-`bypassPermissions` and the rest are refused with one line (a file never approves every call). A
-rule that can match nothing the run offers is named in one line at the start, and so is every
-settings key the harness does not use (`unused_keys`).
+the settings' `defaultMode` does: `acceptEdits` runs write_file unasked (commands still ask),
+`plan` refuses every call that would ask (reads run), `dontAsk` refuses what would ask, ask rules
+too; `default` is as without a mode; `bypassPermissions` and the rest are refused with one line (a
+file never approves every call). A rule that can match nothing the run offers is named in one line
+at the start, and so is every settings key the harness does not use (`unused_keys`).
+
+Whose mode holds. The files are read in Claude Code's order (the user's `~/.claude/settings.json`,
+then the workspace's settings.json, settings.local.json), and a later file's mode replaced an
+earlier one's, trusted or not - so a workspace file saying `"default"`, which asks no trust
+question and which the model can write with an Edit it is allowed, took away the user's own plan
+or dontAsk, and `--yes` ran what the user's mode refused. Now the modes have one order, MODES,
+strictest first, by what runs with nobody asked: `plan` (only calls that would not ask),
+`dontAsk` (those and what an allow rule names), `default` (and whatever the person, or --yes, says
+yes to), `acceptEdits` (and every write in the workspace unasked); `bypassPermissions` would be
+loosest and is never honoured. `Rules.set_mode` holds three kinds of file: the user's own sets the
+mode (its `"default"` is as without one); a workspace file the user trusted (it had hooks, allow
+rules or acceptEdits, and the trust question was answered yes) replaces the mode as before, but
+never with one looser than the user's own - the trust question speaks of the file's hooks and
+rules, not of lifting the user's plan; a workspace file nobody trusted only makes the mode
+stricter. A mode that does not apply is said in one line. One mode holds, not a blend: between
+plan and dontAsk, plan, so a read an ask rule covers is put to the person where dontAsk would
+refuse it (nothing runs unasked either way).
 
 A Read deny is more than the read_file tool. Every file the harness itself reads for the model -
 INSTRUCTIONS.md, AGENTS.md, CLAUDE.md (settings.py), agent_notes.md at `/compact`
@@ -66,6 +82,8 @@ RULE = re.compile(r"\s*([A-Za-z_][\w-]*\*?)\s*(?:\((.*)\))?\s*", re.DOTALL)
 MCP = "mcp__"
 WALK_ENTRIES = 50000  # names looked at to find the files a Read deny rule covers (sandbox mounts)
 HIDDEN_FILES = 256    # files bound empty for commands at most (each is a mount per command)
+# the modes honoured, strictest first, by what runs with nobody asked (the module's docstring)
+MODES = ("plan", "dontAsk", "default", "acceptEdits")
 MODES_REFUSED = {
     "bypassPermissions": "a file never approves every call; pass --yes yourself if you want that "
                          "(deny and ask rules still hold)",
@@ -226,6 +244,7 @@ class Rules:
     def __init__(self, workspace, rules=()):
         self.workspace, self.rules = str(workspace), list(rules)
         self.mode, self.mode_source = "default", None
+        self.users = None  # (mode, file) of the user's own file, when not "default"
         self.identities = {}  # (st_dev, st_ino) of each file a Read deny covered at the start: rule
 
     def add(self, texts, kind, source, notes):
@@ -270,18 +289,31 @@ class Rules:
             return "run", None  # the path guard keeps it in the workspace (hooks.py)
         return "usual", None
 
-    def set_mode(self, mode, source, notes):
-        """The settings' defaultMode (a later file's wins): the modes that map are kept, the others
-        refused with one line."""
+    def set_mode(self, mode, source, notes, own=False, trusted=False):
+        """One file's defaultMode (the others are refused with one line): the user's OWN file sets
+        it; a TRUSTED workspace file replaces it, never with one looser than the user's own; a
+        file nobody trusted (the model can write one) only makes it stricter (MODES)."""
         if mode is None:
             return
-        if mode in ("default", "acceptEdits", "plan", "dontAsk"):
-            self.mode, self.mode_source = mode, source
+        if mode not in MODES:
+            why = (MODES_REFUSED.get(mode) if isinstance(mode, str) else None) or \
+                "it is not a mode Claude Code has (default, acceptEdits, plan, dontAsk)"
+            notes.append(f'[permissions] {source}: defaultMode {json.dumps(mode)[:60]} is not '
+                         f"honoured here: {why}; it changes nothing")
             return
-        why = (MODES_REFUSED.get(mode) if isinstance(mode, str) else None) or \
-            "it is not a mode Claude Code has (default, acceptEdits, plan, dontAsk)"
-        notes.append(f'[permissions] {source}: defaultMode {json.dumps(mode)[:60]} is not '
-                     f"honoured here: {why}; calls ask as usual")
+        if own:  # "default" is as without a mode: it sets no limit on a workspace file
+            self.users = None if mode == "default" else (mode, source)
+        kept = own or trusted
+        limit, holder = (self.users or (None, None)) if kept else (self.mode, self.mode_source)
+        if limit is None or MODES.index(mode) < MODES.index(limit) or kept and mode == limit:
+            self.mode, self.mode_source = mode, source
+        elif mode != limit:
+            self.mode, self.mode_source = limit, holder
+            why = ("a workspace file never lifts your own mode" if kept else
+                   "a file you have not trusted (the model can write it) only makes it stricter")
+            notes.append(f'[permissions] {source}: defaultMode "{mode}" does not apply: it lets '
+                         f'more run than "{limit}"' + (f" ({holder})" if holder else "")
+                         + f', and {why}; "{limit}" holds')
 
     def remember_denied(self, files):
         """Note what each file a Read deny covers now is (device and inode), with its rule: a rule
@@ -423,21 +455,22 @@ def fence_commands(sandbox, rules, report):
 
 
 def from_settings(data, source, rules, notes):
-    """Add the `permissions` of a settings file's DATA to RULES: (lets calls run without asking:
-    allow rules or defaultMode acceptEdits, narrows: deny or ask rules, plan, dontAsk)."""
+    """Add the rules of a settings file's DATA to RULES: (lets calls run without asking: allow
+    rules or acceptEdits, narrows: deny or ask rules, plan, dontAsk, its defaultMode - which the
+    caller sets once it knows the file's trust: Rules.set_mode)."""
     permissions = data.get("permissions") if isinstance(data, dict) else None
     if permissions is None:
-        return False, False
+        return False, False, None
     if not isinstance(permissions, dict):  # a settings file's mistake: callers catch ValueError
         raise ValueError(  # noqa: TRY004
             f"{source}: \"permissions\" must be an object with \"allow\", \"ask\" "
             "and \"deny\" lists")
     for kind in ("allow", "ask", "deny"):
         rules.add(permissions.get(kind, []), kind, source, notes)
-    mode = permissions.get("defaultMode")
-    rules.set_mode(mode, source, notes)
+    mode = permissions.get("defaultMode")  # set once the file's trust is known (Rules.set_mode)
     return (bool(permissions.get("allow")) or mode == "acceptEdits",
-            bool(permissions.get("deny") or permissions.get("ask")) or mode in ("plan", "dontAsk"))
+            bool(permissions.get("deny") or permissions.get("ask")) or mode in ("plan", "dontAsk"),
+            mode)
 
 
 def unused_keys(data):
