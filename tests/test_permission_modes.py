@@ -3,7 +3,8 @@
 An `ask` rule (a settings file's permissions.ask, or --ask) asks at the terminal even under --yes or a matching
 allow rule, and with nobody there it is a denial that says so (deny, then ask, then allow, as Claude orders
 them); `defaultMode` is honoured where it maps (acceptEdits: writes run unasked, commands still ask; plan: reads
-only; dontAsk: what would ask is denied) and refused with a sentence where it does not (bypassPermissions);
+only; dontAsk: what would ask is denied) and refused with a sentence where it does not (bypassPermissions); a
+workspace file's mode, even a trusted one's, never lifts the user's own plan or dontAsk;
 every settings key the harness does not use is named once; the trust question of a file that holds only
 permission rules says what it allows, not that it runs commands.
 """
@@ -99,6 +100,22 @@ def test_dont_ask_denies_what_would_ask_and_runs_what_is_allowed(ws, home):
     assert results[0].startswith("exit status 0")
     assert results[1].startswith('DENIED: defaultMode "dontAsk" (.claude/settings.json) denies')
     assert "Allow shell(" not in done.screen  # nothing was asked
+
+
+@pytest.mark.parametrize("users, theirs", [("plan", "acceptEdits"), ("dontAsk", "default")])
+def test_a_trusted_workspace_mode_never_lifts_the_users_own(users, theirs, ws, home):
+    """The user's ~/.claude/settings.json says plan (or dontAsk); a workspace file the user trusts (--trust: it
+    allows Read) says acceptEdits (or default). A later file's mode wins, but not past the user's own: under --yes
+    the write and the command are refused, and one line says why the workspace's mode did not apply."""
+    own = settings(ws.parent / "me", permissions={"defaultMode": users})
+    settings(ws, "settings.local.json", permissions={"allow": ["Read"], "defaultMode": theirs})
+    script = [calls(tool_call("write_file", path="b.txt", content="b"),
+                    tool_call("shell", command="echo ran > marker.txt")), "Done."]
+    done, results = run(ws, home, script, "--yes", "--trust")
+    assert not (ws / "b.txt").exists() and not (ws / "marker.txt").exists(), results
+    assert all(f'"{users}"' in result and str(own) in result for result in results), results
+    assert (f'[permissions] .claude/settings.local.json: defaultMode "{theirs}" does not apply: it lets more run '
+            f'than "{users}" ({own}), and a workspace file never lifts your own mode; "{users}" holds') in done.stderr
 
 
 def test_modes_that_do_not_map_and_keys_not_used_are_named_once(ws, home):
