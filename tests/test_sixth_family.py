@@ -365,9 +365,6 @@ def _link_codex_file(box):
 USER_LINKS = {"claude-json": _link_claude_json, "codex-folder": _link_codex_folder, "codex-config": _link_codex_file}
 
 
-@pytest.mark.xfail(strict=True, reason="ESCAPE: a `~/.claude.json` or `~/.codex` that is a link into the workspace "
-                                       "(a dotfiles repository) is read as the user's own: a server the model "
-                                       "wrote there in one run starts unconfined, unasked, in the next")
 @pytest.mark.parametrize("link", list(USER_LINKS))
 def test_a_users_mcp_file_linked_into_the_workspace_runs_nothing_the_model_wrote(box, link):
     """The user keeps `~/.claude.json` (or `~/.codex`, or `~/.codex/config.toml`) in a dotfiles repository and
@@ -432,8 +429,6 @@ def test_an_odd_users_mcp_file_is_one_line_never_a_hang_or_a_traceback(box, plan
     assert not no_raw_controls(r.out + r.err), r
 
 
-@pytest.mark.xfail(strict=True, reason="CRASH: a `~/.codex/config.toml` with arrays nested 200,000 deep ends the "
-                                       "run with tomllib's RecursionError traceback, not one line")
 @pytest.mark.parametrize("command", [("run",), ("mcp", "list")])
 def test_a_deeply_nested_codex_config_is_one_line_not_a_traceback(box, command):
     """`~/.codex/config.toml` = `a = [[[[...]]]]`, 200,000 deep (JSON of the same depth is one line)."""
@@ -448,9 +443,6 @@ def test_a_deeply_nested_codex_config_is_one_line_not_a_traceback(box, command):
     assert_sane(r)
 
 
-@pytest.mark.xfail(strict=True, reason="ESCAPE (more than chosen): `enabled = \"false\"` (a string) in "
-                                       "`~/.codex/config.toml` starts the server the user meant to switch off; "
-                                       "Codex refuses the file, and `\"disabled\": \"true\"` in JSON is one line")
 def test_a_mistyped_enabled_never_starts_a_server_the_user_switched_off(box):
     """Codex's `[mcp_servers.NAME]` with `enabled = "false"` (quoted): the README says any other malformed field
     stops the run with a sentence; the server must not start (its tool writes a flag outside)."""
@@ -813,9 +805,6 @@ def test_an_input_value_is_one_argument_never_expanded_split_or_kept(box, typed)
     assert not stored.stdout.strip(), stored.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="ESCAPE (terminal): the input's description from the workspace file is printed "
-                                       "raw at the question: escape sequences, a window title, a bidi override and a "
-                                       "newline that draws a fake question of the harness reach the terminal")
 def test_an_input_description_is_shown_escaped(box):
     """A description holding a screen clear, a window title, BEL, a bidi override and a newline followed by a fake
     trust question: the terminal shows none of them raw, and no line of the screen starts with the fake question."""
@@ -824,7 +813,10 @@ def test_an_input_description_is_shown_escaped(box):
     _, _, err, screen, hung = run_at_a_terminal(box, "y\nv\n")
     assert not hung and "Traceback" not in err, (err, screen)
     assert not no_raw_controls(screen + err), repr(screen)
-    assert not any(line.startswith(fake) for line in screen.replace("\r", "").splitlines()[2:]), repr(screen)
+    # the harness's own trust question comes first, rightly; after the input's question begins, the
+    # description's newline must not start a line of its own (the fake question)
+    asked = screen.replace("\r", "").split("[mcp] w needs", 1)[1]
+    assert "\n" + fake not in asked, repr(screen)
 
 
 @pytest.mark.parametrize("how", ["piped-with-a-task", "task-from-stdin", "undeclared-input"])

@@ -50,3 +50,10 @@ def test_toml_the_subset_leaves_out_is_refused_not_misread(text):
     tomllib.loads(text)  # it is TOML
     with pytest.raises(ValueError, match="line"):
         subset(text)
+
+
+def test_a_file_nested_deeper_than_python_reads_is_a_sentence_not_a_traceback():
+    """tomllib recurses once per bracket: 200,000 of them end in RecursionError, which no caller
+    catches; loads says it in words (a ValueError, which every caller turns into one line)."""
+    with pytest.raises(ValueError, match="deeper than can be read"):
+        loads("a = " + "[" * 200_000 + "]" * 200_000 + "\n")

@@ -36,6 +36,13 @@ FLOAT = re.compile(rf"[+-]?(?:0|[1-9](?:_?[0-9])*)(?:\.{DIGITS})?(?:[eE][+-]?{DI
 def loads(text):
     """{key: value} of TOML text: tomllib, tomli, else `subset`. ValueError when it is not TOML
     (tomllib's TOMLDecodeError is a ValueError)."""
+    try:
+        return by_version(text)
+    except RecursionError:  # `a = [[[[...]]]]`, thousands deep: a sentence, not a traceback
+        raise ValueError("it nests arrays or tables deeper than can be read") from None
+
+
+def by_version(text):
     if sys.version_info >= (3, 11):
         import tomllib
         return tomllib.loads(text)

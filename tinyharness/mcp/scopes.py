@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 
 from .. import asking, trust
+from ..console import printable
 from ..filedoor import read_bytes
 from ..tomlread import loads
 from . import Slots
@@ -104,7 +105,7 @@ def codex_servers(path):
     servers = {}
     for name, entry in block.items():
         config = {key: entry[key] for key in CODEX_KEYS if key in entry}
-        config["disabled"] = entry.get("enabled", True) is False
+        config["disabled"] = not switched_on(entry, path, name)
         if isinstance(entry.get("bearer_token_env_var"), str):
             config["headers"] = {"Authorization": f"Bearer ${{{entry['bearer_token_env_var']}}}"}
         if isinstance(entry.get("http_headers"), dict):
@@ -113,6 +114,17 @@ def codex_servers(path):
             config["timeout"] = entry["tool_timeout_sec"]
         servers[name] = config
     return mcp_config.servers_of(servers, path, str(path.parent), str(path.parent))
+
+
+def switched_on(entry, path, name):
+    """Codex's `enabled`: true unless it says false; anything but a boolean ("false" in quotes,
+    which would read as on) is a ValueError, as Codex refuses it."""
+    enabled = entry.get("enabled", True)
+    if not isinstance(enabled, bool):  # a bad file is a ValueError: the callers catch that
+        raise ValueError(  # noqa: TRY004
+            f"{path}: [mcp_servers.{name}] enabled must be true or false, not "
+            f"{json.dumps(enabled)}")
+    return enabled
 
 
 def server_configs(workspace, flags=(), looked=None):
@@ -147,8 +159,11 @@ def fill_inputs(name, config, report):
         return config
     answers = {}
     for key, description in inputs.items():
-        answer = ask_text(f"[mcp] {name} needs ${{input:{key}}}"
-                          + (f" ({description})" if description else "") + ": ")
+        # the workspace wrote the description: shown on one line, never obeyed (an escape or a
+        # newline could redraw the screen, or draw a question of the harness's own)
+        question = printable(f"[mcp] {name} needs ${{input:{key}}}"
+                             + (f" ({description})" if description else "")).replace("\n", "\\n")
+        answer = ask_text(question + ": ")
         if answer is None:
             report(f"[mcp] {name}: skipped: it needs ${{input:{key}}}, which is asked for at a "
                    "terminal, and there is none to ask at (set an environment variable and write "

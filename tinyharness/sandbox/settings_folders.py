@@ -5,7 +5,8 @@ folder lets a command plant what runs outside the sandbox later - a `core.fsmoni
 ~/.config/git, a fake `git` in ~/.local/bin, a `Match exec` in ~/.ssh, a trusted.json in the
 harness's own store, a hook in ~/.claude. The mechanism: this module lists them (the XDG folders,
 ~/.local/bin, ~/.ssh, GnuPG's, every dot-folder of the home folder, every folder on PATH and
-PYTHONPATH, and where the harness's own settings really are when they are links), and
+PYTHONPATH, and where the settings the harness reads at every start really are when they are
+links: its own, ~/.claude, ~/.codex, and the folders of ~/.claude.json and Codex's config.toml), and
 `workspace_problem` (sandbox/__init__.py) refuses a workspace in or around one.
 
 What it cannot do: know a program's settings folder that lives elsewhere (a tool configured through
@@ -59,14 +60,26 @@ def settings_targets(environ, home):
     starts, unconfined."""
     config, data = (xdg(environ, "XDG_CONFIG_HOME", home,
                         ".config"), xdg(environ, "XDG_DATA_HOME", home, ".local/share"))
+    codex = environ.get("CODEX_HOME", "")
+    codex = codex if os.path.isabs(codex) else os.path.join(home, ".codex")
     folders = [("tinyharness's settings (its mcp.json and hooks.json)",
                 os.path.join(config, "tinyharness")),
                ("tinyharness's sessions and trust answers", os.path.join(data, "tinyharness")),
                ("your Claude Code settings (~/.claude: its hooks run here too)",
-                os.path.join(home, ".claude"))]
+                os.path.join(home, ".claude")),
+               ("Codex's settings (~/.codex: its config.toml's MCP servers start here too)", codex)]
     # where they are not links, read_or_run_from refuses a workspace in or below them
-    return [(what, os.path.realpath(path)) for what, path in folders
-            if os.path.realpath(path) != path]
+    found = [(what, os.path.realpath(path)) for what, path in folders
+             if os.path.realpath(path) != path]
+    # two single files whose MCP servers start here too: where a link puts them, their folder
+    for what, path in (("your ~/.claude.json (Claude Code's MCP servers)",
+                        os.path.join(home, ".claude.json")),
+                       ("Codex's config.toml (its MCP servers)",
+                        os.path.join(codex, "config.toml"))):
+        real = os.path.dirname(os.path.realpath(path))
+        if real != os.path.dirname(path):
+            found.append((what, real))
+    return found
 
 
 def holds(folder, home):
