@@ -20,7 +20,7 @@ every request.
 What it cannot do. No reconnecting: a stream that ends withdraws the server, as a stdio server's
 death does. No OAuth (put a token in `headers`). One event's data is read up to 16 MiB. The GET's
 answer (its status line and headers) has no time limit of its own beyond the connect timeout: a
-server that accepts and never answers holds the start.
+server that accepts the connection and never answers it holds the start for ever.
 """
 import json
 import os
