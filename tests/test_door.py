@@ -1,4 +1,4 @@
-"""The door (m0's llm.py, copied to every stage, and tinyharness/llm.py): whatever a server answers,
+"""The door (m0's llm.py, copied to every stage, and tinyharness/llm/__init__.py): whatever a server answers,
 the harness sees, and sends back, one canonical message; an error reads as its cause.
 
 Replies of every odd shape a fuzzer or a real server produced are run through the real CLI of every

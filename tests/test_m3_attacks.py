@@ -10,7 +10,7 @@ A shell case that the command regex cannot see is a *known escape*: it is marked
 it as xfailed. If a sandbox ever stops it, the strict xfail fails: move the case to the stopped side.
 Every path case must be stopped by the file tools: none of them is an xfail.
 
-`tinyharness run` keeps the same regex in front and adds the sandbox (tinyharness/sandbox.py): there
+`tinyharness run` keeps the same regex in front and adds the sandbox (tinyharness/sandbox/): there
 the known escapes are expected to be stopped by the kernel (0 escapes), and they skip, with the reason,
 on a machine where the sandbox cannot run. tests/test_sandbox.py adds the sandbox's own attacks.
 
@@ -457,7 +457,7 @@ def stand_in_fork_loop(root):
     """A fork() loop, made linear (one parent, children that sleep) so that a failure cannot take the machine."""
     if os.geteuid() == 0:
         pytest.skip("running as root: the kernel does not count root's processes (RLIMIT_NPROC), so no "
-                    "sandbox without a cgroup stops a fork bomb here (tinyharness/sandbox.py says so)")
+                    "sandbox without a cgroup stops a fork bomb here (tinyharness/sandbox/__init__.py says so)")
     program = ("import os, time\nfor n in range(100000):\n    try:\n        pid = os.fork()\n    except OSError as e:\n"
                "        print('stopped after', n, e); break\n    if pid == 0:\n        time.sleep(20); os._exit(0)")
     result = sandboxed_shell(root, f"{shlex.quote(sys.executable)} -c {shlex.quote(program)}")

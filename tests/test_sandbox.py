@@ -1,4 +1,4 @@
-"""The sandbox (tinyharness/sandbox.py): the attacks the strongest sandboxes test themselves with.
+"""The sandbox (tinyharness/sandbox/): the attacks the strongest sandboxes test themselves with.
 
 Each attack aims at a canary outside the workspace (a file, a listening socket, a process) and checks
 the canary afterwards, not only the message. Most fire at `tools.shell` in this process, with the
