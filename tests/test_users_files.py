@@ -140,6 +140,7 @@ def test_settings_local_json_adds_its_rules_and_an_untrusted_one_stops_the_run(w
     done, _ = run_with(ws, home, ["Done."], tty=None)
     assert done.returncode == 2 and ".claude/settings.local.json was not trusted" in done.stderr
     assert f"({local})" in done.stdout
+    assert ".." not in done.stderr and "Fix it or remove it" not in done.stderr  # one sentence, said once
 
 
 def test_allow_and_deny_flags_in_claudes_spelling(ws, home):

@@ -430,6 +430,8 @@ def load_policy(workspace, ask, report, flags=None, sandbox=None):
                 unused.append(f"{', '.join(keys)} ({path})")
             for event, entries in hooks.items():
                 merged.setdefault(event, []).extend(commands.trusted_as(entries, trusted))
+    except SetupError:  # already a whole sentence (a file not trusted): said as it is
+        raise
     except (commands.HooksFileError, ValueError) as e:
         raise SetupError(f"{e}. Fix it or remove it; the run did not start.") from None
     if unused:

@@ -211,8 +211,8 @@ def load_file(path, claude_settings=False, own=False):
     try:  # the harness's one door: no link leading out, no FIFO
         data, size = read_config(path, own)
         if size > CONFIG_CAP:
-            raise ValueError(f"it is {size:,} bytes, more than the {CONFIG_CAP:,} a hooks file may "
-                             "have")
+            raise ValueError(f"it is {size:,} bytes, more than the {CONFIG_CAP:,} a hooks or "
+                             "settings file may have")
         whole = json.loads(data.decode("utf-8"))
     except (OSError, ValueError, RecursionError) as e:
         raise HooksFileError(f"{HOOKS_FILE}: cannot read it as JSON ({e})") from e
