@@ -233,3 +233,12 @@ def test_the_package_keeps_no_state_behind_a_global_statement():
              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
              if isinstance(node, ast.Global)]
     assert found == []
+
+
+def test_no_module_imports_a_name_only_to_hand_it_on():
+    """A name is imported from the module that defines it (README, Layout): an import kept only so
+    that others can import it from here is one ruff calls unused, so it would need `noqa: F401`."""
+    found = [f"{path.relative_to(ROOT)}:{number}" for path in sorted(PACKAGE.rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if "noqa: F401" in line]
+    assert found == []

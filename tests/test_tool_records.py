@@ -95,7 +95,7 @@ def dummy_tool(met):
     """`peek`, a read-only path tool. Two calls of it in one reply each wait for the other (a
     barrier): they finish only if they run at the same time."""
     from tinyharness.toolrecord import Tool
-    from tinyharness.tools import schema
+    from tinyharness.toolrecord import schema
 
     def peek(workspace, path):
         met.wait()

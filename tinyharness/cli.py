@@ -389,7 +389,7 @@ def open_chat(args, usage):
 
 
 def list_mcp(args, usage):
-    from .extensions import list_servers
+    from .mcp.scopes import list_servers
     return list_servers(os.getcwd(), args.mcp, out=lambda text: print(printable(text), flush=True))
 
 

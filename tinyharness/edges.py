@@ -40,7 +40,8 @@ from .arrival import ArrivalWatch
 from .context import ContextWatch, estimate_tokens
 from .filedoor import write_text
 from .guards import REPEAT_LIMIT, Stopped, brief, repeat_warning
-from .tools import names, parse_arguments
+from .toolrecord import parse_arguments
+from .tools import names
 
 CUT = ("[harness] Your last reply was cut off at the length limit ({}), so none of its tool calls "
        "ran. Continue with a shorter reply: fewer or smaller tool calls, less text.")

@@ -34,10 +34,11 @@ from .hooks import needs_permission as ours_needs_permission
 from .hooks.commands import Verdict
 from .hooks.run import confinement_note
 from .mcp import config as mcp_config
-from .mcp.scopes import SetupError, fill_inputs, list_servers, server_configs  # noqa: F401
+from .mcp.scopes import SetupError, fill_inputs, server_configs
 from .permissions import Rules, allowed_note, fence_commands, from_settings, unused_keys
 from .subagents import SUBAGENT_MAX_SECONDS, SUBAGENT_MAX_TURNS, TASK_SCHEMA, TASK_TOOL, run_child
-from .tools import canonical, parse_arguments, record, schemas
+from .toolrecord import canonical, parse_arguments
+from .tools import record, schemas
 
 # tool_use_id numbers: unique in the process, so no two calls of a chat share one
 _call_numbers = count(1)

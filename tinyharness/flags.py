@@ -393,6 +393,7 @@ def from_command_line(args, parser, ask, printer, stream, opening=None, **built)
     trusted with `ask` (the user, never --yes); the client and the settings. `built`: the settings
     the command makes itself (the permission prompt; chat's --transcript). Raises UsageError."""
     from . import extensions
+    from .mcp.scopes import SetupError
     workspace = os.getcwd()
     check_agent_flags(args, parser)
     image = image_of(args, workspace, parser)
@@ -402,7 +403,7 @@ def from_command_line(args, parser, ask, printer, stream, opening=None, **built)
     opened = opening() if opening else None
     try:
         hands = extensions.from_flags(args, workspace, ask, warn, sandbox=sandbox)
-    except extensions.SetupError as e:
+    except SetupError as e:
         raise UsageError(str(e)) from None
     hands.fence(sandbox, warn)  # a Read deny holds for commands too
     client, window = client_from_args(args, stream, printer)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .tools import canonical, parse_arguments
+from .toolrecord import canonical, parse_arguments
 
 MAX_TURNS = 30  # model calls in one run; --max-turns changes it
 MAX_SECONDS = 600  # wall-clock seconds for one run, checked between turns; --max-seconds changes it

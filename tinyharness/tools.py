@@ -23,7 +23,7 @@ from .sandbox import hint_for
 from .sandbox.beneath import BENEATH, open_beneath
 from .sandbox.git import protected_path
 from .sandbox.reaping import SignalsHeld
-from .toolrecord import TASK, Tool, canonical, parse_arguments, schema  # noqa: F401
+from .toolrecord import TASK, Tool, parse_arguments, schema
 from .vision import image_part, view_image_result
 
 SHELL_TIMEOUT = 60  # seconds; --shell-timeout changes it
