@@ -291,6 +291,25 @@ def test_the_log_is_private_capped_and_beside_the_sessions(tmp_path, monkeypatch
     assert path.stat().st_size < 300 + 100 and path.read_text().endswith("the rest is dropped\n")
 
 
+def test_a_servers_last_stderr_lines_reach_the_log_before_it_closes(monkeypatch):
+    """The copy of stderr runs on its own thread; on a loaded machine it may lag behind the call.
+    Closing the server must let it finish (the group is dead, the pipe ends) before the log closes,
+    or the server's last lines - often why it failed - are lost. The lag is made here on purpose."""
+    drain = mcp_client.Log.drain
+
+    def lagging(log, pipe):
+        time.sleep(0.5)  # the thread is late, as under load
+        drain(log, pipe)
+    monkeypatch.setattr(mcp_client.Log, "drain", lagging)
+    slots, _ = start()
+    try:
+        slots.call("mcp__t__echo", {"text": "x"})  # the server logs each request on stderr
+        path = slots.servers["t"].log_path
+    finally:
+        slots.close()
+    assert "got tools/call" in path.read_text()
+
+
 def test_a_per_server_timeout_from_the_config():
     slots = mcp.Slots.start({"t": {"command": SERVER, "timeout": 0.3}}, report=lambda t: None)
     try:

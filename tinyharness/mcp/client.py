@@ -44,6 +44,9 @@ MAX_LINE = 16 << 20  # bytes of one JSON-RPC line; a longer one is dropped
 MAX_LOG_BYTES = 1 << 20  # of one server's stderr log
 MAX_LOGS_KEPT = 50
 PROGRESS_EVERY = 1.0  # seconds between two progress lines of one call
+# seconds close waits for the stderr copy: the group is dead, so its pipe ends at once unless a
+# process that left the group holds it
+DRAIN_WAIT = 2.0
 # marks an error reply the transport made up (a POST that failed): no server sent it
 TRANSPORT = object()
 
@@ -130,7 +133,7 @@ class Server:
         self.report = report or warn
         self.log = Log(log_dir or log_folder(), name)
         self.log_path = self.log.path
-        self.process = None
+        self.process = self.drainer = None
         # trust.Trusted of the workspace file it comes from (None: the user's own, a --mcp flag)
         self.trusted = None
         self.tools = {}            # tool name -> its description from tools/list (checked)
@@ -158,7 +161,9 @@ class Server:
         except (OSError, ValueError) as e:  # ValueError: a NUL byte in a command, cwd or env
             raise MCPError(f"cannot start MCP server {self.name!r} "
                            f"({shlex.join(config['command'])}): {e}") from e
-        threading.Thread(target=self.log.drain, args=(self.process.stderr,), daemon=True).start()
+        self.drainer = threading.Thread(target=self.log.drain, args=(self.process.stderr,),
+                                        daemon=True)
+        self.drainer.start()
         threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
 
     def _read(self, stdout):
@@ -303,6 +308,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 pass
         self.gone("closed")
+        if self.drainer:  # its last lines reach the log before the log closes
+            self.drainer.join(DRAIN_WAIT)
         self.log.close()
 
     # --- the protocol
